@@ -1,0 +1,27 @@
+# `make run` and `make test` each create .venv and install normdiff when needed.
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed-stamp
+OUT    ?= reports/latest
+JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
+
+.PHONY: install run test nightly bench fuzz bugs clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e .
+	touch $(STAMP)
+
+# The default suite on every path; exit 1 (some verdict is not pass) still writes the reports.
+run: $(STAMP)
+	$(BIN)/normdiff run --suite smoke --out $(OUT) --jobs $(JOBS) || [ $$? -eq 1 ]
+	@echo "reports: $(OUT)/summary.md"
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q -n $(JOBS) --dist loadgroup
+
+clean:
+	rm -rf $(VENV) reports/latest .pytest_cache

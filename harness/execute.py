@@ -1,0 +1,138 @@
+"""One execution: a case through one path, scored, as a result record (DESIGN §4).
+
+`Executor` keeps prepared artifacts keyed by (path, structure key), so cases
+that differ only in their input reuse one compiled artifact; a worker process
+holds one Executor for its whole life. `execute(spec, path)` is the one-shot
+form for scripts and tests.
+"""
+from __future__ import annotations
+
+import importlib.metadata
+import time
+from typing import Any
+
+import numpy as np
+
+from cases.inputs import make_inputs
+from cases.patterns import build_module
+from harness import paths
+from harness.compare import eager_row_errors, score
+from harness.paths.base import Prepared, StageError, Unsupported, first_line
+from harness.reference import reference
+from harness.spec import CaseSpec
+from harness.tensors import to_torch
+
+_DISTRIBUTIONS = {"torch": "torch", "tvm": "apache-tvm", "executorch": "executorch", "numpy": "numpy"}
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+VERSIONS = {key: _version(dist) for key, dist in _DISTRIBUTIONS.items()}
+
+
+def base_record(spec: CaseSpec, path: str) -> dict[str, Any]:
+    """A record with every DESIGN §4 key, before the verdict is known."""
+    return {
+        "case_id": spec.case_id, "case": spec.to_dict(), "path": path, "verdict": None,
+        "stage": None, "message": "", "max_abs_err": None, "max_rel_err": None,
+        "max_ulp": None, "worst_row": None, "eager_max_abs_err": None,
+        "out_dtype": None, "expected_dtype": None, "seconds": 0.0,
+        "versions": dict(VERSIONS), "structure_key": None, "cache_hit": False,
+        "prepare_seconds": 0.0, "run_seconds": 0.0, "facts": {},
+    }
+
+
+class Executor:
+    """Runs executions in this process, reusing prepared artifacts."""
+
+    def __init__(self):
+        self._prepared: dict[tuple[str, str], Prepared | Exception] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def _prepare(self, path, spec: CaseSpec, inputs) -> tuple[Prepared | Exception, bool, float]:
+        key = (path.name, path.structure_key(spec))
+        if key in self._prepared:
+            self.hits += 1
+            return self._prepared[key], True, 0.0
+        self.misses += 1
+        start = time.perf_counter()
+        try:
+            module = build_module(spec, inputs.params)
+            example = to_torch(inputs.x, spec.layout)
+            prepared: Prepared | Exception = path.prepare(spec, module, example)
+        except (StageError, Unsupported) as exc:
+            prepared = exc
+        except Exception as exc:  # noqa: BLE001 - a path bug is still one record
+            prepared = StageError("compile", first_line(exc))
+        self._prepared[key] = prepared
+        return prepared, False, time.perf_counter() - start
+
+    def _eager(self, spec: CaseSpec, inputs) -> np.ndarray | None:
+        prepared, _, _ = self._prepare(paths.get("eager"), spec, inputs)
+        if isinstance(prepared, Exception):
+            return None
+        try:
+            return prepared.run(inputs.x)
+        except StageError:
+            return None
+
+    def execute(self, spec: CaseSpec | dict, path_name: str) -> dict[str, Any]:
+        """The result record of `spec` through path `path_name`."""
+        spec = CaseSpec.from_dict(spec)
+        record = base_record(spec, path_name)
+        start = time.perf_counter()
+        try:
+            path = paths.get(path_name)
+        except KeyError as exc:
+            record.update(verdict="error", stage="compile", message=str(exc.args[0]))
+            return record
+        inputs = make_inputs(spec)
+        ref = reference(spec, inputs)
+        record["structure_key"] = path.structure_key(spec)
+        record["expected_dtype"] = ref.out_dtype
+        record["rounding_dtype"] = ref.rounding_dtype
+
+        eager_out = self._eager(spec, inputs) if path_name != "eager" else None
+        if eager_out is not None:
+            record["eager_max_abs_err"] = eager_row_errors(eager_out, ref)
+            record["expected_dtype"] = str(eager_out.dtype)
+
+        prepared, hit, prep_s = self._prepare(path, spec, inputs)
+        record["cache_hit"] = hit
+        record["prepare_seconds"] = round(prep_s, 6)
+        if isinstance(prepared, Unsupported):
+            record.update(verdict="unsupported", message=str(prepared))
+        elif isinstance(prepared, StageError):
+            record.update(verdict="error", stage=prepared.stage, message=prepared.message)
+        else:
+            record["facts"] = dict(prepared.facts)
+            run_start = time.perf_counter()
+            try:
+                out = prepared.run(inputs.x)
+            except StageError as exc:
+                record.update(verdict="error", stage=exc.stage, message=exc.message)
+            else:
+                record["run_seconds"] = round(time.perf_counter() - run_start, 6)
+                result = score(out, ref, eager_out)
+                record.update({k: v for k, v in result.to_dict().items()})
+                if path_name == "eager":
+                    record["eager_max_abs_err"] = result.max_abs_err
+        record["seconds"] = round(time.perf_counter() - start, 6)
+        return record
+
+
+_DEFAULT: Executor | None = None
+
+
+def execute(spec: CaseSpec | dict, path_name: str) -> dict[str, Any]:
+    """One execution in this process (artifacts cached for the process's life)."""
+    global _DEFAULT
+    if _DEFAULT is None:
+        _DEFAULT = Executor()
+    return _DEFAULT.execute(spec, path_name)

@@ -1,0 +1,19 @@
+"""`eager`: the torch module itself on CPU, the behaviour every path is held to."""
+from __future__ import annotations
+
+import torch
+
+from harness.paths.base import Path, Prepared
+from harness.tensors import to_numpy, to_torch
+
+
+class EagerPath(Path):
+    name = "eager"
+    packages = ("torch",)
+
+    def prepare(self, spec, module, example) -> Prepared:
+        def run(x):
+            with torch.no_grad():
+                return to_numpy(module(to_torch(x, spec.layout)))
+
+        return Prepared(run, {})

@@ -1,0 +1,132 @@
+"""The `tvm` and `tvm-decompose` paths (DESIGN §2).
+
+    torch.export.export
+      -> tvm.relax.frontend.torch.from_exported_program      (stage "import")
+      -> [relax.transform.DecomposeOpsForTraining]           (tvm-decompose only)
+      -> tvm.compile(target="llvm") -> relax.VirtualMachine  (stage "compile")
+      -> vm["main"](x)                                       (stage "run")
+
+Choices, written down:
+
+* Parameters are embedded as constants (`keep_params_as_input=False`, the
+  importer's default). That is how a deployed model is compiled, it lets the
+  pipeline fold/fuse them like any constant, and `main` then takes exactly one
+  argument, the input. The structure key already includes everything the
+  parameters depend on, so one artifact per structure is right.
+* The importer's `run_ep_decomposition=True` default is kept: it is what a
+  user calling `from_exported_program(ep)` gets. torch's core-ATen table keeps
+  layer_norm whole (it becomes `R.nn.layer_norm`), so the seed
+  apache/tvm#20909 still reaches Relax as a single op.
+* Compilation runs under `PassContext(opt_level=3)`, as in the seed's
+  reproduction script.
+* Input and output cross TVM through `tvm.runtime.tensor(ndarray)` and
+  `Tensor.numpy()`. In 0.27 both carry bfloat16 as ml_dtypes.bfloat16 bit for
+  bit (tests/test_tvm_paths.py checks every bf16/f16 bit pattern); should a build hand back raw
+  uint16 bits instead, they are re-viewed, never converted.
+* The output keeps the dtype TVM produced: a dtype that differs from eager's
+  is a finding (dtype_mismatch), so nothing here casts it.
+* The VM returns the importer's return tuple (a tvm_ffi Array); a one-element
+  tuple is unwrapped. More than one output is a run error.
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from harness.paths.base import Path, Prepared, stage
+
+
+def relax_ops(mod, func: str = "main") -> list[str]:
+    """Sorted, de-duplicated names of the Relax ops `func` calls."""
+    import tvm
+    from tvm import relax
+
+    found: set[str] = set()
+
+    def visit(expr):
+        if isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op):
+            found.add(str(expr.op.name))
+
+    relax.analysis.post_order_visit(mod[func], visit)
+    return sorted(found)
+
+
+def _to_tvm(x: np.ndarray, device):
+    import tvm
+
+    return tvm.runtime.tensor(np.ascontiguousarray(x), device)
+
+
+def _from_tvm(t) -> np.ndarray:
+    """A NumPy copy with TVM's own dtype (bfloat16 as ml_dtypes.bfloat16)."""
+    import ml_dtypes
+
+    out = np.asarray(t.numpy())
+    if str(t.dtype) == "bfloat16" and out.dtype != np.dtype(ml_dtypes.bfloat16):
+        # Older/other builds return the raw bits; keep them, only re-label.
+        out = out.view(np.uint16).view(ml_dtypes.bfloat16)
+    return out.copy()
+
+
+def _unwrap(result):
+    import tvm
+
+    if isinstance(result, tvm.runtime.Tensor):
+        return result
+    if isinstance(result, (list, tuple)) or hasattr(result, "__len__"):
+        items = list(result)
+        if len(items) == 1:
+            return _unwrap(items[0])
+        raise ValueError(f"expected one output tensor, got a tuple of {len(items)}")
+    raise TypeError(f"unexpected VM result {type(result).__name__}")
+
+
+class TvmPath(Path):
+    """torch.export -> Relax -> LLVM -> Relax VM on CPU."""
+
+    name = "tvm"
+    packages = ("torch", "apache-tvm")
+    decompose = False
+
+    def prepare(self, spec, module, example) -> Prepared:
+        import torch
+
+        with stage("export"):
+            ep = torch.export.export(module, (example,))
+
+        with stage("import"):
+            import tvm
+            from tvm import relax
+            from tvm.relax.frontend.torch import from_exported_program
+
+            mod = from_exported_program(ep, keep_params_as_input=False)
+            if self.decompose:
+                mod = relax.transform.DecomposeOpsForTraining()(mod)
+            ops = relax_ops(mod)
+
+        with stage("compile"):
+            with tvm.transform.PassContext(opt_level=3):
+                executable = tvm.compile(mod, target="llvm")
+            device = tvm.cpu()
+            vm = relax.VirtualMachine(executable, device)
+            main = vm["main"]
+
+        # A VM keeps per-call state; serialise calls if threads share it.
+        lock = threading.Lock()
+
+        def run_fn(x: np.ndarray) -> np.ndarray:
+            with lock:
+                result = main(_to_tvm(x, device))
+                return _from_tvm(_unwrap(result))
+
+        facts = {"tvm_decomposed": self.decompose, "tvm_ops": ops}
+        return Prepared(run_fn, facts)
+
+
+class TvmDecomposePath(TvmPath):
+    """As `tvm`, with relax.transform.DecomposeOpsForTraining before compile
+    (seed: apache/tvm#20909)."""
+
+    name = "tvm-decompose"
+    decompose = True

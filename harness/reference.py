@@ -1,0 +1,125 @@
+"""The FP64 NumPy reference of every pattern, and what it expects of an output.
+
+The reference computes the norm's exact mathematics in float64 from the
+case's rounded inputs and parameters (no intermediate rounding: the model's
+deliberate roundings are the tolerance's business). Alongside the values it
+says, per element, what the error model of `compare` needs: which
+normalization row the element belongs to, its normalized value z, the row's
+conditioning kappa, the effective weight, and the row length. It also says the
+output dtype torch's type promotion gives and the narrowest dtype the pattern
+deliberately rounds through.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from cases.inputs import Inputs
+from harness.dtypes import narrowest, promote
+from harness.spec import CaseSpec
+
+
+@dataclass(frozen=True)
+class Reference:
+    out: np.ndarray          # float64, the input's shape
+    rows: np.ndarray         # int, row id of each element
+    z: np.ndarray            # float64, the normalized value of each element
+    kappa: np.ndarray        # float64, rms(x)/sqrt(var+eps) of each element's row
+    weight: np.ndarray       # float64, the effective scale applied to z
+    bias: np.ndarray         # float64, the shift added after scaling
+    row_len: int             # elements a row's statistics are taken over
+    out_dtype: str           # the output dtype torch promotion gives
+    rounding_dtype: str      # narrowest dtype the model deliberately rounds through
+    stat_dtype: str          # dtype the model deliberately computes statistics in
+
+
+def expected_dtypes(spec: CaseSpec) -> tuple[str, str, str]:
+    """(output dtype, rounding dtype, statistics dtype) of a spec."""
+    x, w = spec.dtype, spec.weight_dtype
+    has_w = spec.affine != "none"
+    stat = "float32"
+    if spec.style == "module" or spec.style in ("upcast", "gemma"):
+        out = x
+        rounding = x
+    elif spec.style == "manual":
+        out = promote(x, w) if has_w else x
+        rounding = x
+        stat = narrowest(x, "float32")
+    elif spec.style in ("qwen", "llama"):
+        out = promote(x, w) if has_w else x
+        rounding = x
+    elif spec.style == "t5":
+        if has_w and w in ("float16", "bfloat16"):
+            out = w
+        else:
+            out = promote(x, "float32")
+        rounding = out
+    else:  # pragma: no cover - the spec validated the style
+        raise ValueError(spec.style)
+    return out, narrowest(rounding, out), stat
+
+
+def _broadcast_channel(v: np.ndarray, shape: tuple[int, ...], axis: int) -> np.ndarray:
+    view = [1] * len(shape)
+    view[axis] = v.size
+    return np.broadcast_to(v.reshape(view), shape)
+
+
+def reference(spec: CaseSpec, inputs: Inputs) -> Reference:
+    """The FP64 reference output of `spec` on `inputs`, with its error-model terms."""
+    x = inputs.x.astype(np.float64)
+    p = {k: v.astype(np.float64) for k, v in inputs.params.items()}
+    shape = x.shape
+    eps = spec.eps
+
+    if spec.pattern in ("layer_norm", "rms_norm"):
+        axis = len(shape) - 1
+        X = x.reshape(-1, shape[-1])
+        mean = X.mean(1, keepdims=True) if spec.pattern == "layer_norm" else np.zeros((X.shape[0], 1))
+        var = ((X - mean) ** 2).mean(1, keepdims=True)
+        s = np.sqrt(var + eps)
+        z = ((X - mean) / s).reshape(shape)
+        kappa = np.broadcast_to(np.sqrt((X**2).mean(1, keepdims=True)) / s, X.shape).reshape(shape)
+        rows = np.broadcast_to(np.arange(X.shape[0])[:, None], X.shape).reshape(shape)
+        row_len = shape[-1]
+    elif spec.pattern in ("group_norm", "instance_norm"):
+        axis = 1
+        groups = spec.groups if spec.pattern == "group_norm" else shape[1]
+        X = x.reshape(shape[0] * groups, -1)
+        mean = X.mean(1, keepdims=True)
+        var = ((X - mean) ** 2).mean(1, keepdims=True)
+        s = np.sqrt(var + eps)
+        z = ((X - mean) / s).reshape(shape)
+        kappa = np.broadcast_to(np.sqrt((X**2).mean(1, keepdims=True)) / s, X.shape).reshape(shape)
+        rows = np.broadcast_to(np.arange(X.shape[0])[:, None], X.shape).reshape(shape)
+        row_len = X.shape[1]
+    elif spec.pattern == "batch_norm":
+        axis = 1
+        rm = _broadcast_channel(p["running_mean"], shape, 1)
+        s = np.sqrt(_broadcast_channel(p["running_var"], shape, 1) + eps)
+        z = (x - rm) / s
+        moved = np.moveaxis(x, 1, 0).reshape(shape[1], -1)
+        k = np.sqrt((moved**2).mean(1)) / np.sqrt(p["running_var"] + eps)
+        kappa = _broadcast_channel(k, shape, 1)
+        rows = _broadcast_channel(np.arange(shape[1]), shape, 1)
+        row_len = 1  # eval mode: no statistics are accumulated
+    else:  # pragma: no cover
+        raise ValueError(spec.pattern)
+
+    channels = shape[axis]
+    w = p.get("weight", np.ones(channels))
+    if spec.style == "gemma" and "weight" in p:
+        w = 1.0 + w
+    b = p.get("bias", np.zeros(channels))
+    weight = _broadcast_channel(w, shape, axis)
+    bias = _broadcast_channel(b, shape, axis)
+    out = z * weight + bias
+
+    out_dtype, rounding, stat = expected_dtypes(spec)
+    return Reference(
+        out=np.ascontiguousarray(out), rows=np.ascontiguousarray(rows), z=np.ascontiguousarray(z),
+        kappa=np.ascontiguousarray(kappa), weight=np.ascontiguousarray(weight),
+        bias=np.ascontiguousarray(bias), row_len=int(row_len), out_dtype=out_dtype,
+        rounding_dtype=rounding, stat_dtype=stat,
+    )

@@ -1,0 +1,96 @@
+"""The case spec: defaults, round trips, stable ids and one-line errors."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from harness.spec import CaseSpec, SpecError
+
+SEED = {"pattern": "layer_norm", "dtype": "float16", "shape": [1, 4096],
+        "input": {"kind": "alternating", "amplitude": 0.25}}
+
+
+def test_defaults_are_filled_in():
+    spec = CaseSpec.from_dict(SEED)
+    d = spec.to_dict()
+    assert d["style"] == "module" and d["weight_dtype"] == "float16" and d["cast"] is None
+    assert d["affine"] == "weight_bias" and d["eps"] == 1e-5 and d["seed"] == 0
+    assert d["input"] == {"kind": "alternating", "amplitude": 0.25, "offset": 0.0}
+    assert d["params"] == {"kind": "ones"}
+    rms = CaseSpec.from_dict({"pattern": "rms_norm", "style": "qwen", "dtype": "bfloat16", "shape": [2, 8]})
+    assert (rms.affine, rms.eps, rms.cast) == ("weight", 1e-6, "to")
+    assert CaseSpec.from_dict({**rms.to_dict(), "style": "llama", "cast": None} | {"cast": "type_as"}).cast == "type_as"
+
+
+def test_round_trip_through_json_keeps_the_spec_and_its_id():
+    spec = CaseSpec.from_dict(SEED)
+    again = CaseSpec.from_json(spec.to_json())
+    assert again == spec and again.case_id == spec.case_id
+    # spelling the defaults out, or ints for floats, is the same case
+    explicit = dict(SEED, style="module", eps=0.00001, seed=0, input={"kind": "alternating", "amplitude": 0.25, "offset": 0})
+    assert CaseSpec.from_dict(explicit).case_id == spec.case_id
+
+
+def test_case_id_is_the_same_in_another_process():
+    spec = CaseSpec.from_dict(SEED)
+    code = ("import json,sys; from harness.spec import CaseSpec; "
+            f"print(CaseSpec.from_dict(json.loads({json.dumps(json.dumps(SEED))})).case_id)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == spec.case_id
+    assert len(spec.case_id) == 12
+
+
+def test_structure_key_ignores_the_input_but_not_the_dtype():
+    a = CaseSpec.from_dict(SEED)
+    b = a.replace(input={"kind": "normal"}, seed=7)
+    assert a.structure_key() == b.structure_key() and a.case_id != b.case_id
+    assert a.replace(dtype="float32").structure_key() != a.structure_key()
+    # random parameters are drawn from the seed, so the seed is part of the structure
+    c = a.replace(params={"kind": "normal"})
+    assert c.structure_key() != c.replace(seed=1).structure_key()
+
+
+@pytest.mark.parametrize("change, key", [
+    ({"colour": "red"}, "colour"),
+    ({"pattern": "batchnorm"}, "pattern"),
+    ({"dtype": "float64"}, "dtype"),
+    ({"dtype": 16}, "dtype"),
+    ({"style": "qwen"}, "style"),
+    ({"cast": "to"}, "cast"),
+    ({"style": "upcast", "cast": "reinterpret"}, "cast"),
+    ({"shape": "1x4096"}, "shape"),
+    ({"shape": [1, 0]}, "shape"),
+    ({"shape": [1, 4.5]}, "shape"),
+    ({"layout": "channels_last"}, "layout"),
+    ({"layout": "nhwc"}, "layout"),
+    ({"affine": "bias"}, "affine"),
+    ({"eps": "small"}, "eps"),
+    ({"eps": -1}, "eps"),
+    ({"groups": 2}, "groups"),
+    ({"input": {"kind": "gaussian"}}, "input.kind"),
+    ({"input": {"kind": "normal", "sigma": 2}}, "input.sigma"),
+    ({"input": {"kind": "normal", "std": "wide"}}, "input.std"),
+    ({"input": "normal"}, "input"),
+    ({"params": {"kind": "zeros"}}, "params.kind"),
+    ({"seed": -1}, "seed"),
+    ({"seed": 1.5}, "seed"),
+    ({"weight_dtype": "bfloat16"}, "weight_dtype"),
+])
+def test_bad_specs_are_one_line_naming_the_key(change, key):
+    with pytest.raises(SpecError) as info:
+        CaseSpec.from_dict({**SEED, **change})
+    message = str(info.value)
+    assert "\n" not in message and repr(key) in message
+
+
+@pytest.mark.parametrize("raw, key", [
+    ({"pattern": "group_norm", "dtype": "float32", "shape": [2, 6, 4], "groups": 4}, "groups"),
+    ({"pattern": "rms_norm", "dtype": "float32", "shape": [2, 6], "affine": "weight_bias"}, "affine"),
+    ({"pattern": "instance_norm", "dtype": "float32", "shape": [2, 6]}, "shape"),
+    ({"pattern": "layer_norm", "dtype": "float32"}, "shape"),
+    ({"dtype": "float32", "shape": [2]}, "pattern"),
+])
+def test_impossible_combinations_name_the_key(raw, key):
+    with pytest.raises(SpecError, match=repr(key)):
+        CaseSpec.from_dict(raw)

@@ -1,0 +1,163 @@
+"""The `tvm` and `tvm-decompose` paths against the real TVM (apache-tvm 0.27).
+
+The seed apache/tvm#20909 first, then the verdict every layer_norm / rms_norm
+style gets today in each dtype. Where the verdict is not `pass`, the test id
+and the comment name the upstream report it matches, or "new" when no upstream
+report was found. If TVM fixes one of these, the test fails on purpose: update
+the expectation (and the gate baseline).
+"""
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+pytest.importorskip("tvm")
+
+from cases.inputs import make_inputs  # noqa: E402
+from cases.patterns import build_module  # noqa: E402
+from harness import paths  # noqa: E402
+from harness.execute import execute  # noqa: E402
+from harness.paths.tvm import _from_tvm, _to_tvm  # noqa: E402
+from harness.spec import CaseSpec  # noqa: E402
+from harness.tensors import to_torch  # noqa: E402
+
+pytestmark = pytest.mark.slow
+
+SEED = {
+    "pattern": "layer_norm", "style": "module", "dtype": "float16", "shape": [1, 4096],
+    "input": {"kind": "alternating", "amplitude": 0.25, "offset": 0},
+    "params": {"kind": "ones"}, "eps": 1e-5,
+}
+
+
+def _run_path(raw: dict, path: str) -> np.ndarray:
+    """The raw output array of `path` on `raw` (bypassing the scoring)."""
+    spec = CaseSpec.from_dict(raw)
+    inputs = make_inputs(spec)
+    module = build_module(spec, inputs.params)
+    prepared = paths.get(path).prepare(spec, module, to_torch(inputs.x, spec.layout))
+    return prepared.run(inputs.x)
+
+
+# -- the seed: apache/tvm#20909 ----------------------------------------------
+
+def test_seed_20909_float16():
+    eager = execute(SEED, "eager")
+    assert eager["verdict"] == "pass", eager["message"]
+
+    tvm = execute(SEED, "tvm")
+    assert tvm["verdict"] == "pass", tvm["message"]
+    assert tvm["out_dtype"] == "float16"
+    assert tvm["facts"] == {"tvm_decomposed": False, "tvm_ops": ["relax.nn.layer_norm"]}
+
+    dec = execute(SEED, "tvm-decompose")
+    assert dec["verdict"] == "inaccurate", dec["message"]
+    assert dec["out_dtype"] == "float16"
+    assert dec["max_abs_err"] == pytest.approx(0.4141, abs=1e-3)
+    assert dec["facts"]["tvm_decomposed"] is True
+    assert "relax.variance" in dec["facts"]["tvm_ops"]
+    assert "relax.nn.layer_norm" not in dec["facts"]["tvm_ops"]
+
+
+def test_seed_20909_outputs_exact():
+    """The compiled layer_norm gives exactly -1, +1, ...; the decomposed one ±1.4140625."""
+    out = _run_path(SEED, "tvm")
+    assert out.dtype == np.float16 and out.shape == (1, 4096)
+    expected = np.tile(np.array([-1.0, 1.0], np.float16), 2048).reshape(1, 4096)
+    np.testing.assert_array_equal(out, expected)
+
+    dec = _run_path(SEED, "tvm-decompose")
+    assert dec.dtype == np.float16
+    np.testing.assert_array_equal(dec, expected * np.float16(1.4140625))
+
+
+@pytest.mark.parametrize("path", ["tvm", "tvm-decompose"])
+def test_seed_20909_float32_control(path):
+    raw = {**SEED, "dtype": "float32"}
+    rec = execute(raw, path)
+    assert rec["verdict"] == "pass", rec["message"]
+    assert rec["out_dtype"] == "float32"
+    out = _run_path(raw, path)
+    np.testing.assert_allclose(np.abs(out), 0.25 / np.sqrt(0.0625 + 1e-5), rtol=1e-6)
+
+
+# -- every layer_norm / rms_norm style x dtype x path, shape [2, 64] ---------
+
+# (pattern, style, dtype, path) -> (verdict, upstream report or "new", one-line reason)
+KNOWN = {
+    ("layer_norm", "module", "float16", "tvm-decompose"): (
+        "inaccurate", "apache/tvm#20909",
+        "DecomposeOpsForTraining rewrites layer_norm into float16 mean/variance "
+        "(float16 reduction buffers)"),
+    ("layer_norm", "module", "bfloat16", "tvm-decompose"): (
+        "inaccurate", "apache/tvm#20909",
+        "the same decomposition in bfloat16 (the report covers float16 only)"),
+    ("layer_norm", "module", "bfloat16", "tvm"): (
+        "error", "new",
+        "LegalizeOps: 'layer_norm: only support float32 and float16' (no upstream report found)"),
+    ("layer_norm", "manual", "bfloat16", "tvm"): (
+        "error", "new",
+        "x ** 2 -> R.power; legalization rejects bfloat16: 'power only applies to float' "
+        "(apache/tvm#19550 is the same guard for integers)"),
+    ("layer_norm", "manual", "bfloat16", "tvm-decompose"): (
+        "error", "new", "as for tvm: 'power only applies to float' on bfloat16"),
+}
+
+STYLES = [("layer_norm", s) for s in ("module", "upcast", "manual")] + \
+         [("rms_norm", s) for s in ("module", "qwen", "llama")]
+
+
+def _grid():
+    for pattern, style in STYLES:
+        for dtype in ("float32", "float16", "bfloat16"):
+            for path in ("tvm", "tvm-decompose"):
+                verdict, report, reason = KNOWN.get(
+                    (pattern, style, dtype, path), ("pass", None, None))
+                tag = f"{verdict}({report})" if report else verdict
+                yield pytest.param(pattern, style, dtype, path, verdict, reason,
+                                   id=f"{pattern}-{style}-{dtype}-{path}-{tag}")
+
+
+@pytest.mark.parametrize("pattern,style,dtype,path,verdict,reason", list(_grid()))
+def test_verdict_today(pattern, style, dtype, path, verdict, reason):
+    raw = {"pattern": pattern, "style": style, "dtype": dtype, "shape": [2, 64]}
+    rec = execute(raw, path)
+    assert rec["verdict"] == verdict, f"{rec['verdict']}: {rec['message']} (expected: {reason})"
+    if verdict == "error":
+        assert rec["stage"] == "compile"
+        assert rec["out_dtype"] is None
+    else:
+        # The path hands back TVM's own dtype; every style here keeps the input dtype.
+        assert rec["out_dtype"] == rec["expected_dtype"] == dtype
+    if (pattern, style, dtype) == ("layer_norm", "module", "bfloat16") and path == "tvm":
+        assert "only support float32 and float16" in rec["message"]
+    if style == "manual" and dtype == "bfloat16":
+        assert "power only applies to float" in rec["message"]
+
+
+# -- beyond the seed ---------------------------------------------------------
+
+def test_manual_layer_norm_float16_long_row_plain_tvm():
+    """new: R.mean on float16 legalizes to a float16 sum (x_red is float16), so a
+    layer_norm written out by hand fails on the *plain* pipeline too, with the
+    seed's numbers; eager accumulates in float32. (Relay fixed the same for
+    mean/var in apache/tvm#13289; Relax legalization does not.)"""
+    raw = {**SEED, "style": "manual"}
+    assert execute(raw, "eager")["verdict"] == "pass"
+    rec = execute(raw, "tvm")
+    assert rec["verdict"] == "inaccurate", rec["message"]
+    assert rec["max_abs_err"] == pytest.approx(0.4141, abs=1e-3)
+
+
+# -- the NumPy <-> TVM crossing ---------------------------------------------
+
+@pytest.mark.parametrize("dtype", [ml_dtypes.bfloat16, np.float16])
+def test_tensor_crossing_is_bit_exact(dtype):
+    import tvm
+
+    bits = np.arange(2**16, dtype=np.uint16).reshape(256, 256)
+    x = bits.view(dtype)
+    back = _from_tvm(_to_tvm(x, tvm.cpu()))
+    assert back.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(back.view(np.uint16), bits)
