@@ -25,3 +25,18 @@ test: $(STAMP)
 
 clean:
 	rm -rf $(VENV) reports/latest .pytest_cache
+
+# The nightly suite on every path, its reports, and the gate against the committed baseline.
+nightly: $(STAMP)
+	$(BIN)/normdiff run --suite nightly --out reports/nightly --jobs $(JOBS) --quiet || [ $$? -eq 1 ]
+	$(BIN)/normdiff gate reports/nightly/results.jsonl --baseline reports/baseline.json
+
+# Naive (a process per execution) against the warm runner, side by side.
+bench: $(STAMP)
+	$(BIN)/python -m harness.bench
+
+fuzz: $(STAMP)
+	$(BIN)/normdiff fuzz --paths tvm-decompose,executorch-recompose --max-examples 300
+
+bugs: $(STAMP)
+	$(BIN)/normdiff bugs --check
