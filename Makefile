@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed-stamp
 OUT    ?= reports/latest
 JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: install run test nightly bench fuzz bugs clean
+.PHONY: install run test nightly bench fuzz bugs baseline clean
 
 install: $(STAMP)
 
@@ -40,3 +40,7 @@ fuzz: $(STAMP)
 
 bugs: $(STAMP)
 	$(BIN)/normdiff bugs --check
+
+# After `make nightly`: rewrite the baseline from its results, keeping the reasons it had.
+baseline: $(STAMP)
+	$(BIN)/normdiff gate reports/nightly/results.jsonl --baseline reports/baseline.json --update

@@ -1,0 +1,327 @@
+"""The nightly accuracy gate: results against a committed baseline of known failures.
+
+The baseline (reports/baseline.json) lists every execution (case × path) that
+is known to fail, with the verdict it is expected to give, the upstream report
+it matches ("apache/tvm#20909", or "new") and a one-line reason. Each result
+record is then one of
+
+  PASS      passes and is not in the baseline
+  XFAIL     fails with exactly the verdict the baseline expects
+  NEW_FAIL  fails but is not in the baseline, or fails with another verdict
+  FIXED     the baseline expects a failure and it now passes
+  MISSING   in the baseline but not in the results
+
+and the gate exits 1 on any NEW_FAIL, FIXED or MISSING, so that both a
+regression and a fix force a reviewed change to the baseline. `--update`
+rewrites the baseline from the results, keeping the upstream report and
+reason of every entry that stays. The gate table goes to stdout (it is the
+command's output); one line per problem and the totals go to stderr.
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from dataclasses import dataclass
+
+FORMAT = "normdiff-baseline"
+VERSION = 1
+DEFAULT_BASELINE = os.path.join("reports", "baseline.json")
+VERDICTS = ("pass", "inaccurate", "dtype_mismatch", "shape_mismatch", "nonfinite",
+            "error", "crash", "timeout", "unsupported")
+STATUSES = ("PASS", "XFAIL", "NEW_FAIL", "FIXED", "MISSING")
+FAILING_STATUSES = ("NEW_FAIL", "FIXED", "MISSING")
+ENTRY_KEYS = ("case_id", "path", "verdict", "upstream", "reason", "case")
+_UPSTREAM = re.compile(r"^(new|[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+#[0-9]+)$")
+_ABOUT = ("Known failing executions (case x path) for `normdiff gate`. Edit upstream and reason "
+          "by hand; `normdiff gate RESULTS --baseline FILE --update` rewrites the entries and "
+          "keeps both.")
+
+
+class BaselineError(ValueError):
+    """A malformed baseline file; the message is one line."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One known failure: case × path, its expected verdict, upstream report and reason."""
+
+    case_id: str
+    path: str
+    verdict: str
+    upstream: str
+    reason: str
+    case: dict
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.case_id, self.path)
+
+
+@dataclass(frozen=True)
+class Row:
+    """The gate's judgement of one execution."""
+
+    status: str
+    case_id: str
+    path: str
+    case: dict
+    verdict: str | None          # what the results say (None when MISSING)
+    expected: str                # "pass" or the baseline's verdict
+    upstream: str | None = None
+    reason: str | None = None
+    message: str = ""
+
+    @property
+    def note(self) -> str:
+        """What a reader needs to act on the row, in one line."""
+        if self.status == "XFAIL":
+            return f"{self.upstream}: {self.reason}"
+        if self.status == "FIXED":
+            return f"now passes; remove from the baseline ({self.upstream}: {self.reason})"
+        if self.status == "MISSING":
+            return f"expected {self.expected} but not run ({self.upstream}: {self.reason})"
+        if self.status == "NEW_FAIL" and self.upstream:
+            return f"expected {self.expected} ({self.upstream}), got {self.verdict}: {self.message}"
+        return self.message
+
+
+# -- the baseline file --------------------------------------------------------
+
+def case_label(case: dict, case_id: str) -> str:
+    """A short readable name for a case: pattern-style-dtype-shape-case_id."""
+    shape = "x".join(str(d) for d in case.get("shape", []))
+    return "-".join(str(p) for p in (case.get("pattern"), case.get("style"), case.get("dtype"), shape, case_id))
+
+
+def _entry(raw, where: str) -> Entry:
+    from harness.spec import CaseSpec, SpecError
+
+    if not isinstance(raw, dict):
+        raise BaselineError(f"{where}: expected an object, got {type(raw).__name__}")
+    for key in raw:
+        if key not in ENTRY_KEYS:
+            raise BaselineError(f"{where}: unknown key {key!r} (known: {', '.join(ENTRY_KEYS)})")
+    for key in ENTRY_KEYS:
+        if key not in raw:
+            raise BaselineError(f"{where}: missing key {key!r}")
+    for key in ("case_id", "path", "verdict", "upstream", "reason"):
+        if not isinstance(raw[key], str) or not raw[key].strip():
+            raise BaselineError(f"{where}: key {key!r} must be a non-empty string")
+    if raw["verdict"] not in VERDICTS or raw["verdict"] == "pass":
+        raise BaselineError(f"{where}: key 'verdict': {raw['verdict']!r} is not a failing verdict "
+                            f"(one of {', '.join(VERDICTS[1:])})")
+    if not _UPSTREAM.match(raw["upstream"]):
+        raise BaselineError(f"{where}: key 'upstream': expected \"owner/repo#N\" or \"new\", got {raw['upstream']!r}")
+    if "\n" in raw["reason"]:
+        raise BaselineError(f"{where}: key 'reason' must be one line")
+    try:
+        spec = CaseSpec.from_dict(raw["case"])
+    except SpecError as exc:
+        raise BaselineError(f"{where}: key 'case': {exc}") from None
+    if spec.case_id != raw["case_id"]:
+        raise BaselineError(f"{where}: case_id {raw['case_id']!r} does not match its case "
+                            f"(which hashes to {spec.case_id!r}); rewrite with --update")
+    return Entry(raw["case_id"], raw["path"], raw["verdict"], raw["upstream"], raw["reason"].strip(),
+                 spec.to_dict())
+
+
+def parse_baseline(text: str, name: str = "baseline") -> dict[tuple[str, str], Entry]:
+    """The entries of a baseline file's text, keyed by (case_id, path); BaselineError if malformed."""
+    try:
+        raw = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise BaselineError(f"{name}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+    if not isinstance(raw, dict):
+        raise BaselineError(f"{name}: expected a JSON object with \"format\", \"version\" and \"entries\"")
+    for key in raw:
+        if key not in ("format", "version", "about", "entries"):
+            raise BaselineError(f"{name}: unknown top-level key {key!r}")
+    if raw.get("format") != FORMAT:
+        raise BaselineError(f"{name}: key 'format' must be {FORMAT!r}, got {raw.get('format')!r}")
+    if raw.get("version") != VERSION:
+        raise BaselineError(f"{name}: unsupported version {raw.get('version')!r} (this normdiff reads {VERSION})")
+    if not isinstance(raw.get("entries"), list):
+        raise BaselineError(f"{name}: key 'entries' must be a list")
+    entries: dict[tuple[str, str], Entry] = {}
+    for i, item in enumerate(raw["entries"]):
+        where = f"{name}: entry {i}"
+        if isinstance(item, dict) and "case_id" in item and "path" in item:
+            where += f" ({item['case_id']} on {item['path']})"
+        entry = _entry(item, where)
+        if entry.key in entries:
+            raise BaselineError(f"{where}: duplicate entry for this case and path")
+        entries[entry.key] = entry
+    return entries
+
+
+def load_baseline(path: str) -> dict[tuple[str, str], Entry]:
+    """The entries of the baseline file at `path`; BaselineError (one line) if unreadable or malformed."""
+    try:
+        with open(path, encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError as exc:
+        raise BaselineError(f"{path}: cannot read ({exc.strerror})") from None
+    return parse_baseline(text, path)
+
+
+def _entry_order(e: Entry):
+    return (e.case.get("pattern"), e.case.get("style"), e.case.get("dtype"), e.case_id, e.path)
+
+
+def dump_baseline(entries) -> str:
+    """Canonical baseline text: sorted entries, one key per line, the spec on one line."""
+    items = sorted(entries.values() if isinstance(entries, dict) else entries, key=_entry_order)
+    lines = ["{", f'  "format": {json.dumps(FORMAT)},', f'  "version": {VERSION},',
+             f'  "about": {json.dumps(_ABOUT)},', '  "entries": [']
+    for n, e in enumerate(items):
+        fields = [f'"{k}": {json.dumps(getattr(e, k))}' for k in ENTRY_KEYS]  # case in DESIGN order
+        body = ",\n      ".join(fields)
+        lines.append("    {\n      " + body + "\n    }" + ("," if n < len(items) - 1 else ""))
+    lines += ["  ]", "}"]
+    return "\n".join(lines) + "\n"
+
+
+def default_baseline() -> dict[tuple[str, str], Entry] | None:
+    """reports/baseline.json under the current directory when it exists and parses, else None."""
+    if not os.path.exists(DEFAULT_BASELINE):
+        return None
+    try:
+        return load_baseline(DEFAULT_BASELINE)
+    except BaselineError as exc:
+        print(f"normdiff: warning: known failures not marked: {exc}", file=sys.stderr)
+        return None
+
+
+# -- classification -----------------------------------------------------------
+
+def judge(record: dict, entry: Entry | None) -> str:
+    """The status of one result record given its baseline entry (or None)."""
+    if record["verdict"] == "pass":
+        return "FIXED" if entry else "PASS"
+    if entry and record["verdict"] == entry.verdict:
+        return "XFAIL"
+    return "NEW_FAIL"
+
+
+def classify(records: list[dict], baseline: dict[tuple[str, str], Entry]) -> list[Row]:
+    """One row per execution in `records` (the last record wins) plus one per MISSING entry."""
+    latest: dict[tuple[str, str], dict] = {}
+    for r in records:
+        latest[(r["case_id"], r["path"])] = r
+    rows = []
+    for key, r in latest.items():
+        entry = baseline.get(key)
+        rows.append(Row(judge(r, entry), r["case_id"], r["path"], r.get("case") or {}, r["verdict"],
+                        entry.verdict if entry else "pass", entry.upstream if entry else None,
+                        entry.reason if entry else None, _one_line(r.get("message") or "")))
+    for key, e in baseline.items():
+        if key not in latest:
+            rows.append(Row("MISSING", e.case_id, e.path, e.case, None, e.verdict, e.upstream, e.reason))
+    order = {s: i for i, s in enumerate(reversed(STATUSES))}
+    rows.sort(key=lambda w: (order[w.status], case_label(w.case, w.case_id), w.path))
+    return rows
+
+
+def _one_line(text: str, limit: int = 200) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def updated(records: list[dict], baseline: dict[tuple[str, str], Entry]) -> dict[tuple[str, str], Entry]:
+    """The baseline the results call for: every failing execution, old upstream and reason kept."""
+    from harness.spec import CaseSpec
+
+    out: dict[tuple[str, str], Entry] = {}
+    for r in records:
+        key = (r["case_id"], r["path"])
+        if r["verdict"] == "pass":
+            out.pop(key, None)
+            continue
+        old = baseline.get(key)
+        case = CaseSpec.from_dict(r["case"]).to_dict()
+        upstream = old.upstream if old else "new"
+        reason = old.reason if old else _one_line(f"untriaged: {r['verdict']}: {r.get('message') or ''}")
+        out[key] = Entry(r["case_id"], r["path"], r["verdict"], upstream, reason, case)
+    return out
+
+
+# -- the table ---------------------------------------------------------------
+
+def table(rows: list[Row], verbose: bool = False) -> str:
+    """The gate table: every row but PASS (all rows with verbose), then the totals."""
+    shown = [w for w in rows if verbose or w.status != "PASS"]
+    header = ("STATUS", "PATH", "CASE", "VERDICT", "EXPECTED", "NOTE")
+    cells = [(w.status, w.path, case_label(w.case, w.case_id), w.verdict or "-", w.expected, w.note)
+             for w in shown]
+    widths = [max(len(header[i]), *(len(c[i]) for c in cells)) if cells else len(header[i])
+              for i in range(len(header) - 1)]
+    out = []
+    for c in [header] + cells:
+        out.append("  ".join(v.ljust(widths[i]) for i, v in enumerate(c[:-1])) + "  " + c[-1])
+    counts = {s: sum(w.status == s for w in rows) for s in STATUSES}
+    out.append("")
+    out.append("total: " + ", ".join(f"{counts[s]} {s}" for s in STATUSES))
+    return "\n".join(out) + "\n"
+
+
+# -- the command ---------------------------------------------------------------
+
+def _results_file(arg: str) -> str:
+    return os.path.join(arg, "results.jsonl") if os.path.isdir(arg) else arg
+
+
+def cmd_gate(args) -> int:
+    from harness.cli import UsageError
+    from harness.results import latest_per_execution, read_results
+
+    results = _results_file(args.results)
+    if not os.path.isfile(results):
+        raise UsageError(f"gate: no results file {results}")
+    try:
+        records = latest_per_execution(read_results(results))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"gate: cannot read {results}: {exc}") from None
+    try:
+        if args.update and not os.path.exists(args.baseline):
+            baseline = {}
+        else:
+            baseline = load_baseline(args.baseline)
+    except BaselineError as exc:
+        raise UsageError(f"--baseline {exc}") from None
+
+    if args.update:
+        new = updated(records, baseline)
+        added = len(new.keys() - baseline.keys())
+        removed = len(baseline.keys() - new.keys())
+        changed = sum(1 for k in new.keys() & baseline.keys() if new[k].verdict != baseline[k].verdict)
+        os.makedirs(os.path.dirname(os.path.abspath(args.baseline)), exist_ok=True)
+        with open(args.baseline, "w", encoding="utf-8") as fh:
+            fh.write(dump_baseline(new))
+        print(f"normdiff gate: wrote {args.baseline}: {len(new)} known failures "
+              f"({added} added, {removed} removed, {changed} with a new verdict; reasons kept)",
+              file=sys.stderr)
+        return 0
+
+    rows = classify(records, baseline)
+    sys.stdout.write(table(rows, verbose=args.verbose))
+    sys.stdout.flush()
+    bad = [w for w in rows if w.status in FAILING_STATUSES]
+    for w in bad:
+        print(f"normdiff gate: {w.status} {w.path} {case_label(w.case, w.case_id)}: {w.note}", file=sys.stderr)
+    counts = {s: sum(w.status == s for w in rows) for s in STATUSES}
+    print(f"normdiff gate: {len(records)} executions against {len(baseline)} known failures: "
+          + ", ".join(f"{counts[s]} {s}" for s in STATUSES)
+          + ("; failing" if bad else "; as expected"), file=sys.stderr)
+    return 1 if bad else 0
+
+
+def add_command(subparsers) -> None:
+    p = subparsers.add_parser("gate", help="nightly gate: results against the baseline of known failures")
+    p.add_argument("results", metavar="RESULTS", help="a results.jsonl file or the folder holding it")
+    p.add_argument("--baseline", required=True, metavar="FILE", help="the baseline JSON (reports/baseline.json)")
+    p.add_argument("--update", action="store_true",
+                   help="rewrite the baseline from the results, keeping upstream reports and reasons")
+    p.add_argument("--verbose", action="store_true", help="list PASS rows in the table too")
+    p.set_defaults(func=cmd_gate)

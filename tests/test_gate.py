@@ -1,0 +1,212 @@
+"""`normdiff gate`: the five statuses and exit codes on hand-made results, --update, bad baselines."""
+import json
+
+import pytest
+
+from harness import gate
+from harness.spec import CaseSpec
+
+SPECS = {name: CaseSpec.from_dict(raw) for name, raw in {
+    "a": {"pattern": "layer_norm", "dtype": "float16", "shape": [2, 64]},
+    "b": {"pattern": "layer_norm", "dtype": "float16", "shape": [1, 4096],
+          "input": {"kind": "alternating", "amplitude": 0.25, "offset": 0}},
+    "c": {"pattern": "rms_norm", "style": "qwen", "dtype": "float16", "shape": [2, 8, 64], "params": {"kind": "normal"}},
+    "d": {"pattern": "layer_norm", "style": "manual", "dtype": "bfloat16", "shape": [2, 64]},
+    "e": {"pattern": "group_norm", "dtype": "float32", "shape": [2, 8, 4, 4], "groups": 2},
+    "f": {"pattern": "batch_norm", "dtype": "float16", "shape": [2, 4, 3, 3]},
+}.items()}
+
+
+def record(name, path, verdict, message=None):
+    spec = SPECS[name]
+    return {"case_id": spec.case_id, "case": spec.to_dict(), "path": path, "verdict": verdict,
+            "stage": "compile" if verdict == "error" else None, "message": message or f"{verdict} on {path}",
+            "max_abs_err": None if verdict == "error" else 0.1, "max_rel_err": None, "max_ulp": 3.0,
+            "worst_row": 0, "eager_max_abs_err": 1e-4, "out_dtype": spec.dtype, "expected_dtype": spec.dtype,
+            "seconds": 0.5, "versions": {"torch": "2.13.0+cpu"}}
+
+
+def entry(name, path, verdict, upstream="new", reason="a hand-written reason"):
+    spec = SPECS[name]
+    return {"case_id": spec.case_id, "path": path, "verdict": verdict, "upstream": upstream,
+            "reason": reason, "case": spec.to_dict()}
+
+
+def write_results(tmp_path, records):
+    p = tmp_path / "results.jsonl"
+    p.write_text("".join(json.dumps(r) + "\n" for r in records))
+    return str(p)
+
+
+def write_baseline(tmp_path, entries, name="baseline.json"):
+    p = tmp_path / name
+    p.write_text(json.dumps({"format": "normdiff-baseline", "version": 1, "entries": entries}, indent=1))
+    return str(p)
+
+
+def table_rows(stdout):
+    """(status, path, case_id) of each row of the gate table on stdout."""
+    rows = []
+    for line in stdout.splitlines()[1:]:
+        if not line.strip() or line.startswith("total:"):
+            continue
+        status, path, label = line.split()[:3]
+        rows.append((status, path, label.rsplit("-", 1)[1]))
+    return rows
+
+
+# The six kinds of rows: what the results say and what the baseline says.
+RESULTS = [record("a", "eager", "pass"),
+           record("b", "tvm-decompose", "inaccurate"),      # known, same verdict
+           record("c", "executorch-recompose", "inaccurate"),  # not in the baseline
+           record("d", "tvm", "error"),                      # known as inaccurate: a different failure
+           record("e", "tvm", "pass")]                       # known failure that now passes
+BASELINE = [entry("b", "tvm-decompose", "inaccurate", "apache/tvm#20909", "float16 reduction buffers"),
+            entry("d", "tvm", "inaccurate", "new", "power on bfloat16"),
+            entry("e", "tvm", "nonfinite", "new", "was NaN once"),
+            entry("f", "executorch", "crash", "new", "segfaults in the portable kernel")]  # not run
+
+
+def test_every_status_is_classified_and_the_gate_fails(cli, tmp_path):
+    r = cli("gate", write_results(tmp_path, RESULTS), "--baseline", write_baseline(tmp_path, BASELINE), "--verbose")
+    assert r.returncode == 1, r.stderr
+    got = set(table_rows(r.stdout))
+    assert got == {("PASS", "eager", SPECS["a"].case_id),
+                   ("XFAIL", "tvm-decompose", SPECS["b"].case_id),
+                   ("NEW_FAIL", "executorch-recompose", SPECS["c"].case_id),
+                   ("NEW_FAIL", "tvm", SPECS["d"].case_id),
+                   ("FIXED", "tvm", SPECS["e"].case_id),
+                   ("MISSING", "executorch", SPECS["f"].case_id)}
+    assert "total: 1 PASS, 1 XFAIL, 2 NEW_FAIL, 1 FIXED, 1 MISSING" in r.stdout
+    assert "apache/tvm#20909: float16 reduction buffers" in r.stdout
+    # stderr: one line per problem naming the case, then the totals
+    problems = [line for line in r.stderr.splitlines() if line.split()[2:3] in (["NEW_FAIL"], ["FIXED"], ["MISSING"])]
+    assert len(problems) == 4
+    assert any(SPECS["d"].case_id in p and "expected inaccurate" in p and "got error" in p for p in problems)
+    assert any(SPECS["f"].case_id in p and "MISSING" in p for p in problems)
+    assert r.stderr.strip().splitlines()[-1].endswith("failing")
+
+
+def test_as_expected_exits_0_and_hides_pass_rows(cli, tmp_path):
+    write_results(tmp_path, RESULTS[:2])
+    r = cli("gate", str(tmp_path), "--baseline", write_baseline(tmp_path, BASELINE[:1]))  # a folder works too
+    assert r.returncode == 0, r.stderr
+    assert table_rows(r.stdout) == [("XFAIL", "tvm-decompose", SPECS["b"].case_id)]
+    assert "total: 1 PASS, 1 XFAIL, 0 NEW_FAIL, 0 FIXED, 0 MISSING" in r.stdout
+    assert "as expected" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize("records, entries, status", [
+    ([record("c", "tvm", "nonfinite")], [], "NEW_FAIL"),
+    ([record("c", "tvm", "timeout")], [entry("c", "tvm", "nonfinite")], "NEW_FAIL"),
+    ([record("e", "tvm", "pass")], [entry("e", "tvm", "inaccurate")], "FIXED"),
+    ([record("a", "eager", "pass")], [entry("f", "executorch", "crash")], "MISSING"),
+])
+def test_each_failing_status_alone_exits_1(cli, tmp_path, records, entries, status):
+    r = cli("gate", write_results(tmp_path, records), "--baseline", write_baseline(tmp_path, entries))
+    assert r.returncode == 1
+    assert status in [row[0] for row in table_rows(r.stdout)]
+
+
+def test_the_last_record_of_an_execution_wins(cli, tmp_path):
+    """A resumed or merged file may hold an execution twice: the later record is the result."""
+    records = [record("b", "tvm-decompose", "crash"), record("b", "tvm-decompose", "inaccurate")]
+    r = cli("gate", write_results(tmp_path, records), "--baseline", write_baseline(tmp_path, BASELINE[:1]))
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_update_keeps_reasons_and_then_the_gate_passes(cli, tmp_path):
+    base = write_baseline(tmp_path, BASELINE)
+    results = write_results(tmp_path, RESULTS)
+    r = cli("gate", results, "--baseline", base, "--update")
+    assert r.returncode == 0, r.stderr
+    assert "1 added, 2 removed, 1 with a new verdict" in r.stderr
+    text = (tmp_path / "baseline.json").read_text()
+    entries = {(e.case_id, e.path): e for e in gate.parse_baseline(text).values()}
+    assert set(entries) == {(SPECS[n].case_id, p) for n, p in
+                            (("b", "tvm-decompose"), ("c", "executorch-recompose"), ("d", "tvm"))}
+    kept = entries[(SPECS["b"].case_id, "tvm-decompose")]
+    assert (kept.verdict, kept.upstream, kept.reason) == ("inaccurate", "apache/tvm#20909", "float16 reduction buffers")
+    changed = entries[(SPECS["d"].case_id, "tvm")]
+    assert (changed.verdict, changed.upstream, changed.reason) == ("error", "new", "power on bfloat16")
+    added = entries[(SPECS["c"].case_id, "executorch-recompose")]
+    assert added.upstream == "new" and added.reason.startswith("untriaged: inaccurate")
+    # the written file is the canonical form, so an update with nothing new changes no byte
+    assert cli("gate", results, "--baseline", base, "--update").returncode == 0
+    assert (tmp_path / "baseline.json").read_text() == text == gate.dump_baseline(entries)
+    assert cli("gate", results, "--baseline", base).returncode == 0
+
+
+def test_removing_one_entry_fails_the_gate_naming_that_case(cli, tmp_path):
+    results = write_results(tmp_path, RESULTS)
+    base = str(tmp_path / "fresh.json")  # --update creates a baseline that does not exist yet
+    assert cli("gate", results, "--baseline", base, "--update").returncode == 0
+    assert cli("gate", results, "--baseline", base).returncode == 0
+    doc = json.loads((tmp_path / "fresh.json").read_text())
+    removed = doc["entries"].pop(0)
+    (tmp_path / "fresh.json").write_text(json.dumps(doc))
+    r = cli("gate", results, "--baseline", base)
+    assert r.returncode == 1
+    (line,) = [line for line in r.stderr.splitlines() if line.startswith("normdiff gate: NEW_FAIL ")]
+    assert removed["case_id"] in line and removed["path"] in line
+
+
+def test_baseline_file_is_sorted_and_diff_friendly():
+    entries = gate.parse_baseline(json.dumps({"format": "normdiff-baseline", "version": 1,
+                                              "entries": list(reversed(BASELINE))}))
+    text = gate.dump_baseline(entries)
+    doc = json.loads(text)
+    assert doc["format"] == "normdiff-baseline" and doc["version"] == 1
+    order = [(e["case"]["pattern"], e["case"]["style"], e["case"]["dtype"], e["case_id"], e["path"])
+             for e in doc["entries"]]
+    assert order == sorted(order)
+    # one key per line and each spec on one line: a changed reason is a one-line diff
+    assert sum('"reason":' in line for line in text.splitlines()) == len(BASELINE)
+    assert sum('"case": {"pattern"' in line for line in text.splitlines()) == len(BASELINE)
+    assert gate.parse_baseline(text) == entries
+
+
+def _bad(entries=None, **top):
+    doc = {"format": "normdiff-baseline", "version": 1, "entries": entries if entries is not None else []}
+    doc.update(top)
+    return json.dumps(doc)
+
+
+@pytest.mark.parametrize("text, words", [
+    ("{not json", "not valid JSON"),
+    ("[]", "expected a JSON object"),
+    (_bad(format="something-else"), "'format'"),
+    (_bad(version=2), "unsupported version 2"),
+    (_bad(colour="red"), "unknown top-level key 'colour'"),
+    (_bad(entries={}), "'entries' must be a list"),
+    (_bad([{**entry("b", "tvm", "inaccurate"), "reasn": "typo"}]), "unknown key 'reasn'"),
+    (_bad([{k: v for k, v in entry("b", "tvm", "inaccurate").items() if k != "reason"}]), "missing key 'reason'"),
+    (_bad([entry("b", "tvm", "pass")]), "not a failing verdict"),
+    (_bad([entry("b", "tvm", "inaccurate", upstream="tvm 20909")]), "'upstream'"),
+    (_bad([entry("b", "tvm", "inaccurate", reason="two\nlines")]), "one line"),
+    (_bad([{**entry("b", "tvm", "inaccurate"), "case_id": "000000000000"}]), "does not match its case"),
+    (_bad([{**entry("b", "tvm", "inaccurate"), "case": {"pattern": "layer_norm"}}]), "'case'"),
+    (_bad([entry("b", "tvm", "inaccurate"), entry("b", "tvm", "error")]), "duplicate entry"),
+])
+def test_bad_baseline_is_one_line_and_exit_2(cli, tmp_path, text, words):
+    (tmp_path / "bad.json").write_text(text)
+    for extra in ([], ["--update"]):
+        r = cli("gate", write_results(tmp_path, RESULTS), "--baseline", str(tmp_path / "bad.json"), *extra)
+        assert r.returncode == 2, r.stderr
+        assert len(r.stderr.strip().splitlines()) == 1 and words in r.stderr and "Traceback" not in r.stderr
+        assert r.stdout == ""
+    assert (tmp_path / "bad.json").read_text() == text  # --update does not overwrite a bad baseline
+
+
+@pytest.mark.parametrize("args, words", [
+    (["gate", "/nonexistent/results.jsonl", "--baseline", "b.json"], "no results file"),
+    (["gate", "RESULTS"], "--baseline"),
+    (["gate", "RESULTS", "--baseline", "/nonexistent/baseline.json"], "cannot read"),
+    (["gate", "GARBAGE", "--baseline", "b.json"], "cannot read"),
+])
+def test_bad_usage_is_one_line_and_exit_2(cli, tmp_path, args, words):
+    (tmp_path / "garbage.jsonl").write_bytes(bytes(range(128, 256)) * 4)
+    args = [write_results(tmp_path, RESULTS) if a == "RESULTS" else
+            str(tmp_path / "garbage.jsonl") if a == "GARBAGE" else a for a in args]
+    r = cli(*args)
+    assert r.returncode == 2 and words in r.stderr and len(r.stderr.strip().splitlines()) == 1
