@@ -91,3 +91,18 @@ def test_an_error_eager_shares_is_not_blamed_on_the_compiler():
     assert "unstable" in score(off, ref, off.copy()).message
     worse = (ref.out * 1.05).astype(np.float16)
     assert score(worse, ref, off).verdict == "inaccurate"  # clearly worse than eager
+
+
+def test_worse_than_eager_is_judged_element_by_element_in_units_of_the_bound():
+    spec = CaseSpec.from_dict({"pattern": "layer_norm", "dtype": "float16", "shape": [1, 256]})
+    ref = reference(spec, make_inputs(spec))
+    exact = cast(ref.out, "float16")
+    big, small = int(np.argmax(np.abs(ref.out))), int(np.argmin(np.abs(ref.out)))
+    eager = exact.copy()
+    eager[0, big] = np.nextafter(eager[0, big], np.float16(np.inf * np.sign(ref.out[0, big])))  # 1 ULP off a big value
+    compiled = exact.copy()
+    eager_abs = abs(float(eager[0, big]) - ref.out[0, big])
+    compiled[0, small] = np.float16(ref.out[0, small] + 0.5 * eager_abs)  # smaller in absolute terms, huge in ULPs
+    assert abs(float(compiled[0, small]) - ref.out[0, small]) < eager_abs
+    s = score(compiled, ref, eager)
+    assert s.verdict == "inaccurate", s.message

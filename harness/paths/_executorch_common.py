@@ -1,0 +1,189 @@
+"""Pieces shared by the ExecuTorch paths (executorch, -xnnpack, -recompose*).
+
+Everything heavy (torch.export, to_edge, lowering, serialising the program,
+loading it into the runtime) happens in `prepare`; the functions returned here
+only convert the input, call the compiled thing and convert the output back,
+keeping whatever dtype the path really produced.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import operator
+import os
+import sys
+import tempfile
+import warnings
+from typing import Any, Callable
+
+import numpy as np
+
+from harness.dtypes import name_of
+from harness.paths.base import stage
+from harness.tensors import to_numpy, to_torch
+
+
+def quiet_imports() -> None:
+    """Import executorch.exir once with its import-time warnings silenced.
+
+    (torchao, pulled in by executorch, complains about optional CUDA extensions
+    and deprecated pytree registrations on import; none of it matters here.)
+    """
+    import logging
+
+    pytree_log = logging.getLogger("torch.utils._pytree")
+    level = pytree_log.level
+    pytree_log.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stderr(io.StringIO()):
+            warnings.simplefilter("ignore")
+            import executorch.exir  # noqa: F401
+    finally:
+        pytree_log.setLevel(level)
+
+
+def export(module, example):
+    """torch.export of `module` on the one example input (the "export" stage)."""
+    import torch
+
+    with stage("export"), torch.no_grad():
+        return torch.export.export(module, (example,))
+
+
+def op_name(target: Any) -> str:
+    """A short, stable name of an FX call_function target: "aten.mul.Tensor"."""
+    from torch._ops import OpOverload
+
+    if isinstance(target, OpOverload):  # ATen graphs: "aten.to.dtype"
+        return str(target)
+    inner = getattr(target, "_op", None)  # EdgeOpOverload wraps an OpOverload
+    if isinstance(inner, OpOverload):
+        return str(inner)
+    if target is operator.getitem:
+        return "getitem"
+    text = str(target)
+    if text.startswith("<"):
+        text = getattr(target, "__name__", text)
+    return text
+
+
+def single_output(out):
+    """Unwrap a one-element list/tuple of outputs."""
+    while isinstance(out, (list, tuple)) and len(out) == 1:
+        out = out[0]
+    if isinstance(out, (list, tuple)):
+        raise RuntimeError(f"expected one output, got {len(out)}")
+    return out
+
+
+def load_forward(buffer: bytes):
+    """The program's "forward" method, loaded by executorch.runtime from bytes.
+
+    Returns (program, method); keep the program alive as long as the method.
+    """
+    from executorch.runtime import Runtime
+
+    program = Runtime.get().load_program(bytes(buffer))
+    method = program.load_method("forward")
+    if method is None:
+        raise RuntimeError("the program has no method 'forward'")
+    return program, method
+
+
+def pte_runner(manager, spec) -> Callable[[np.ndarray], np.ndarray]:
+    """to_executorch() of an edge manager, loaded into the runtime ("compile").
+
+    The returned function runs the .pte on a NumPy input (the "run" stage is
+    wrapped by Prepared.run).
+    """
+    with stage("compile"):
+        et_program = manager.to_executorch()
+        buffer = et_program.buffer
+        with contextlib.redirect_stderr(io.StringIO()):  # cpuinfo chatter on first load
+            program, method = load_forward(buffer)
+    layout = spec.layout
+
+    def run(x: np.ndarray) -> np.ndarray:
+        keep_alive = program  # noqa: F841 - the method points into the program
+        inputs = (to_torch(x, layout),)
+        log = io.StringIO()
+        try:
+            with contextlib.redirect_stderr(log):
+                outputs = method.execute(inputs)
+        except RuntimeError as exc:
+            raise RuntimeError(f"{exc}{_kernel_failure(log.getvalue(), method, inputs)}") from None
+        return to_numpy(single_output(outputs))
+
+    return run
+
+
+def _kernel_failure(log: str, method, inputs) -> str:
+    """Why the runtime failed (" in aten::mul.out: Check failed (...)"), from its log.
+
+    The Python exception says just "method->execute() failed with error 0x12";
+    the failing kernel and check are only logged. ExecuTorch's pybindings hand
+    that log to Python's sys.stderr, which the caller captured (keeping the
+    multi-line log off the user's stderr); a build that logs natively writes
+    to fd 2, so then the call is repeated once with fd 2 captured.
+    """
+    if "KernelCall failed" not in log:
+        log += _capture_stderr(lambda: method.execute(inputs))
+    kernel = ""
+    checks: list[str] = []
+    for line in log.splitlines():
+        text = line.split("] ", 1)[-1].strip().rstrip(":").strip()
+        if "KernelCall failed" in text and not kernel:
+            kernel = text.split(" in operator ", 1)[-1].rsplit(": ", 1)[0].strip()
+        elif text.startswith(("Check failed", "Expected")) and text not in checks:
+            checks.append(text)
+    # the kernel's own check is logged last, after the helper's detail
+    detail = "; ".join(reversed(checks[-2:]))
+    if not (kernel or detail):
+        return ""
+    where = f" in {kernel}" if kernel else ""
+    return f"{where}: {detail}" if detail else where
+
+
+def _capture_stderr(fn) -> str:
+    """Run fn() with sys.stderr and fd 2 both captured; the text written."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    text = io.StringIO()
+    with tempfile.TemporaryFile(mode="w+b") as tmp:
+        os.dup2(tmp.fileno(), 2)
+        try:
+            with contextlib.redirect_stderr(text):
+                fn()
+        except Exception:  # noqa: BLE001 - the failure is what we are logging
+            pass
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        tmp.seek(0)
+        return tmp.read().decode("utf-8", "replace") + text.getvalue()
+
+
+def module_runner(module, spec) -> Callable[[np.ndarray], np.ndarray]:
+    """Run a (graph) module in Python on a NumPy input."""
+    import torch
+
+    layout = spec.layout
+
+    def run(x: np.ndarray) -> np.ndarray:
+        with torch.no_grad():
+            out = single_output(module(to_torch(x, layout)))
+        return to_numpy(out)
+
+    return run
+
+
+def call_ops(graph) -> list[str]:
+    """Sorted unique op names of the graph's call_function nodes."""
+    return sorted({op_name(n.target) for n in graph.nodes if n.op == "call_function"})
+
+
+def dtype_of(node) -> str | None:
+    """The dtype name of an FX node's value (node.meta["val"]), or None."""
+    val = getattr(node, "meta", {}).get("val") if node is not None else None
+    dtype = getattr(val, "dtype", None)
+    return name_of(dtype) if dtype is not None else None

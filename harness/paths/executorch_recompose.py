@@ -1,0 +1,113 @@
+"""`executorch-recompose*`: the Qualcomm backend's RmsNorm recomposition, run in Python.
+
+QNN's to_edge pipeline (QnnPassManager.transform_for_to_edge_pipeline) runs
+RemoveRedundancy() before RecomposeRmsNorm() (the dependency table says so)
+on the edge graph, both with their default arguments; its quantizer runs
+them with quantization_capture=True on the captured ATen graph
+(transform_for_annotation_pipeline). These paths run just those two passes,
+without the QNN SDK, and execute the rewritten graph in Python, so a wrong
+rewrite shows up as a wrong value or dtype (seed: pytorch/executorch#24428,
+where a float16 Qwen/Llama norm is rebuilt on its float32 upcast and the
+output comes back float32).
+
+    executorch-recompose               to_edge (dim order on), edge passes
+    executorch-recompose-no-dim-order  to_edge(_skip_dim_order=True), edge passes
+    executorch-recompose-capture       the exported ATen graph (ep.module()),
+                                       passes with quantization_capture=True
+
+Facts:
+    rms_norm_built        the pass built an rms_norm node
+    rms_norm_input_dtype  dtype of the tensor that node reads (meta["val"]), or null
+    rms_norm_nodes        rms_norm nodes in the rewritten graph (built or not)
+    dropped_casts         dtype-changing casts RemoveRedundancy removed
+                          ("float16->float32"); a dropped cast changes the math
+"""
+from __future__ import annotations
+
+from harness.paths._executorch_common import (
+    dtype_of, export, module_runner, op_name, quiet_imports,
+)
+from harness.paths.base import Path, Prepared, stage
+
+_CASTS = {"aten._to_copy.default", "dim_order_ops._to_dim_order_copy.default", "aten.to.dtype"}
+
+
+def _is_rms_norm(node) -> bool:
+    return node.op == "call_function" and op_name(node.target).startswith("aten.rms_norm")
+
+
+def _dtype_casts(graph) -> dict:
+    """node -> "from->to" for every cast node that changes the dtype."""
+    out = {}
+    for node in graph.nodes:
+        if node.op == "call_function" and op_name(node.target) in _CASTS and node.args:
+            src, dst = dtype_of(node.args[0]), dtype_of(node)
+            if src and dst and src != dst:
+                out[node] = f"{src}->{dst}"
+    return out
+
+
+def rewrite(graph_module, quantization_capture: bool) -> dict:
+    """RemoveRedundancy then RecomposeRmsNorm on `graph_module`, in place; the facts."""
+    from executorch.backends.qualcomm._passes import RecomposeRmsNorm, RemoveRedundancy
+
+    graph = graph_module.graph
+    casts = _dtype_casts(graph)
+    RemoveRedundancy(quantization_capture=quantization_capture)(graph_module)
+    alive = set(graph.nodes)
+    dropped = sorted(label for node, label in casts.items() if node not in alive)
+
+    before = {n for n in graph.nodes if _is_rms_norm(n)}
+    RecomposeRmsNorm(quantization_capture=quantization_capture)(graph_module)
+    norms = [n for n in graph.nodes if _is_rms_norm(n)]
+    built = [n for n in norms if n not in before]
+    return {
+        "rms_norm_built": bool(built),
+        "rms_norm_input_dtype": dtype_of(built[0].args[0]) if built else None,
+        "rms_norm_nodes": len(norms),
+        "dropped_casts": dropped,
+    }
+
+
+class RecomposePath(Path):
+    """to_edge, then QNN's edge-graph RemoveRedundancy + RecomposeRmsNorm."""
+
+    name = "executorch-recompose"
+    packages = ("torch", "executorch")
+    skip_dim_order = False
+
+    def prepare(self, spec, module, example) -> Prepared:
+        quiet_imports()
+        from executorch.exir import EdgeCompileConfig, to_edge
+
+        ep = export(module, example)
+        with stage("compile"):
+            # QNN lowers with qnn_edge_config(): _check_ir_validity=False, which
+            # also lets the non-core aten.rms_norm the pass builds stay legal.
+            config = EdgeCompileConfig(_check_ir_validity=False, _skip_dim_order=self.skip_dim_order)
+            edge_ep = to_edge(ep, compile_config=config).exported_program()
+            facts = rewrite(edge_ep.graph_module, quantization_capture=False)
+            runner = edge_ep.module()
+        return Prepared(module_runner(runner, spec), facts)
+
+
+class RecomposeNoDimOrderPath(RecomposePath):
+    """As RecomposePath with EdgeCompileConfig(_skip_dim_order=True): casts stay _to_copy."""
+
+    name = "executorch-recompose-no-dim-order"
+    skip_dim_order = True
+
+
+class RecomposeCapturePath(Path):
+    """QNN's quantization capture: both passes (quantization_capture=True) on ep.module()."""
+
+    name = "executorch-recompose-capture"
+    packages = ("torch", "executorch")
+
+    def prepare(self, spec, module, example) -> Prepared:
+        quiet_imports()
+        ep = export(module, example)
+        with stage("compile"):
+            graph_module = ep.module()
+            facts = rewrite(graph_module, quantization_capture=True)
+        return Prepared(module_runner(graph_module, spec), facts)

@@ -1,0 +1,67 @@
+"""`executorch-xnnpack`: to_edge_transform_and_lower with XnnpackPartitioner.
+
+What XNNPACK does not take stays in the graph and runs on ExecuTorch's
+portable kernels; the record's facts say which ops went where:
+
+    {"delegated": bool,            # at least one XNNPACK delegate call
+     "fully_delegated": bool,      # no compute op left outside a delegate
+     "delegated_ops": [...],       # ops inside the delegates (edge names)
+     "undelegated_ops": [...]}     # ops left to the portable kernels
+
+(XNNPACK has no bfloat16 kernels for most ops; the partitioner then leaves
+them to the portable kernels rather than refusing, so bfloat16 cases run
+partly or wholly undelegated instead of being unsupported.)
+"""
+from __future__ import annotations
+
+from harness.paths._executorch_common import export, op_name, pte_runner, quiet_imports
+from harness.paths.base import Path, Prepared, stage
+
+_PLUMBING = {"getitem", "executorch_call_delegate"}
+
+
+def delegation_facts(edge) -> dict:
+    """Which ops of the lowered edge program went to a delegate, which did not."""
+    from executorch.exir.lowered_backend_module import LoweredBackendModule
+
+    gm = edge.exported_program().graph_module
+    delegated: set[str] = set()
+    undelegated: set[str] = set()
+    calls = 0
+    for node in gm.graph.nodes:
+        if node.op != "call_function":
+            continue
+        name = op_name(node.target)
+        if name == "executorch_call_delegate":
+            calls += 1
+            lowered = getattr(gm, node.args[0].target)
+            if isinstance(lowered, LoweredBackendModule):
+                for inner in lowered.original_module.graph.nodes:
+                    if inner.op == "call_function":
+                        delegated.add(op_name(inner.target))
+        elif name not in _PLUMBING:
+            undelegated.add(name)
+    delegated -= _PLUMBING
+    return {
+        "delegated": calls > 0,
+        "fully_delegated": calls > 0 and not undelegated,
+        "delegated_ops": sorted(delegated),
+        "undelegated_ops": sorted(undelegated),
+    }
+
+
+class XnnpackPath(Path):
+    name = "executorch-xnnpack"
+    packages = ("torch", "executorch")
+
+    def prepare(self, spec, module, example) -> Prepared:
+        quiet_imports()
+        from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+        from executorch.exir import to_edge_transform_and_lower
+
+        ep = export(module, example)
+        with stage("compile"):
+            edge = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()])
+            facts = delegation_facts(edge)
+        run = pte_runner(edge, spec)
+        return Prepared(run, facts)
