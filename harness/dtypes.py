@@ -58,8 +58,8 @@ def ulp(values: np.ndarray, name: str) -> np.ndarray:
     """The spacing of dtype `name` at each float64 value (subnormal aware)."""
     bits, emin = _FORMAT[name]
     v = np.abs(np.asarray(values, dtype=np.float64))
-    _, exp = np.frexp(v)  # v = f * 2**exp with f in [0.5, 1)
-    exp = np.maximum(exp - 1, emin)
+    _, exp = np.frexp(v)  # v = f * 2**exp with f in [0.5, 1); frexp(0) gives exp 0
+    exp = np.where(v == 0, emin, np.maximum(exp - 1, emin))
     return np.ldexp(1.0, exp - bits)
 
 

@@ -106,3 +106,13 @@ def test_worse_than_eager_is_judged_element_by_element_in_units_of_the_bound():
     assert abs(float(compiled[0, small]) - ref.out[0, small]) < eager_abs
     s = score(compiled, ref, eager)
     assert s.verdict == "inaccurate", s.message
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_ulp_matches_the_dtype_spacing_including_zero_and_subnormals(dtype):
+    dt = np_dtype(dtype)
+    values = np.array([0.0, 1.0, 0.999, 3.0, 1e-30, 6e-8, 1e4], dtype=np.float64)
+    finite = cast(values, dtype)
+    nxt = np.array([np.nextafter(v, np.array(np.inf, dtype=dt)) for v in finite], dtype=dt)
+    expected = nxt.astype(np.float64) - finite.astype(np.float64)
+    np.testing.assert_array_equal(ulp(finite.astype(np.float64), dtype), expected)

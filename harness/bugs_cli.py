@@ -1,0 +1,154 @@
+"""`normdiff bugs [--check]`: the catalog of known upstream bugs, and whether each still shows.
+
+Listing prints one entry a line (data, on stdout). `--check` runs every
+entry's executions (and its controls) through the real paths in warm,
+isolated workers (harness.run.Runner) and prints `reproduced`, `fixed` or
+`changed` per entry; exit 0 when every entry behaves as recorded
+(cases/bugs.py `expect`), 1 otherwise.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+
+def _select(names: list[str] | None):
+    from cases import bugs
+
+    if not names:
+        return list(bugs.BUGS)
+    out = []
+    for name in names:
+        try:
+            out.append(bugs.get(name))
+        except KeyError as exc:
+            from harness.cli import UsageError
+
+            raise UsageError(f"--id: {exc.args[0]}") from None
+    return out
+
+
+def cmd_list(entries) -> int:
+    width = max(len(b.id) for b in entries)
+    print(f"{'id':<{width}}  {'expect':<10}  {'bug verdict':<14}  paths  link")
+    for b in entries:
+        where = ",".join(b.paths)
+        print(f"{b.id:<{width}}  {b.expect:<10}  {b.verdict:<14}  {where}  {b.link or '(not reported)'}")
+        print(f"{'':<{width}}  {b.title}")
+    return 0
+
+
+def _records(entries, jobs: int, timeout: float, out_dir: str | None) -> dict:
+    """(case_id, path) -> record for every execution the entries need."""
+    from harness.execute import Executor
+    from harness.results import ResultsWriter
+    from harness.run import Runner, Task
+
+    tasks: dict[tuple[str, str], Task] = {}
+    for b in entries:
+        for spec, path in [*b.checks, *b.controls]:
+            tasks.setdefault((spec.case_id, path), Task(spec, path))
+    records: dict[tuple[str, str], dict] = {}
+    writer = None
+    if out_dir:
+        os.makedirs(out_dir, exist_ok=True)
+        target = os.path.join(out_dir, "results.jsonl")
+        if os.path.exists(target):
+            os.remove(target)
+        writer = ResultsWriter(target)
+
+    def on_record(record: dict) -> None:
+        records[(record["case_id"], record["path"])] = record
+        if writer:
+            writer.write(record)
+
+    try:
+        if jobs == 0:
+            executor = Executor()
+            for t in tasks.values():
+                on_record(executor.execute(t.spec, t.path))
+        else:
+            preload = sorted({t.path for t in tasks.values()})
+            Runner(jobs, timeout, preload).run(list(tasks.values()), on_record)
+    finally:
+        if writer:
+            writer.close()
+    return records
+
+
+def status(bug, records: dict) -> tuple[str, list[str]]:
+    """("reproduced" | "fixed" | "changed", the executions that do not fit)."""
+    def verdict(spec, path):
+        r = records.get((spec.case_id, path))
+        return (r or {}).get("verdict", "missing"), r
+
+    off = []
+    for spec, path in bug.controls:
+        v, r = verdict(spec, path)
+        if v != "pass":
+            off.append(f"control {path} on {spec}: {v} ({(r or {}).get('message', '')[:160]})")
+    seen = [verdict(s, p) + (s, p) for s, p in bug.checks]
+    if all(v == bug.verdict for v, *_ in seen):
+        state = "reproduced"
+    elif all(v == "pass" for v, *_ in seen):
+        state = "fixed"
+    else:
+        state = "changed"
+        for v, r, s, p in seen:
+            if v not in (bug.verdict, "pass"):
+                off.append(f"{p} on {s}: {v} ({(r or {}).get('message', '')[:160]})")
+    if off:
+        state = "changed"
+    return state, off
+
+
+def cmd_check(entries, args) -> int:
+    from harness.run import RunnerError
+
+    try:
+        records = _records(entries, args.jobs, args.timeout, args.out)
+    except RunnerError as exc:
+        print(f"normdiff: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("normdiff: interrupted", file=sys.stderr)
+        return 130
+    width = max(len(b.id) for b in entries)
+    unexpected = 0
+    for b in entries:
+        state, off = status(b, records)
+        note = "as recorded" if state == b.expect else f"recorded: {b.expect}"
+        print(f"{b.id:<{width}}  {state:<10}  ({note})", flush=True)
+        for line in off:
+            print(f"{'':<{width}}    {line}")
+        unexpected += state != b.expect
+    if unexpected:
+        print(f"normdiff: {unexpected} of {len(entries)} catalog entries differ from the record; "
+              "update cases/bugs.py if upstream fixed or changed them", file=sys.stderr)
+        return 1
+    print(f"normdiff: all {len(entries)} catalog entries behave as recorded", file=sys.stderr)
+    return 0
+
+
+def cmd_bugs(args) -> int:
+    from harness.cli import UsageError
+
+    if args.jobs is not None and args.jobs < 0:
+        raise UsageError(f"--jobs: must be >= 0, got {args.jobs}")
+    if args.timeout <= 0:
+        raise UsageError(f"--timeout: must be > 0, got {args.timeout}")
+    if args.jobs is None:
+        args.jobs = os.cpu_count() or 1
+    entries = _select(args.id)
+    return cmd_check(entries, args) if args.check else cmd_list(entries)
+
+
+def add_command(subparsers) -> None:
+    p = subparsers.add_parser("bugs", help="the catalog of known upstream bugs; --check runs each")
+    p.add_argument("--check", action="store_true",
+                   help="run every entry and say reproduced / fixed (exit 0 when all are as recorded)")
+    p.add_argument("--id", action="append", metavar="BUG-ID", help="only this entry (repeatable)")
+    p.add_argument("--jobs", type=int, default=None, help="worker processes (default: cores; 0 = in-process)")
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds per execution (default 300)")
+    p.add_argument("--out", metavar="DIR", help="also write the check's records to DIR/results.jsonl")
+    p.set_defaults(func=cmd_bugs)

@@ -1,0 +1,416 @@
+"""Writes the standalone reproduction script of one case on one path.
+
+The script is a function of (spec, path, bug entry or recorded verdict)
+only, so two generations give the same bytes. Inputs are re-derived in the
+script with NumPy's PCG64 exactly as cases/inputs.py draws them (a SHA-256 of
+the bytes normdiff draws is embedded and checked; a kind without a recipe here
+is embedded as its bytes); the model is written out
+as the model code writes it (cases/patterns.py, line by line); the FP64
+reference is plain NumPy; the tolerance is normdiff's error bound for the
+case (harness/compare.py) turned into `ATOL + RTOL * |ref|`.
+"""
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import math
+import textwrap
+from string import Template
+
+import ml_dtypes
+import numpy as np
+
+from cases.inputs import channel_axis, make_inputs
+from harness import repro_templates as T
+from harness.compare import C_ACC, C_OUT, C_ROUND, tolerance
+from harness.dtypes import np_dtype, unit_roundoff
+from harness.reference import reference
+from harness.spec import CaseSpec
+
+# path -> (template, imports, library distribution, description)
+PATHS = {
+    "eager": (T.EAGER, T.EAGER_IMPORTS, None, "the torch module on CPU"),
+    "tvm": (T.TVM, T.TVM_IMPORTS, "apache-tvm",
+            "torch.export -> from_exported_program -> tvm.compile(target='llvm') -> Relax VM"),
+    "tvm-decompose": (T.TVM, T.TVM_IMPORTS, "apache-tvm",
+                      "torch.export -> from_exported_program -> DecomposeOpsForTraining -> "
+                      "tvm.compile(target='llvm') -> Relax VM"),
+    "executorch": (T.EXECUTORCH, T.EXECUTORCH_IMPORTS, "executorch",
+                   "torch.export -> to_edge -> to_executorch -> executorch.runtime (portable/optimized kernels)"),
+    "executorch-xnnpack": (T.XNNPACK, T.XNNPACK_IMPORTS, "executorch",
+                           "torch.export -> to_edge_transform_and_lower(XnnpackPartitioner) -> executorch.runtime"),
+    "executorch-recompose": (T.RECOMPOSE, T.RECOMPOSE_IMPORTS, "executorch",
+                             "torch.export -> to_edge -> QNN RemoveRedundancy + RecomposeRmsNorm -> "
+                             "the edge graph run in Python"),
+    "executorch-recompose-no-dim-order": (T.RECOMPOSE, T.RECOMPOSE_IMPORTS, "executorch",
+                                          "torch.export -> to_edge(_skip_dim_order=True) -> QNN RemoveRedundancy "
+                                          "+ RecomposeRmsNorm -> the edge graph run in Python"),
+    "executorch-recompose-capture": (T.CAPTURE, T.CAPTURE_IMPORTS, "executorch",
+                                     "torch.export -> ep.module() -> QNN RemoveRedundancy + RecomposeRmsNorm "
+                                     "(quantization_capture=True) -> the graph run in Python"),
+}
+
+_NP = {"float32": "np.float32", "float16": "np.float16", "bfloat16": "ml_dtypes.bfloat16"}
+_TORCH = {"float32": "torch.float32", "float16": "torch.float16", "bfloat16": "torch.bfloat16"}
+
+
+def _f(v) -> str:
+    """A float literal that reads back as the same double."""
+    return repr(float(v))
+
+
+# -- inputs -------------------------------------------------------------------
+
+def _draw_x(spec: CaseSpec) -> str:
+    """Code setting x64 (float64, flat or shaped) as cases.inputs.draw_x does."""
+    p = spec.input_dict
+    n = math.prod(spec.shape)
+    kind = p["kind"]
+    if kind == "normal":
+        return f"x64 = rng(0).normal({_f(p['mean'])}, {_f(p['std'])}, {n})"
+    if kind == "alternating":
+        return (f"x64 = {_f(p['offset'])} + {_f(p['amplitude'])} * "
+                f"np.where(np.arange({n}) % 2 == 0, -1.0, 1.0)  # -a, +a, -a, ... plus the offset")
+    if kind == "uniform":
+        return f"x64 = rng(0).uniform({_f(p['low'])}, {_f(p['high'])}, {n})"
+    if kind == "constant":
+        return f"x64 = np.full({n}, {_f(p['value'])})"
+    if kind == "offset":
+        return f"x64 = {_f(p['offset'])} + rng(0).normal(0.0, {_f(p['std'])}, {n})"
+    if kind == "overflow":
+        return ("g = rng(0)\n"
+                f"sign = np.where(g.random({n}) < 0.5, -1.0, 1.0)\n"
+                f"x64 = sign * {_f(p['magnitude'])} * g.uniform(0.5, 1.0, {n})")
+    if kind == "tiny":
+        return f"x64 = {_f(p['scale'])} * rng(0).normal(0.0, 1.0, {n})"
+    if kind == "outlier":
+        axis = channel_axis(spec)
+        channels = spec.shape[axis]
+        count = max(1, min(4, channels // 16))
+        return ("g = rng(0)\n"
+                f"x64 = g.normal(0.0, {_f(p['std'])}, {n}).reshape(SHAPE)\n"
+                f"index = [slice(None)] * {len(spec.shape)}\n"
+                f"index[{axis}] = np.sort(g.choice({channels}, size={count}, replace=False))  # outlier channels\n"
+                f"x64[tuple(index)] *= {_f(p['scale'])}")
+    if kind == "subnormal":
+        info = ml_dtypes.finfo(np_dtype(spec.dtype))
+        smallest = float(info.smallest_subnormal)
+        below_normal = round(float(info.smallest_normal) / smallest)
+        return ("g = rng(0)\n"
+                f"steps = g.integers(1, {below_normal}, {n}).astype(np.float64)  # subnormals of {spec.dtype}\n"
+                f"sign = np.where(g.random({n}) < 0.5, -1.0, 1.0)\n"
+                f"picked = g.random({n}) < {_f(p['fraction'])}\n"
+                f"x64 = np.where(picked, sign * steps * {_f(smallest)}, g.normal(0.0, 1.0, {n}))")
+    # A kind without a recipe here: embed normdiff's rounded bytes (exact in float64).
+    data = base64.b64encode(np.ascontiguousarray(make_inputs(spec).x).tobytes()).decode()
+    lines = textwrap.wrap(data, 76)
+    return ("import base64  # input kind %r has no recipe in normdiff repro: its bytes\n" % kind
+            + "x64 = np.frombuffer(base64.b64decode(\n" + "".join(f'    "{c}"\n' for c in lines)
+            + "), dtype=DTYPE).astype(np.float64)")
+
+
+def _param_names(spec: CaseSpec) -> list[str]:
+    return list(make_inputs(spec).params)
+
+
+def _draw_params(spec: CaseSpec) -> str:
+    """Code setting each parameter, in cases.inputs.draw_params's order and streams."""
+    channels = spec.shape[-1] if spec.pattern in ("layer_norm", "rms_norm") else spec.shape[channel_axis(spec)]
+    ones = spec.params_dict["kind"] == "ones"
+    draws = {
+        "weight": ("np.ones({c})", "g.normal(0.0, 1.0, {c})"),
+        "bias": ("np.zeros({c})", "g.normal(0.0, 1.0, {c})"),
+        "running_mean": ("np.zeros({c})", "g.normal(0.0, 1.0, {c})"),
+        "running_var": ("np.ones({c})", "g.uniform(0.5, 2.0, {c})"),
+    }
+    lines = [] if ones else ["g = rng(1)"]
+    for name in _param_names(spec):
+        expr = draws[name][0 if ones else 1].format(c=channels)
+        lines.append(f"{name} = {expr}.astype(WEIGHT_DTYPE)")
+    return "\n".join(lines)
+
+
+def _digest(spec: CaseSpec) -> str:
+    inputs = make_inputs(spec)
+    h = hashlib.sha256()
+    for a in (inputs.x, *inputs.params.values()):
+        h.update(np.ascontiguousarray(a).tobytes())
+    return h.hexdigest()
+
+
+def input_code(spec: CaseSpec) -> str:
+    """Code setting `x` and each parameter to normdiff's bytes (checked by a SHA-256)."""
+    names = _param_names(spec)
+    return Template(T.INPUTS).substitute(
+        shape=repr(tuple(spec.shape)), seed=spec.seed, np_dtype=_NP[spec.dtype],
+        np_weight_dtype=_NP[spec.weight_dtype], draw_x=_draw_x(spec), draw_params=_draw_params(spec),
+        digest=_digest(spec), param_tuple=", ".join(names),
+    )
+
+
+# -- the model ------------------------------------------------------------------
+
+def _up(var: str, how: str) -> str:
+    """var upcast to float32, spelled as cases.patterns.upcast spells it."""
+    if how == "to":
+        return f"{var}.to(torch.float32)"
+    if how == "to_contiguous":
+        return f"{var}.to(torch.float32, memory_format=torch.contiguous_format)"
+    return f"{var}.float()"
+
+
+def _back(var: str, like: str, dtype_expr: str, dtype: str, how: str) -> str:
+    """var cast back to `dtype`, spelled as cases.patterns.cast_back spells it."""
+    if how == "type_as":
+        return f"{var}.type_as({like})"
+    if how == "to_contiguous":
+        return f"{var}.to({dtype_expr}, memory_format=torch.contiguous_format)"
+    if how == "float":
+        return {"float16": f"{var}.half()", "bfloat16": f"{var}.bfloat16()"}.get(dtype, f"{var}.float()")
+    return f"{var}.to({dtype_expr})"
+
+
+def _nn_module(spec: CaseSpec) -> str:
+    wdt = _TORCH[spec.weight_dtype]
+    affine = spec.affine != "none"
+    channels = spec.shape[1] if len(spec.shape) > 1 else spec.shape[0]
+    eps = _f(spec.eps)
+    if spec.pattern == "layer_norm":
+        return (f"nn.LayerNorm({spec.shape[-1]}, eps={eps}, elementwise_affine={affine}, "
+                f"bias={spec.affine == 'weight_bias'}, dtype={wdt})")
+    if spec.pattern == "rms_norm":
+        return f"nn.RMSNorm({spec.shape[-1]}, eps={eps}, elementwise_affine={affine}, dtype={wdt})"
+    if spec.pattern == "group_norm":
+        return f"nn.GroupNorm({spec.groups}, {channels}, eps={eps}, affine={affine}, dtype={wdt})"
+    dims = len(spec.shape)
+    if spec.pattern == "instance_norm":
+        return f"nn.InstanceNorm{dims - 2}d({channels}, eps={eps}, affine={affine}, dtype={wdt})"
+    cls = {2: "BatchNorm1d", 3: "BatchNorm1d", 4: "BatchNorm2d", 5: "BatchNorm3d"}[dims]
+    return f"nn.{cls}({channels}, eps={eps}, affine={affine}, dtype={wdt})"
+
+
+def _style_forward(spec: CaseSpec) -> tuple[str, str, str]:
+    """(class name, docstring, forward body) of a hand-written style, casts spelled out."""
+    c, dt, w = spec.cast, spec.dtype, spec.affine != "none"
+    b = spec.affine == "weight_bias"
+    if spec.style == "upcast":
+        body = [
+            "orig_type = x.dtype",
+            f"w = {_up('self.weight', c)}" if w else "w = None",
+            f"b = {_up('self.bias', c)}" if b else "b = None",
+            f"y = F.layer_norm({_up('x', c)}, (self.dim,), w, b, self.eps)",
+            f"return {_back('y', 'x', 'orig_type', dt, c)}",
+        ]
+        return "UpcastLayerNorm", "open_clip's LayerNormFp32: F.layer_norm on a float32 copy, cast back.", body
+    if spec.style == "manual":
+        body = [
+            "mean = x.mean(-1, keepdim=True)",
+            "var = ((x - mean) ** 2).mean(-1, keepdim=True)",
+            "y = (x - mean) / torch.sqrt(var + self.eps)",
+        ] + (["y = y * self.weight"] if w else []) + (["y = y + self.bias"] if b else []) + ["return y"]
+        return "ManualLayerNorm", "Mean and variance written out, all in the input dtype.", body
+    if spec.style == "qwen":
+        back = _back("hidden_states", "x", "input_dtype", dt, c)
+        body = [
+            "input_dtype = x.dtype",
+            f"hidden_states = {_up('x', c)}",
+            "variance = hidden_states.pow(2).mean(-1, keepdim=True)",
+            "hidden_states = hidden_states * torch.rsqrt(variance + self.eps)",
+            f"return self.weight * {back}" if w else f"return {back}",
+        ]
+        return "QwenRMSNorm", "transformers' Qwen2RMSNorm.", body
+    if spec.style == "llama":
+        normed = "self._norm(" + _up("x", c) + ")"
+        body = [
+            f"output = {_back(normed, 'x', 'x.dtype', dt, c)}",
+            "return output * self.weight" if w else "return output",
+        ]
+        return "LlamaRMSNorm", "Meta's reference Llama RMSNorm: x.float(), x*x mean, rsqrt, .type_as(x), * weight.", body
+    if spec.style == "t5":
+        body = [
+            f"variance = {_up('hidden_states', c)}.pow(2).mean(-1, keepdim=True)",
+            "hidden_states = hidden_states * torch.rsqrt(variance + self.eps)",
+        ]
+        if not w:
+            body.append("return hidden_states")
+        else:
+            if spec.weight_dtype in ("float16", "bfloat16"):
+                back = _back("hidden_states", "self.weight", "self.weight.dtype", spec.weight_dtype, c)
+                body.append(f"hidden_states = {back}")
+            body.append("return self.weight * hidden_states")
+        return "T5RMSNorm", "transformers' T5LayerNorm: variance of a float32 copy, scales x, casts to the weight dtype.", body
+    if spec.style == "gemma":
+        body = ["output = self._norm(" + _up("x", c) + ")"]
+        if w:
+            body.append(f"output = output * (1.0 + {_up('self.weight', c)})")
+        body.append(f"return {_back('output', 'x', 'x.dtype', dt, c)}")
+        return "GemmaRMSNorm", "Gemma's RMSNorm: normalize in float32, * (1 + weight), cast back.", body
+    raise ValueError(spec.style)  # pragma: no cover
+
+
+def model_code(spec: CaseSpec) -> str:
+    """Code defining `model`: the eval-mode torch module holding the case's parameters."""
+    names = _param_names(spec)
+    lines = ["# -- the model, written as the model code writes it"]
+    if spec.style == "module":
+        lines.append(f"model = {_nn_module(spec)}")
+    else:
+        name, doc, body = _style_forward(spec)
+        arg = "hidden_states" if spec.style == "t5" else "x"
+        wdt = _TORCH[spec.weight_dtype]
+        init = [f"self.eps = {_f(spec.eps)}", f"self.dim = {spec.shape[-1]}"]
+        if spec.affine != "none":
+            init.append(f"self.weight = nn.Parameter(torch.ones({spec.shape[-1]}, dtype={wdt}))")
+        if spec.affine == "weight_bias":
+            init.append(f"self.bias = nn.Parameter(torch.zeros({spec.shape[-1]}, dtype={wdt}))")
+        lines += ["", "", f"class {name}(nn.Module):", f'    """{doc}"""', "",
+                  "    def __init__(self):", "        super().__init__()"]
+        lines += [f"        {s}" for s in init]
+        if spec.style in ("llama", "gemma"):
+            square = "(x * x)" if spec.style == "llama" else "x.pow(2)"
+            lines += ["", "    def _norm(self, x):",
+                      f"        return x * torch.rsqrt({square}.mean(-1, keepdim=True) + self.eps)"]
+        lines += ["", f"    def forward(self, {arg}):"] + [f"        {s}" for s in body]
+        lines += ["", "", f"model = {name}()"]
+    if names:
+        lines.append("with torch.no_grad():")
+        lines += [f"    model.{n}.copy_(to_torch({n}))" for n in names]
+    lines.append("model.eval()")
+    return "\n".join(lines) + "\n"
+
+
+# -- the reference ------------------------------------------------------------------
+
+def reference_code(spec: CaseSpec) -> str:
+    """Code defining `ref`: normdiff's FP64 reference in plain NumPy."""
+    shape = spec.shape
+    lines = ["# -- the FP64 reference: the norm's exact mathematics on the rounded inputs",
+             "def reference():", "    X = x.astype(np.float64)"]
+    if spec.pattern == "layer_norm":
+        lines += ["    mean = X.mean(-1, keepdims=True)",
+                  "    var = ((X - mean) ** 2).mean(-1, keepdims=True)",
+                  f"    z = (X - mean) / np.sqrt(var + {_f(spec.eps)})"]
+    elif spec.pattern == "rms_norm":
+        lines += [f"    z = X / np.sqrt((X ** 2).mean(-1, keepdims=True) + {_f(spec.eps)})"]
+    elif spec.pattern in ("group_norm", "instance_norm"):
+        groups = spec.groups if spec.pattern == "group_norm" else shape[1]
+        lines += [f"    G = X.reshape({shape[0]}, {groups}, -1)  # one row per (sample, group)",
+                  "    mean = G.mean(-1, keepdims=True)",
+                  "    var = ((G - mean) ** 2).mean(-1, keepdims=True)",
+                  f"    z = ((G - mean) / np.sqrt(var + {_f(spec.eps)})).reshape(SHAPE)"]
+    else:  # batch_norm in eval mode: the running statistics
+        view = tuple(shape[1] if i == 1 else 1 for i in range(len(shape)))
+        lines += [f"    mean = running_mean.astype(np.float64).reshape({view})",
+                  f"    var = running_var.astype(np.float64).reshape({view})",
+                  f"    z = (X - mean) / np.sqrt(var + {_f(spec.eps)})"]
+    per_channel = spec.pattern not in ("layer_norm", "rms_norm")
+    view = tuple(shape[1] if i == 1 else 1 for i in range(len(shape)))
+    shaped = f".reshape({view})" if per_channel else ""
+    out = "z"
+    if spec.affine != "none":
+        w = f"weight.astype(np.float64){shaped}"
+        out = f"z * (1.0 + {w})" if spec.style == "gemma" else f"z * {w}"
+    if spec.affine == "weight_bias":
+        out += f" + bias.astype(np.float64){shaped}"
+    lines += [f"    return {out}", "", "", "ref = reference()"]
+    return "\n".join(lines) + "\n"
+
+
+# -- the tolerance ----------------------------------------------------------------
+
+def _round_up(v: float) -> float:
+    """v rounded up to three significant digits (a readable bound never below normdiff's)."""
+    if v <= 0:
+        return 0.0
+    s = float(f"{v:.2e}")
+    return s if s >= v else float(f"{v * 1.01:.2e}")
+
+
+def plain_tolerance(spec: CaseSpec) -> tuple[float, float, str]:
+    """(rtol, atol, note): ATOL + RTOL*|ref| is at least normdiff's bound at every element.
+
+    RTOL carries the bound's terms that scale with the output (C_OUT ulps of the
+    rounding dtype and the statistics error times |z|); ATOL the rest, as the
+    largest excess of the bound over RTOL*|ref| anywhere in the case.
+    """
+    ref = reference(spec, make_inputs(spec))
+    r = ref.rounding_dtype
+    u_r = unit_roundoff(r)
+    u_eff = C_ROUND * unit_roundoff(ref.stat_dtype) + C_ACC * unit_roundoff("float32") * math.sqrt(ref.row_len)
+    rtol = _round_up(C_OUT * u_r * (1 + 2 * u_r) + u_eff)
+    excess = tolerance(ref, r) - rtol * np.abs(ref.out)
+    atol = _round_up(float(max(0.0, excess.max())))
+    note = (f"normdiff's bound: {C_OUT:g} ulp of {r} for rounding the output, plus "
+            f"statistics in {ref.stat_dtype} accumulated over {ref.row_len} elements")
+    return rtol, atol, note
+
+
+# -- the script -------------------------------------------------------------------------
+
+def _clean(text: str) -> str:
+    """Text safe inside a triple-quoted docstring."""
+    return text.replace("\\", "\\\\").replace('"""', "'''")
+
+
+def _wrap(text: str, indent: str = "") -> str:
+    return textwrap.fill(text, width=79, initial_indent=indent, subsequent_indent=indent,
+                         break_long_words=False, break_on_hyphens=False)
+
+
+def _header(spec: CaseSpec, path: str, description: str, library: str | None,
+            bug=None, recorded: str | None = None) -> str:
+    lib = library or "nothing else"
+    if bug is not None:
+        title = f"{bug.id}: {bug.title}"
+        parts = [bug.link or "(not reported upstream yet)", "", _wrap(bug.note), ""]
+        verdict = (f"normdiff verdict while the bug is present: {bug.verdict} "
+                   f"(recorded with the pinned versions: {bug.expect})")
+    else:
+        title = f"normdiff repro: {spec} on {path}"
+        parts = []
+        verdict = f"Recorded: {recorded}" if recorded else ""
+    spec_json = json.dumps(spec.to_dict(), sort_keys=True)
+    parts += [
+        f"Case: {spec}",
+        _wrap(f"normdiff spec (case_id {spec.case_id}): {spec_json}", "  "),
+        _wrap(f"Path: {path}: {description}"),
+    ]
+    if verdict:
+        parts.append(_wrap(verdict))
+    parts += ["", _wrap(f"Standalone: needs torch, numpy, ml_dtypes and {lib}. Exits 1 while "
+                        "the problem is present, 0 once it is fixed. Written by `normdiff repro`.")]
+    return Template(T.HEADER).substitute(title=_clean(title), body=_clean("\n".join(parts)))
+
+
+def render(spec: CaseSpec, path: str, *, bug=None, recorded: str | None = None) -> str:
+    """The standalone script reproducing `spec` on `path` (KeyError if no template)."""
+    if path not in PATHS:
+        raise KeyError(f"no script template for path {path!r}; templates: {', '.join(PATHS)}")
+    template, imports, library, description = PATHS[path]
+    rtol, atol, note = plain_tolerance(spec)
+    expected_dtype = reference(spec, make_inputs(spec)).out_dtype
+
+    code_imports = T.IMPORTS + "from torch import nn\n"
+    if spec.style == "upcast":
+        code_imports += "import torch.nn.functional as F\n"
+    if imports:
+        code_imports += imports
+
+    path_code = Template(template).substitute(
+        description=description,
+        decompose=T.TVM_DECOMPOSE_LINE if path == "tvm-decompose" else "",
+        skip_dim_order=str(path == "executorch-recompose-no-dim-order"),
+    )
+    libraries = tuple(d for d in ("torch", library, "numpy", "ml_dtypes") if d)
+    report = Template(T.REPORT).substitute(
+        tolerance_note=note, path=path, is_eager=str(path == "eager"),
+        expected_dtype=f"np.dtype({_NP[expected_dtype]})", rtol=repr(rtol), atol=repr(atol),
+        libraries=repr(libraries), case_repr=repr(str(spec)), description_repr=repr(description),
+        layout=".contiguous(memory_format=torch.channels_last)" if spec.layout == "channels_last" else "",
+    )
+    sections = [
+        _header(spec, path, description, library, bug, recorded),
+        code_imports, T.CONVERSIONS, input_code(spec), model_code(spec), reference_code(spec), path_code, report,
+    ]
+    return "\n\n\n".join(s.strip("\n") for s in sections) + "\n"

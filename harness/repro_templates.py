@@ -1,0 +1,320 @@
+"""Plain-text pieces of a standalone reproduction script (`normdiff repro`).
+
+The script imports only torch, numpy, ml_dtypes and the library under test
+(tvm or executorch), never normdiff, so it can be pasted into an upstream
+report as it is. `harness.repro_script` fills these pieces in for one case
+and one path; `$name` fields are filled with `string.Template`.
+
+The path pieces make the very API calls `harness/paths/` makes (keep them in
+step when a path changes); the report piece prints what a maintainer asks
+for first (expected and actual values, the error, both dtypes, the
+environment) and ends with the check that fails, exit 1, while the bug is
+present.
+"""
+from __future__ import annotations
+
+HEADER = '''\
+#!/usr/bin/env python3
+"""$title
+
+$body
+"""
+'''
+
+IMPORTS = '''\
+import hashlib
+import importlib.metadata
+import platform
+import sys
+import traceback
+
+import ml_dtypes
+import numpy as np
+import torch
+'''
+
+CONVERSIONS = '''\
+def to_torch(a):
+    """A torch tensor with exactly the bits of NumPy array `a` (bfloat16 included)."""
+    if a.dtype == np.dtype(ml_dtypes.bfloat16):
+        return torch.from_numpy(np.ascontiguousarray(a).view(np.int16).copy()).view(torch.bfloat16)
+    return torch.from_numpy(np.ascontiguousarray(a).copy())
+
+
+def to_numpy(t):
+    """A NumPy array (logical order) with exactly the bits of tensor `t`."""
+    t = t.detach().cpu().contiguous()
+    if t.dtype == torch.bfloat16:
+        return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16).copy()
+    return t.numpy().copy()
+
+
+def single(out):
+    """The one output of a program that returns a one-element list or tuple."""
+    while isinstance(out, (list, tuple)) and len(out) == 1:
+        out = out[0]
+    return out
+'''
+
+INPUTS = '''\
+# -- inputs: drawn in float64 with NumPy's PCG64 and rounded to the case dtypes,
+#    exactly as normdiff draws them (the digest below checks every bit)
+SHAPE = $shape
+SEED = $seed
+DTYPE = $np_dtype
+WEIGHT_DTYPE = $np_weight_dtype
+
+
+def rng(stream):
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence([SEED, stream])))
+
+
+$draw_x
+x = x64.reshape(SHAPE).astype(DTYPE)
+$draw_params
+INPUT_SHA256 = "$digest"
+_digest = hashlib.sha256()
+for _a in (x, $param_tuple):
+    _digest.update(np.ascontiguousarray(_a).tobytes())
+assert _digest.hexdigest() == INPUT_SHA256, "the inputs differ from normdiff's"
+'''
+
+# -- the paths: each defines run_path(model, example, x) -> NumPy output ------
+
+EAGER_IMPORTS = ""
+
+EAGER = '''\
+def run_path(model, example, x):
+    """eager: the torch module on CPU."""
+    with torch.no_grad():
+        return to_numpy(model(example))
+'''
+
+TVM_IMPORTS = '''\
+import tvm
+from tvm import relax
+from tvm.relax.frontend.torch import from_exported_program
+'''
+
+TVM = '''\
+def relax_ops(mod):
+    """The Relax ops main calls (shows what the pipeline turned the norm into)."""
+    found = set()
+
+    def visit(expr):
+        if isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op):
+            found.add(str(expr.op.name))
+
+    relax.analysis.post_order_visit(mod["main"], visit)
+    return sorted(found)
+
+
+def run_path(model, example, x):
+    """$description"""
+    ep = torch.export.export(model, (example,))
+    mod = from_exported_program(ep, keep_params_as_input=False)
+$decompose    print("Relax ops:", ", ".join(relax_ops(mod)))
+    with tvm.transform.PassContext(opt_level=3):
+        executable = tvm.compile(mod, target="llvm")
+    vm = relax.VirtualMachine(executable, tvm.cpu())
+    result = vm["main"](tvm.runtime.tensor(np.ascontiguousarray(x), tvm.cpu()))
+    while not isinstance(result, tvm.runtime.Tensor):
+        (result,) = list(result)  # the importer returns a one-element tuple
+    out = result.numpy()
+    if str(result.dtype) == "bfloat16" and out.dtype != np.dtype(ml_dtypes.bfloat16):
+        out = out.view(np.uint16).view(ml_dtypes.bfloat16)
+    return out
+'''
+
+TVM_DECOMPOSE_LINE = "    mod = relax.transform.DecomposeOpsForTraining()(mod)\n"
+
+EXECUTORCH_IMPORTS = '''\
+from executorch.exir import to_edge
+from executorch.runtime import Runtime
+'''
+
+EXECUTORCH = '''\
+def run_path(model, example, x):
+    """$description"""
+    with torch.no_grad():
+        ep = torch.export.export(model, (example,))
+    program = to_edge(ep).to_executorch()
+    loaded = Runtime.get().load_program(program.buffer)
+    method = loaded.load_method("forward")
+    return to_numpy(single(method.execute((example,))))
+'''
+
+XNNPACK_IMPORTS = '''\
+from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+from executorch.exir import to_edge_transform_and_lower
+from executorch.runtime import Runtime
+'''
+
+XNNPACK = '''\
+def run_path(model, example, x):
+    """$description"""
+    with torch.no_grad():
+        ep = torch.export.export(model, (example,))
+    edge = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()])
+    program = edge.to_executorch()
+    loaded = Runtime.get().load_program(program.buffer)
+    method = loaded.load_method("forward")
+    return to_numpy(single(method.execute((example,))))
+'''
+
+RECOMPOSE_REPORT = '''\
+def report_rms_norm(graph_module):
+    \"\"\"Say which tensor the rebuilt rms_norm reads (its dtype is the finding).\"\"\"
+    for node in graph_module.graph.nodes:
+        if node.op == "call_function" and "rms_norm" in str(node.target):
+            val = node.args[0].meta.get("val")
+            print(f"RecomposeRmsNorm built an rms_norm on a {getattr(val, 'dtype', '?')} input")
+            return
+    print("RecomposeRmsNorm built no rms_norm (the norm stays decomposed)")
+'''
+
+RECOMPOSE_IMPORTS = '''\
+from executorch.backends.qualcomm._passes import RecomposeRmsNorm, RemoveRedundancy
+from executorch.exir import EdgeCompileConfig, to_edge
+'''
+
+RECOMPOSE = RECOMPOSE_REPORT + '''
+
+def run_path(model, example, x):
+    \"\"\"$description\"\"\"
+    with torch.no_grad():
+        ep = torch.export.export(model, (example,))
+    # QNN lowers with _check_ir_validity=False, which keeps the rebuilt aten.rms_norm legal
+    config = EdgeCompileConfig(_check_ir_validity=False, _skip_dim_order=$skip_dim_order)
+    edge_ep = to_edge(ep, compile_config=config).exported_program()
+    RemoveRedundancy(quantization_capture=False)(edge_ep.graph_module)
+    RecomposeRmsNorm(quantization_capture=False)(edge_ep.graph_module)
+    report_rms_norm(edge_ep.graph_module)
+    with torch.no_grad():
+        return to_numpy(single(edge_ep.module()(example)))
+'''
+
+CAPTURE_IMPORTS = '''\
+from executorch.backends.qualcomm._passes import RecomposeRmsNorm, RemoveRedundancy
+'''
+
+CAPTURE = RECOMPOSE_REPORT + '''
+
+def run_path(model, example, x):
+    \"\"\"$description\"\"\"
+    with torch.no_grad():
+        ep = torch.export.export(model, (example,))
+    graph_module = ep.module()
+    RemoveRedundancy(quantization_capture=True)(graph_module)
+    RecomposeRmsNorm(quantization_capture=True)(graph_module)
+    report_rms_norm(graph_module)
+    with torch.no_grad():
+        return to_numpy(single(graph_module(example)))
+'''
+
+# -- the report and the check -----------------------------------------------
+
+REPORT = '''\
+# -- the check: normdiff's error bound for this case, as a plain tolerance
+#    |out - ref| <= ATOL + RTOL * |ref|   ($tolerance_note)
+PATH = "$path"
+IS_EAGER = $is_eager  # else the path is held to eager's dtype and to 2x eager's error
+EXPECTED_DTYPE = $expected_dtype  # torch's type promotion for this model
+RTOL = $rtol
+ATOL = $atol
+EAGER_MULTIPLIER = 2.0
+LIBRARIES = $libraries
+
+
+def environment():
+    versions = []
+    for dist in LIBRARIES:
+        try:
+            versions.append(f"{dist} {importlib.metadata.version(dist)}")
+        except importlib.metadata.PackageNotFoundError:
+            versions.append(f"{dist} (not installed)")
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    print("environment:", ", ".join(versions))
+    print(f"  Python {platform.python_version()}, {platform.platform()}, CPU: {cpu}")
+
+
+def first(a, k=4):
+    return [float(v) for v in np.asarray(a).reshape(-1)[:k]]
+
+
+def first_line(exc):
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text.splitlines()[0]}" if text else type(exc).__name__
+
+
+def errors(y):
+    \"\"\"|y - ref| where y is finite (0 elsewhere), and where y is not finite.\"\"\"
+    y64 = np.asarray(y).astype(np.float64)
+    with np.errstate(invalid="ignore", over="ignore"):
+        err = np.abs(y64 - ref)
+    return np.where(np.isfinite(y64), err, 0.0), ~np.isfinite(y64)
+
+
+def check(out, eager, expected_dtype):
+    \"\"\"The problems with `out`, in normdiff's order: shape, dtype, non-finite, accuracy.\"\"\"
+    if out.shape != ref.shape:
+        return [f"output shape {out.shape}, expected {ref.shape}"]
+    problems = []
+    err, nonfinite = errors(out)
+    eager_err, eager_nonfinite = errors(eager)
+    worst = tuple(int(i) for i in np.unravel_index(int(np.argmax(err)), err.shape))
+    print(f"max abs error vs FP64: {PATH} {err.max():.6g} at {worst}, eager {eager_err.max():.6g}")
+    print(f"tolerance: |out - ref| <= {ATOL!r} + {RTOL!r} * |ref|")
+    if out.dtype != expected_dtype:
+        problems.append(f"output dtype {out.dtype}, expected {expected_dtype}")
+    with np.errstate(over="ignore"):
+        ref_finite = np.isfinite(ref.astype(out.dtype).astype(np.float64))
+    bad = nonfinite & ref_finite
+    if not IS_EAGER:
+        bad &= ~eager_nonfinite  # eager's own non-finite values are not the path's
+    if bad.any():
+        problems.append(f"{int(bad.sum())} non-finite outputs where the reference is finite")
+    over = err > ATOL + RTOL * np.abs(ref)
+    if over.any() and (IS_EAGER or err.max() > EAGER_MULTIPLIER * eager_err.max()):
+        problems.append(f"{int(over.sum())} of {over.size} outputs over the tolerance, "
+                        f"max abs error {err.max():.6g}")
+    return problems
+
+
+def main():
+    environment()
+    print("case:", $case_repr)
+    print(f"path: {PATH}:", $description_repr)
+    example = to_torch(x)$layout
+    with torch.no_grad():
+        eager = to_numpy(model(example))
+    expected_dtype = EXPECTED_DTYPE if IS_EAGER else eager.dtype
+    print("expected (FP64 reference):", first(ref))
+    print(f"expected, rounded to {expected_dtype}:", first(ref.astype(expected_dtype)))
+    print(f"eager ({eager.dtype}):", first(eager))
+    try:
+        out = run_path(model, example, x)
+    except Exception as exc:  # the failure is the finding: show it, then fail
+        traceback.print_exc()
+        problems = [f"{PATH} raised {first_line(exc)}"]
+    else:
+        print(f"{PATH} ({out.dtype}):", first(out))
+        print(f"dtypes: {PATH} returns {out.dtype}, expected {expected_dtype}")
+        problems = check(out, eager, expected_dtype)
+    if problems:
+        print("FAIL: " + "; ".join(problems))
+        raise AssertionError("; ".join(problems))
+    print(f"OK: {PATH} matches the FP64 reference within the tolerance")
+
+
+if __name__ == "__main__":
+    main()
+'''

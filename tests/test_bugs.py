@@ -1,0 +1,86 @@
+"""The known-bug catalog (cases/bugs.py) and `normdiff bugs [--check]`, with the real paths."""
+from __future__ import annotations
+
+import json
+import os
+import re
+
+import pytest
+
+from cases import bugs
+from harness import paths
+from harness.bugs_cli import status
+from harness.execute import execute
+from harness.repro_script import PATHS as SCRIPT_PATHS
+from harness.spec import CaseSpec
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+VERDICTS = {"inaccurate", "dtype_mismatch", "shape_mismatch", "nonfinite", "error", "crash", "timeout",
+            "unsupported"}
+
+
+def _seed(name: str) -> CaseSpec:
+    with open(os.path.join(ROOT, "cases", "seeds", name), encoding="utf-8") as fh:
+        return CaseSpec.from_dict(json.load(fh))
+
+
+def test_catalog_entries_are_well_formed():
+    assert len(set(bugs.ids())) == len(bugs.BUGS)
+    for b in bugs.BUGS:
+        assert re.fullmatch(r"(tvm|executorch|pytorch)-[a-z0-9-]+", b.id), b.id
+        assert b.expect in bugs.EXPECTS and b.verdict in VERDICTS, b.id
+        assert b.specs and b.paths and b.title and b.note, b.id
+        assert b.link is None or b.link.startswith("https://github.com/"), b.id
+        assert (b.link is None) == ("-new-" in b.id), b.id  # unreported findings say so in their id
+        for _, path in [*b.checks, *b.controls]:
+            assert path in paths.names() and path in SCRIPT_PATHS, (b.id, path)
+
+
+def test_the_seeds_are_the_committed_seed_files():
+    assert bugs.get("tvm-20909").specs[0] == _seed("tvm-20909.json")
+    assert bugs.get("tvm-20909").paths[0] == "tvm-decompose"
+    assert bugs.get("executorch-24428-qwen-fp16").specs[0] == _seed("executorch-24428-qwen-fp16.json")
+    assert bugs.get("executorch-24428-qwen-bf16").specs[0] == _seed("executorch-24428-qwen-bf16.json")
+    assert bugs.get("executorch-24428-qwen-fp16").paths[0] == "executorch-recompose"
+    ids = set(bugs.ids())
+    for variant in ("llama", "no-dim-order", "capture", "t5", "qwen-bf16", "remove-redundancy"):
+        assert f"executorch-24428-{variant}" in ids
+
+
+def test_status_says_fixed_when_the_bug_is_gone():
+    """An entry recorded as reproduced whose case now passes reads "fixed", not "reproduced"."""
+    spec = CaseSpec.from_dict({"pattern": "layer_norm", "dtype": "float32", "shape": [2, 16]})
+    entry = bugs.Bug(id="tvm-example", link=None, title="t", specs=(spec,), paths=("eager",),
+                     verdict="inaccurate", expect="reproduced", note="")
+    records = {(spec.case_id, "eager"): execute(spec, "eager")}
+    assert status(entry, records) == ("fixed", [])
+    assert status(entry, {})[0] == "changed"  # nothing ran: neither reproduced nor fixed
+
+
+def test_bugs_lists_every_entry(cli):
+    proc = cli("bugs")
+    assert proc.returncode == 0, proc.stderr
+    for b in bugs.BUGS:
+        assert re.search(rf"^{re.escape(b.id)}\s+{b.expect}\s+{b.verdict}\s", proc.stdout, re.M), b.id
+    assert "https://github.com/apache/tvm/issues/20909" in proc.stdout
+
+
+def test_bugs_unknown_id_is_one_line_exit_2(cli):
+    proc = cli("bugs", "--check", "--id", "tvm-00000")
+    assert proc.returncode == 2
+    assert len(proc.stderr.strip().splitlines()) == 1 and "unknown bug id 'tvm-00000'" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.slow
+def test_bugs_check_every_entry_behaves_as_recorded(cli, tmp_path):
+    proc = cli("bugs", "--check", "--jobs", "2", "--out", str(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    for b in bugs.BUGS:
+        assert re.search(rf"^{re.escape(b.id)}\s+{b.expect}\s+\(as recorded\)$", proc.stdout, re.M), \
+            proc.stdout
+    assert "all %d catalog entries behave as recorded" % len(bugs.BUGS) in proc.stderr
+    records = [json.loads(line) for line in (tmp_path / "results.jsonl").read_text().splitlines()]
+    seed = bugs.get("tvm-20909").specs[0]
+    rec = next(r for r in records if r["case_id"] == seed.case_id and r["path"] == "tvm-decompose")
+    assert rec["verdict"] == "inaccurate" and rec["max_abs_err"] == pytest.approx(0.4141, abs=1e-3)

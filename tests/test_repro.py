@@ -1,0 +1,255 @@
+"""`normdiff repro`: standalone scripts, run in fresh interpreters with the real libraries.
+
+The fast tests check that each piece of a script is what normdiff runs: the
+inputs are the very bytes cases/inputs.py draws, the model traces to the same
+graph as cases/patterns.py, the reference is harness/reference.py's, the
+tolerance is never tighter than harness/compare.py's bound, and the script
+imports nothing of normdiff. The slow ones run the scripts of the seeds.
+"""
+from __future__ import annotations
+
+import ast
+import json
+import os
+import subprocess
+import sys
+
+import ml_dtypes
+import numpy as np
+import pytest
+import torch
+
+from cases import bugs
+from cases.inputs import make_inputs
+from cases.patterns import build_module
+from cases.suites import SEED_EXECUTORCH, SEED_TVM
+from harness import repro_script, repro_templates
+from harness.compare import tolerance
+from harness.reference import reference
+from harness.spec import INPUT_KINDS, CaseSpec
+from harness.tensors import to_torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ALLOWED_IMPORTS = {"base64", "hashlib", "importlib", "platform", "sys", "traceback",
+                   "ml_dtypes", "numpy", "torch", "tvm", "executorch"}
+
+
+def _specs_every_input_kind():
+    for kind in INPUT_KINDS:
+        for pattern, shape in (("layer_norm", [2, 64]), ("group_norm", [2, 8, 3, 3])):
+            yield {"pattern": pattern, "dtype": "bfloat16", "shape": shape, "input": {"kind": kind},
+                   "params": {"kind": "normal"}, "seed": 7, **({"groups": 2} if pattern == "group_norm" else {})}
+    yield {"pattern": "batch_norm", "dtype": "float16", "weight_dtype": "float32", "shape": [2, 4, 5],
+           "params": {"kind": "normal"}, "seed": 3}
+    yield {"pattern": "batch_norm", "dtype": "float32", "shape": [3, 4], "affine": "none"}
+    yield {"pattern": "instance_norm", "dtype": "float16", "shape": [2, 4, 16]}
+    yield {"pattern": "rms_norm", "dtype": "float16", "shape": [1, 4096], "input": {"kind": "outlier"}}
+
+
+def _exec(*sections: str) -> dict:
+    namespace: dict = {}
+    exec("\n".join(sections), namespace)  # noqa: S102 - the generated code under test
+    return namespace
+
+
+def _prelude() -> str:
+    return repro_templates.IMPORTS + "from torch import nn\nimport torch.nn.functional as F\n" + repro_templates.CONVERSIONS
+
+
+@pytest.mark.parametrize("raw", list(_specs_every_input_kind()), ids=lambda r: f"{r['pattern']}-{r['input']['kind'] if 'input' in r else 'normal'}-{r['dtype']}")
+def test_script_inputs_are_normdiffs_bytes(raw):
+    spec = CaseSpec.from_dict(raw)
+    ns = _exec(_prelude(), repro_script.input_code(spec))  # the script's own digest assert runs too
+    inputs = make_inputs(spec)
+    assert ns["x"].dtype == inputs.x.dtype
+    np.testing.assert_array_equal(ns["x"].view(np.uint8), inputs.x.view(np.uint8))
+    for name, value in inputs.params.items():
+        assert ns[name].dtype == value.dtype
+        np.testing.assert_array_equal(ns[name].view(np.uint8), value.view(np.uint8))
+
+
+def _style_specs():
+    base = {"pattern": "rms_norm", "shape": [2, 3, 32], "params": {"kind": "normal"}}
+    for style in ("qwen", "llama", "t5", "gemma"):
+        for cast in ("to", "float", "type_as", "to_contiguous"):
+            yield {**base, "style": style, "cast": cast, "dtype": "float16"}
+        yield {**base, "style": style, "dtype": "bfloat16", "affine": "none"}
+        yield {**base, "style": style, "dtype": "float16", "weight_dtype": "float32"}
+    for style in ("upcast", "manual"):
+        for dtype in ("float16", "bfloat16"):
+            yield {"pattern": "layer_norm", "style": style, "dtype": dtype, "shape": [2, 32],
+                   "params": {"kind": "normal"}}
+    yield {"pattern": "layer_norm", "style": "upcast", "cast": "to_contiguous", "dtype": "float16",
+           "shape": [2, 32], "affine": "weight"}
+    for pattern, shape, extra in (("layer_norm", [2, 32], {}), ("rms_norm", [2, 32], {}),
+                                  ("group_norm", [2, 4, 3, 3], {"groups": 2}),
+                                  ("instance_norm", [2, 4, 3, 3], {}), ("batch_norm", [2, 4, 3, 3], {}),
+                                  ("batch_norm", [2, 4, 3], {}), ("instance_norm", [1, 2, 2, 2, 3], {})):
+        yield {"pattern": pattern, "dtype": "float16", "shape": shape, "params": {"kind": "normal"}, **extra}
+    yield {"pattern": "group_norm", "dtype": "float32", "shape": [2, 4, 3, 3], "groups": 2,
+           "layout": "channels_last", "affine": "none"}
+
+
+def _graph_ops(module, example) -> list[str]:
+    ep = torch.export.export(module, (example,))
+    return [str(n.target) for n in ep.graph.nodes if n.op == "call_function"]
+
+
+@pytest.mark.parametrize("raw", list(_style_specs()),
+                         ids=lambda r: f"{r['pattern']}-{r.get('style', 'module')}-{r.get('cast')}-{r['dtype']}"
+                                       f"-{r.get('weight_dtype', '')}-{r.get('affine', '')}")
+def test_script_model_and_reference_are_normdiffs(raw):
+    """The written-out model gives eager's bits and the same exported graph; the reference is normdiff's."""
+    spec = CaseSpec.from_dict(raw)
+    ns = _exec(_prelude(), repro_script.input_code(spec), repro_script.model_code(spec),
+               repro_script.reference_code(spec))
+    inputs = make_inputs(spec)
+    ours = build_module(spec, inputs.params)
+    example = to_torch(inputs.x, spec.layout)
+    with torch.no_grad():
+        want, got = ours(example), ns["model"](example)
+    assert got.dtype == want.dtype
+    assert torch.equal(got.view(torch.int16 if got.element_size() == 2 else torch.int32),
+                       want.view(torch.int16 if want.element_size() == 2 else torch.int32))
+    assert _graph_ops(ns["model"], example) == _graph_ops(ours, example)
+    np.testing.assert_allclose(ns["ref"], reference(spec, inputs).out, rtol=1e-13, atol=1e-300)
+
+
+@pytest.mark.parametrize("raw", [SEED_TVM, SEED_EXECUTORCH, *list(_specs_every_input_kind())[:6],
+                                 {"pattern": "layer_norm", "dtype": "float16", "shape": [2, 16],
+                                  "params": {"kind": "normal"}, "input": {"kind": "offset"}}])
+def test_plain_tolerance_never_tighter_than_the_bound(raw):
+    spec = CaseSpec.from_dict(raw)
+    ref = reference(spec, make_inputs(spec))
+    rtol, atol, note = repro_script.plain_tolerance(spec)
+    bound = tolerance(ref)
+    plain = atol + rtol * np.abs(ref.out)
+    assert np.all(plain >= bound)
+    # and not much looser: ulp(v) is u*v to within 2x across a binade, and a bias
+    # widens the bound where the output is small; a plain form cannot follow either
+    assert np.median(plain / bound) < 4
+    assert ref.rounding_dtype in note
+
+
+@pytest.mark.parametrize("path", list(repro_script.PATHS))
+def test_script_imports_only_the_libraries(path):
+    spec = CaseSpec.from_dict({**SEED_EXECUTORCH, "style": "t5"})
+    text = repro_script.render(spec, path)
+    tree = ast.parse(text)
+    roots = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            roots |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            roots.add(node.module.split(".")[0])
+    assert roots <= ALLOWED_IMPORTS, roots - ALLOWED_IMPORTS
+    assert "harness" not in text.split('"""', 2)[2] and "normdiff" not in roots
+    library = {"eager": None, "tvm": "tvm", "tvm-decompose": "tvm"}.get(path, "executorch")
+    assert (library in roots) if library else not ({"tvm", "executorch"} & roots)
+
+
+def test_two_generations_are_byte_identical(cli, tmp_path):
+    first, second = tmp_path / "a.py", tmp_path / "b.py"
+    for target in (first, second):
+        proc = cli("repro", "tvm-20909", "-o", str(target))
+        assert proc.returncode == 0, proc.stderr
+    assert first.read_bytes() == second.read_bytes()
+    bug = bugs.get("tvm-20909")
+    assert first.read_text() == repro_script.render(bug.specs[0], bug.paths[0], bug=bug)
+    # stdout is the same script
+    proc = cli("repro", "tvm-20909")
+    assert proc.returncode == 0 and proc.stdout == first.read_text()
+
+
+@pytest.mark.parametrize("args,message", [
+    (["tvm-99999"], "is not a bug id"),
+    (["tvm-20909", "--path", "nope"], "unknown path 'nope'"),
+    (["cases/seeds/tvm-20909.json"], "needs --path"),
+    (["0123456789ab", "--results", "does/not/exist.jsonl"], "no results file"),
+])
+def test_bad_usage_is_one_line_exit_2(cli, args, message):
+    proc = cli("repro", *args)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], proc.stderr
+    assert "Traceback" not in proc.stderr and proc.stdout == ""
+
+
+def test_spec_file_with_two_specs_is_refused(cli, tmp_path):
+    f = tmp_path / "two.jsonl"
+    f.write_text(json.dumps(SEED_TVM) + "\n" + json.dumps(SEED_EXECUTORCH) + "\n")
+    proc = cli("repro", str(f), "--path", "tvm")
+    assert proc.returncode == 2 and "holds 2 specs" in proc.stderr
+
+
+def _run_script(path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(path)], capture_output=True, text=True, timeout=600,
+                          cwd=os.path.dirname(str(path)))
+
+
+@pytest.mark.slow
+def test_tvm_20909_script_reproduces_the_seed(cli, tmp_path):
+    script = tmp_path / "r.py"
+    proc = cli("repro", "tvm-20909", "-o", str(script))
+    assert proc.returncode == 0, proc.stderr
+    run = _run_script(script)
+    assert run.returncode == 1, run.stdout + run.stderr
+    out = run.stdout
+    assert "tvm-decompose (float16): [-1.4140625, 1.4140625, -1.4140625, 1.4140625]" in out
+    assert "expected, rounded to float16: [-1.0, 1.0, -1.0, 1.0]" in out
+    assert "max abs error vs FP64: tvm-decompose 0.414142" in out
+    assert "dtypes: tvm-decompose returns float16, expected float16" in out
+    assert "apache-tvm 0.27" in out and "Python 3." in out and "CPU:" in out
+    assert "AssertionError" in run.stderr
+
+
+@pytest.mark.slow
+def test_executorch_seed_from_a_case_id_in_real_results(cli, tmp_path):
+    """A nightly failure becomes a script in one command: run, then repro CASE_ID."""
+    case = tmp_path / "seed.json"
+    case.write_text(json.dumps(SEED_EXECUTORCH))
+    out_dir = tmp_path / "out"
+    proc = cli("run", "--case", str(case), "--paths", "eager,executorch-recompose", "--jobs", "0",
+               "--quiet", "--out", str(out_dir))
+    assert proc.returncode == 1, proc.stderr
+    case_id = CaseSpec.from_dict(SEED_EXECUTORCH).case_id
+    script = tmp_path / "et.py"
+    proc = cli("repro", case_id, "--results", str(out_dir / "results.jsonl"), "-o", str(script))
+    assert proc.returncode == 0, proc.stderr
+    text = script.read_text()
+    assert "Path: executorch-recompose:" in text and "Recorded: dtype_mismatch" in text
+    run = _run_script(script)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "RecomposeRmsNorm built an rms_norm on a torch.float32 input" in run.stdout
+    assert "dtypes: executorch-recompose returns float32, expected float16" in run.stdout
+    assert "FAIL: output dtype float32, expected float16" in run.stdout
+    assert "executorch 1.5" in run.stdout
+
+
+@pytest.mark.slow
+def test_script_of_a_passing_case_exits_0(cli, tmp_path):
+    """The seed compiled without DecomposeOpsForTraining is right: its script passes."""
+    script = tmp_path / "ok.py"
+    proc = cli("repro", os.path.join(ROOT, "cases", "seeds", "tvm-20909.json"), "--path", "tvm",
+               "-o", str(script))
+    assert proc.returncode == 0, proc.stderr
+    run = _run_script(script)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "tvm (float16): [-1.0, 1.0, -1.0, 1.0]" in run.stdout
+    assert "OK: tvm matches the FP64 reference" in run.stdout
+
+
+@pytest.mark.slow
+def test_script_of_a_compile_error_exits_1_with_the_error(cli, tmp_path):
+    script = tmp_path / "bf16.py"
+    assert cli("repro", "tvm-new-bf16-layer-norm", "-o", str(script)).returncode == 0
+    run = _run_script(script)
+    assert run.returncode == 1
+    assert "only support float32 and float16" in run.stdout + run.stderr
+    assert "FAIL: tvm raised" in run.stdout
+
+
+def test_bfloat16_inputs_use_ml_dtypes():
+    spec = CaseSpec.from_dict({"pattern": "layer_norm", "dtype": "bfloat16", "shape": [2, 8]})
+    ns = _exec(_prelude(), repro_script.input_code(spec))
+    assert ns["x"].dtype == np.dtype(ml_dtypes.bfloat16)
