@@ -4,30 +4,22 @@ Values are drawn in float64 from NumPy's PCG64 generator seeded by the spec's
 seed (input and parameters from independent streams), then rounded to the
 case's dtype. The FP64 reference starts from those rounded values.
 
-Each input kind stresses something reduced precision gets wrong:
-
-- normal(mean, std): the benign baseline.
-- alternating(amplitude, offset): -a, +a, -a, … plus o; E[x²]-E[x]² cancels
-  when o is large against a, and a row mean of exactly o exposes any
-  accumulation that is not exact (the TVM 20909 seed is a=0.25, o=0).
-- uniform(low, high): bounded values; wide spans give large |mean|/std.
-- constant(value): variance 0, so eps alone decides the output.
-- outlier(std, scale): normal(0, std) with a few channels scale× larger, as
-  in LLM activations; the sum of squares is dominated by a handful of terms.
-- offset(offset, std): a large offset with a small spread; the mean must be
-  subtracted exactly or the spread drowns (conditioning |mean|/std).
-- overflow(magnitude): values around ±magnitude whose squares (and sums)
-  overflow float16 (65504) while the normalized output is benign.
-- tiny(scale): normal values times `scale`: subnormal in float16, squares
-  underflow, so eps dominates the denominator.
+Each input kind is one function below whose docstring says what it stresses
+(`describe(kind)` returns it). Benign kinds are the baseline; the others are
+the inputs reduced precision gets wrong. Long rows are a matter of the shape
+(the suites carry rows of 4096+ elements and one over 65,504, the largest
+float16, so an element count kept in float16 overflows).
 """
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
+from typing import Callable
 
+import ml_dtypes
 import numpy as np
 
-from harness.dtypes import cast
+from harness.dtypes import cast, np_dtype
 from harness.spec import CaseSpec
 
 
@@ -48,49 +40,133 @@ def channel_axis(spec: CaseSpec) -> int:
     return len(spec.shape) - 1 if spec.pattern in ("layer_norm", "rms_norm") else 1
 
 
+# -- the kinds: (rng, element count, parameters, spec) -> flat float64 ------
+
+def normal(rng, n, p, spec):
+    """normal(mean, std): the benign baseline, well conditioned for every dtype."""
+    return rng.normal(p["mean"], p["std"], n)
+
+
+def alternating(rng, n, p, spec):
+    """alternating(amplitude, offset): -a, +a, -a, … plus o (in flat order).
+
+    Every row of even length has mean exactly o and variance a², so any
+    accumulation that is not exact shows (the TVM 20909 seed is a=0.25, o=0).
+    A large o against a makes the one-pass variance E[x²]-E[x]² cancel
+    catastrophically (apache/tvm#19592 was [80000, 80001, 80002, 80003]).
+    """
+    sign = np.where(np.arange(n) % 2 == 0, -1.0, 1.0)
+    return p["offset"] + p["amplitude"] * sign
+
+
+def uniform(rng, n, p, spec):
+    """uniform(low, high): bounded benign values; a span off zero gives |mean| ~ std."""
+    return rng.uniform(p["low"], p["high"], n)
+
+
+def constant(rng, n, p, spec):
+    """constant(value): every row constant, variance 0, so eps alone decides.
+
+    A layer_norm must give exactly its bias; any error in the mean is divided
+    by sqrt(eps) (x316 at eps 1e-5). A value that is not a power of two (0.1)
+    makes a mean that is not computed exactly visible.
+    """
+    return np.full(n, p["value"])
+
+
+def outlier(rng, n, p, spec):
+    """outlier(std, scale): normal(0, std) with a few channels scale× larger.
+
+    As in LLM activations: the same 1-4 channels (of the parameter axis) are
+    large in every row, so a handful of terms dominate the sum of squares and
+    their float16 squares overflow while the rest of the row is ordinary.
+    """
+    shape = spec.shape
+    x = rng.normal(0.0, p["std"], n).reshape(shape)
+    axis = channel_axis(spec)
+    channels = shape[axis]
+    picked = rng.choice(channels, size=outlier_count(channels), replace=False)
+    index = [slice(None)] * len(shape)
+    index[axis] = np.sort(picked)
+    x[tuple(index)] *= p["scale"]
+    return x.reshape(-1)
+
+
+def outlier_count(channels: int) -> int:
+    """How many outlier channels a row of `channels` gets: 1 to 4."""
+    return max(1, min(4, channels // 16))
+
+
+def offset(rng, n, p, spec):
+    """offset(offset, std): a large offset with a small spread.
+
+    The mean must be subtracted exactly or the spread drowns: the row's
+    conditioning |mean|/std is offset/std, and a one-pass E[x²]-E[x]² loses
+    log2((offset/std)²) bits of the variance.
+    """
+    return p["offset"] + rng.normal(0.0, p["std"], n)
+
+
+def overflow(rng, n, p, spec):
+    """overflow(magnitude): values ±magnitude·U(0.5, 1) with random signs.
+
+    Squares (magnitude ≥ 256) and row sums of squares overflow float16
+    (65,504) while the normalized output is benign: a norm that squares or
+    sums in float16 returns inf, NaN or 0.
+    """
+    sign = np.where(rng.random(n) < 0.5, -1.0, 1.0)
+    return sign * p["magnitude"] * rng.uniform(0.5, 1.0, n)
+
+
+def tiny(rng, n, p, spec):
+    """tiny(scale): normal values times `scale` (1e-6: subnormal in float16).
+
+    Squares underflow float16 (below 6e-8) though not float32, and the
+    variance falls under eps, so eps dominates the denominator: a norm that
+    squares in float16 or drops eps gives 0 or inf.
+    """
+    return p["scale"] * rng.normal(0.0, 1.0, n)
+
+
+def subnormal(rng, n, p, spec):
+    """subnormal(fraction): that fraction of elements random subnormals of the case dtype.
+
+    The rest are normal(0, 1). Stresses flush-to-zero / denormals-are-zero
+    in compiled code and kernels: with fraction 1 the row's variance is far
+    under eps, so the output is x/sqrt(eps) and a flushed input gives 0
+    where the reference is a normal number (float16) or a tiny one.
+    """
+    info = ml_dtypes.finfo(np_dtype(spec.dtype))
+    smallest = float(info.smallest_subnormal)
+    below_normal = round(float(info.smallest_normal) / smallest)  # subnormals: 1..2**bits - 1 steps
+    steps = rng.integers(1, below_normal, n).astype(np.float64)
+    sign = np.where(rng.random(n) < 0.5, -1.0, 1.0)
+    picked = rng.random(n) < p["fraction"]
+    return np.where(picked, sign * steps * smallest, rng.normal(0.0, 1.0, n))
+
+
+KINDS: dict[str, Callable] = {
+    "normal": normal, "alternating": alternating, "uniform": uniform, "constant": constant,
+    "outlier": outlier, "offset": offset, "overflow": overflow, "tiny": tiny, "subnormal": subnormal,
+}
+BENIGN = ("normal", "uniform")
+
+
+def describe(kind: str) -> str:
+    """What input kind `kind` stresses (its docstring)."""
+    return inspect.getdoc(KINDS[kind])
+
+
 def draw_x(spec: CaseSpec) -> np.ndarray:
     """The input in float64, before rounding to the case dtype."""
     p = spec.input_dict
-    kind = p["kind"]
-    shape = spec.shape
-    rng = _rng(spec.seed, 0)
-    n = int(np.prod(shape))
-    if kind == "normal":
-        x = rng.normal(p["mean"], p["std"], n)
-    elif kind == "alternating":
-        sign = np.where(np.arange(n) % 2 == 0, -1.0, 1.0)
-        x = p["offset"] + p["amplitude"] * sign
-    elif kind == "uniform":
-        x = rng.uniform(p["low"], p["high"], n)
-    elif kind == "constant":
-        x = np.full(n, p["value"])
-    elif kind == "offset":
-        x = p["offset"] + rng.normal(0.0, p["std"], n)
-    elif kind == "overflow":
-        sign = np.where(rng.random(n) < 0.5, -1.0, 1.0)
-        x = sign * p["magnitude"] * rng.uniform(0.5, 1.0, n)
-    elif kind == "tiny":
-        x = p["scale"] * rng.normal(0.0, 1.0, n)
-    elif kind == "outlier":
-        x = rng.normal(0.0, p["std"], n).reshape(shape)
-        axis = channel_axis(spec)
-        channels = shape[axis]
-        count = max(1, min(4, channels // 16))
-        picked = rng.choice(channels, size=count, replace=False)
-        index = [slice(None)] * len(shape)
-        index[axis] = np.sort(picked)
-        x[tuple(index)] *= p["scale"]
-        x = x.reshape(-1)
-    else:  # pragma: no cover - the spec validated the kind
-        raise ValueError(kind)
-    return x.reshape(shape)
+    n = int(np.prod(spec.shape))
+    return KINDS[p["kind"]](_rng(spec.seed, 0), n, p, spec).reshape(spec.shape)
 
 
 def draw_params(spec: CaseSpec) -> dict[str, np.ndarray]:
     """Weight, bias and (batch_norm) running statistics, in float64."""
     channels = spec.shape[channel_axis(spec)]
-    if spec.pattern == "rms_norm" or spec.pattern == "layer_norm":
-        channels = spec.shape[-1]
     ones = spec.params_dict["kind"] == "ones"
     rng = _rng(spec.seed, 1)
     out: dict[str, np.ndarray] = {}

@@ -8,6 +8,8 @@ The spec's `cast` says how each upcast and cast back is spelled.
 """
 from __future__ import annotations
 
+import copy
+
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -18,13 +20,17 @@ from harness.spec import CaseSpec
 from harness.tensors import to_torch
 
 
-def upcast(x: torch.Tensor, how: str) -> torch.Tensor:
-    """x to float32, spelled the way the cast style spells it."""
+def upcast(x: torch.Tensor, how: str, to: torch.dtype = torch.float32) -> torch.Tensor:
+    """x to float32, spelled the way the cast style spells it.
+
+    `to` is float64 only in `float64_twin`, where .float() becomes .double().
+    """
     if how == "to":
-        return x.to(torch.float32)
+        return x.to(to)
     if how == "to_contiguous":
-        return x.to(torch.float32, memory_format=torch.contiguous_format)
-    return x.float()  # "float", and "type_as" styles upcast with .float() (Llama)
+        return x.to(to, memory_format=torch.contiguous_format)
+    # "float", and "type_as" styles upcast with .float() (Llama, Gemma)
+    return x.float() if to == torch.float32 else x.double()
 
 
 def cast_back(h: torch.Tensor, like: torch.Tensor, dtype: torch.dtype, how: str) -> torch.Tensor:
@@ -34,12 +40,14 @@ def cast_back(h: torch.Tensor, like: torch.Tensor, dtype: torch.dtype, how: str)
     if how == "to_contiguous":
         return h.to(dtype, memory_format=torch.contiguous_format)
     if how == "float":
-        return {torch.float16: h.half, torch.bfloat16: h.bfloat16}.get(dtype, h.float)()
+        return {torch.float16: h.half, torch.bfloat16: h.bfloat16, torch.float64: h.double}.get(dtype, h.float)()
     return h.to(dtype)
 
 
 class _Norm(nn.Module):
     """Holds an optional weight/bias and the cast style."""
+
+    up = torch.float32  # what the model upcasts to; float64 only in `float64_twin`
 
     def __init__(self, spec: CaseSpec):
         super().__init__()
@@ -57,14 +65,14 @@ class UpcastLayerNorm(_Norm):
 
     def forward(self, x):
         orig_type = x.dtype
-        w = upcast(self.weight, self.cast) if self.weight is not None else None
-        b = upcast(self.bias, self.cast) if self.bias is not None else None
-        y = F.layer_norm(upcast(x, self.cast), (self.dim,), w, b, self.eps)
+        w = upcast(self.weight, self.cast, self.up) if self.weight is not None else None
+        b = upcast(self.bias, self.cast, self.up) if self.bias is not None else None
+        y = F.layer_norm(upcast(x, self.cast, self.up), (self.dim,), w, b, self.eps)
         return cast_back(y, x, orig_type, self.cast)
 
 
 class ManualLayerNorm(_Norm):
-    """Mean and variance written out, all in the input dtype."""
+    """Mean and variance written out, all in the input dtype (as ConvNeXt's channels-first LayerNorm)."""
 
     def forward(self, x):
         mean = x.mean(-1, keepdim=True)
@@ -82,7 +90,7 @@ class QwenRMSNorm(_Norm):
 
     def forward(self, x):
         input_dtype = x.dtype
-        hidden_states = upcast(x, self.cast)
+        hidden_states = upcast(x, self.cast, self.up)
         variance = hidden_states.pow(2).mean(-1, keepdim=True)
         hidden_states = hidden_states * torch.rsqrt(variance + self.eps)
         if self.weight is None:
@@ -97,7 +105,7 @@ class LlamaRMSNorm(_Norm):
         return x * torch.rsqrt((x * x).mean(-1, keepdim=True) + self.eps)
 
     def forward(self, x):
-        output = cast_back(self._norm(upcast(x, self.cast)), x, x.dtype, self.cast)
+        output = cast_back(self._norm(upcast(x, self.cast, self.up)), x, x.dtype, self.cast)
         if self.weight is None:
             return output
         return output * self.weight
@@ -107,7 +115,7 @@ class T5RMSNorm(_Norm):
     """transformers' T5LayerNorm: variance of a float32 copy, scales x, casts to the weight dtype."""
 
     def forward(self, hidden_states):
-        variance = upcast(hidden_states, self.cast).pow(2).mean(-1, keepdim=True)
+        variance = upcast(hidden_states, self.cast, self.up).pow(2).mean(-1, keepdim=True)
         hidden_states = hidden_states * torch.rsqrt(variance + self.eps)
         if self.weight is None:
             return hidden_states
@@ -117,15 +125,19 @@ class T5RMSNorm(_Norm):
 
 
 class GemmaRMSNorm(_Norm):
-    """Gemma's RMSNorm: normalize in float32, * (1 + weight), cast back."""
+    """transformers' GemmaRMSNorm: normalize x.float(), * (1 + weight.float()), .type_as(x).
+
+    Gemma multiplies before the cast back, Llama after ("(x * w).to(float16)"
+    against "x.to(float16) * w").
+    """
 
     def _norm(self, x):
         return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
 
     def forward(self, x):
-        output = self._norm(upcast(x, self.cast))
+        output = self._norm(upcast(x, self.cast, self.up))
         if self.weight is not None:
-            output = output * (1.0 + upcast(self.weight, self.cast))
+            output = output * (1.0 + upcast(self.weight, self.cast, self.up))
         return cast_back(output, x, x.dtype, self.cast)
 
 
@@ -172,3 +184,17 @@ def build_module(spec: CaseSpec, params: dict[str, np.ndarray]) -> nn.Module:
             target = getattr(module, name)
             target.copy_(to_torch(value))
     return module.eval()
+
+
+def float64_twin(module: nn.Module) -> nn.Module:
+    """A float64 copy running the same model code, its upcasts going to float64.
+
+    Tests compare the FP64 reference against it: the module's own arithmetic
+    (Gemma's 1 + w, T5's cast order, batch_norm's running statistics) done
+    by torch instead of by the reference's NumPy formulas.
+    """
+    twin = copy.deepcopy(module).double()
+    for m in twin.modules():
+        if isinstance(m, _Norm):
+            m.up = torch.float64
+    return twin

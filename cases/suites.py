@@ -2,49 +2,196 @@
 
 A suite is a deterministic list of specs; `normdiff cases --suite NAME`
 prints it as JSON lines.
+
+* `smoke`: about 30 hand-picked cases, every pattern and style, every dtype,
+  cast style and input kind, the two seeds, a row over 65,504 elements;
+  under two minutes on every path.
+* `nightly`: every (pattern, style, cast) × dtype structure crossed with every
+  input variant (benign and adversarial), the remaining structure factors
+  (mixed weight dtype, rank, layout, affine, parameters) covered pairwise,
+  plus the seeds and long rows.
+* `full`: the whole product of the nightly factors, plus the same extras.
+
+Cases that differ only in their input share a compiled artifact, so each
+structure carries every input variant and the seed stays 0 (a "normal"
+parameter draw puts the seed into the structure key).
 """
 from __future__ import annotations
 
-from harness.spec import CaseSpec
+from harness.spec import CASTS, PATTERNS, STYLES, CaseSpec, SpecError
+
+from cases.pairwise import pairwise, product
 
 # The two seeds and their controls come first: every suite must show them.
 SEED_TVM = {"pattern": "layer_norm", "dtype": "float16", "shape": [1, 4096],
             "input": {"kind": "alternating", "amplitude": 0.25, "offset": 0}, "eps": 1e-5}
 SEED_EXECUTORCH = {"pattern": "rms_norm", "style": "qwen", "cast": "to", "dtype": "float16",
                    "shape": [2, 8, 64], "params": {"kind": "normal"}}
+SEEDS = [SEED_TVM, {**SEED_TVM, "dtype": "float32"}, SEED_EXECUTORCH,
+         {**SEED_EXECUTORCH, "dtype": "bfloat16"}, {**SEED_EXECUTORCH, "dtype": "float32"}]
 
+# A large offset per dtype that keeps ±1 around it representable: float16
+# spaces 0.5 at 1000, bfloat16 0.5 at 100; float32 gets apache/tvm#19592's 80000.
+LARGE_OFFSET = {"float16": 1000.0, "bfloat16": 100.0, "float32": 80000.0}
+
+
+def inputs_for(dtype: str) -> list[dict]:
+    """The input variants every nightly structure runs: two benign, the rest adversarial."""
+    big = LARGE_OFFSET[dtype]
+    return [
+        {"kind": "normal"},
+        {"kind": "uniform", "low": -1.0, "high": 3.0},
+        {"kind": "alternating", "amplitude": 0.25, "offset": 0.0},
+        {"kind": "alternating", "amplitude": 1.0, "offset": big},
+        {"kind": "offset", "offset": big, "std": 1.0},
+        {"kind": "constant", "value": 0.1},
+        {"kind": "outlier", "std": 1.0, "scale": 100.0},
+        {"kind": "overflow", "magnitude": 300.0},
+        {"kind": "tiny", "scale": 1e-6},
+        {"kind": "subnormal", "fraction": 1.0},
+    ]
+
+
+# -- smoke ------------------------------------------------------------------
 
 def _smoke() -> list[dict]:
-    specs: list[dict] = [SEED_TVM, {**SEED_TVM, "dtype": "float32"}, SEED_EXECUTORCH,
-                         {**SEED_EXECUTORCH, "dtype": "bfloat16"}, {**SEED_EXECUTORCH, "dtype": "float32"}]
-    for style in ("module", "upcast", "manual"):
-        for dtype in ("float32", "float16", "bfloat16"):
-            specs.append({"pattern": "layer_norm", "style": style, "dtype": dtype, "shape": [4, 256],
-                          "params": {"kind": "normal"}})
-    for style in ("module", "llama", "t5", "gemma"):
-        for dtype in ("float16", "bfloat16"):
-            specs.append({"pattern": "rms_norm", "style": style, "dtype": dtype, "shape": [4, 256],
-                          "params": {"kind": "normal"}})
-    specs += [
-        {"pattern": "rms_norm", "style": "qwen", "dtype": "float16", "weight_dtype": "float32",
-         "shape": [2, 128], "params": {"kind": "normal"}},
-        {"pattern": "group_norm", "dtype": "float16", "shape": [2, 8, 4, 4], "groups": 4,
-         "params": {"kind": "normal"}},
-        {"pattern": "group_norm", "dtype": "float32", "shape": [2, 8, 4, 4], "groups": 2,
-         "layout": "channels_last"},
-        {"pattern": "instance_norm", "dtype": "bfloat16", "shape": [2, 4, 16]},
-        {"pattern": "batch_norm", "dtype": "float16", "shape": [2, 4, 3, 3], "params": {"kind": "normal"}},
-        {"pattern": "layer_norm", "dtype": "float16", "shape": [2, 512],
-         "input": {"kind": "offset", "offset": 100, "std": 1}},
-        {"pattern": "rms_norm", "style": "qwen", "dtype": "float16", "shape": [2, 256],
-         "input": {"kind": "overflow", "magnitude": 300}},
-        {"pattern": "layer_norm", "style": "upcast", "dtype": "bfloat16", "shape": [2, 256],
+    ln = {"pattern": "layer_norm", "shape": [4, 256], "params": {"kind": "normal"}}
+    rms = {"pattern": "rms_norm", "shape": [4, 256], "params": {"kind": "normal"}}
+    gn = {"pattern": "group_norm", "shape": [2, 8, 4, 4], "groups": 4, "layout": "channels_last",
+          "params": {"kind": "normal"}}
+    return SEEDS + [
+        {**SEED_TVM, "input": {"kind": "offset", "offset": 1000, "std": 1}},
+        {**SEED_TVM, "dtype": "float32", "input": {"kind": "alternating", "amplitude": 1, "offset": 80000}},
+        {**SEED_EXECUTORCH, "input": {"kind": "overflow", "magnitude": 300}},
+        {**SEED_EXECUTORCH, "input": {"kind": "subnormal", "fraction": 1}},
+        {**ln, "style": "upcast", "cast": "float", "dtype": "bfloat16"},
+        {**ln, "style": "upcast", "cast": "float", "dtype": "bfloat16",
          "input": {"kind": "outlier", "std": 1, "scale": 100}},
+        {**ln, "style": "upcast", "cast": "float", "dtype": "bfloat16",
+         "input": {"kind": "offset", "offset": 100, "std": 1}},
+        {**ln, "style": "manual", "dtype": "float16"},
+        {**ln, "style": "manual", "dtype": "float16", "input": {"kind": "uniform", "low": -1, "high": 3}},
+        # a row over 65,504 elements: an element count kept in float16 is inf
+        {"pattern": "layer_norm", "dtype": "float16", "shape": [1, 65536]},
+        {"pattern": "layer_norm", "dtype": "float16", "shape": [1, 65536],
+         "input": {"kind": "alternating", "amplitude": 0.25, "offset": 0}},
+        {**rms, "style": "module", "dtype": "bfloat16"},
+        {**rms, "style": "module", "dtype": "bfloat16", "input": {"kind": "alternating", "amplitude": 1, "offset": 100}},
+        {**rms, "style": "llama", "cast": "type_as", "dtype": "float16"},
+        {**rms, "style": "llama", "cast": "type_as", "dtype": "float16", "input": {"kind": "tiny", "scale": 1e-6}},
+        {**rms, "style": "t5", "cast": "to", "dtype": "float16"},
+        {**rms, "style": "gemma", "cast": "type_as", "dtype": "bfloat16"},
+        {**rms, "style": "gemma", "cast": "type_as", "dtype": "bfloat16",
+         "input": {"kind": "outlier", "std": 1, "scale": 100}},
+        {"pattern": "rms_norm", "style": "qwen", "cast": "to_contiguous", "dtype": "float16",
+         "weight_dtype": "float32", "shape": [2, 4, 4, 32], "layout": "channels_last",
+         "params": {"kind": "normal"}},
+        {**gn, "dtype": "float16"},
+        {**gn, "dtype": "float16", "input": {"kind": "constant", "value": 0.1}},
+        {"pattern": "instance_norm", "dtype": "float16", "shape": [2, 4, 4, 4],
+         "input": {"kind": "constant", "value": 0.1}},
+        {"pattern": "instance_norm", "dtype": "float16", "shape": [2, 4, 4, 4],
+         "input": {"kind": "offset", "offset": 1000, "std": 1}},
+        {"pattern": "batch_norm", "dtype": "float16", "shape": [2, 4, 3, 3], "params": {"kind": "normal"}},
+        {"pattern": "batch_norm", "dtype": "float16", "shape": [2, 4, 3, 3], "params": {"kind": "normal"},
+         "input": {"kind": "overflow", "magnitude": 300}},
     ]
-    return specs
 
 
-SUITES = {"smoke": _smoke}
+# -- nightly and full: the structure factors ---------------------------------
+
+# Small shapes per pattern and rank (compiles dominate a run; long rows are extras).
+SHAPES: dict[str, dict[int, list[int]]] = {
+    "layer_norm": {2: [4, 256], 3: [2, 4, 128], 4: [2, 2, 4, 64]},
+    "rms_norm": {2: [4, 256], 3: [2, 4, 128], 4: [2, 2, 4, 64]},
+    "group_norm": {2: [4, 16], 3: [2, 16, 32], 4: [2, 16, 4, 8]},
+    "instance_norm": {3: [2, 8, 64], 4: [2, 8, 8, 8]},
+    "batch_norm": {2: [16, 32], 3: [4, 16, 16], 4: [2, 16, 4, 4]},
+}
+GROUPS = 4
+
+
+def variants() -> list[tuple[str, str, str | None]]:
+    """Every (pattern, style, cast): casting styles once per cast style."""
+    out = []
+    for pattern in PATTERNS:
+        for style, (patterns, default_cast) in STYLES.items():
+            if pattern in patterns:
+                out += [(pattern, style, c) for c in (CASTS if default_cast else (None,))]
+    return out
+
+
+def factors() -> dict[str, list]:
+    """The structure factors: what a compiled artifact depends on."""
+    return {
+        "variant": variants(),
+        "dtype": ["float32", "float16", "bfloat16"],
+        "weight": ["same", "float32"],
+        "rank": [2, 3, 4],
+        "layout": ["contiguous", "channels_last"],
+        "affine": ["none", "weight", "weight_bias"],
+        "params": ["ones", "normal"],
+    }
+
+
+def structure(row: dict) -> dict | None:
+    """The spec (without input) of a factor row, or None if the row is not a valid case."""
+    pattern, style, cast = row["variant"]
+    shape = SHAPES[pattern].get(row["rank"])
+    if shape is None or (row["weight"] == "float32" and row["dtype"] == "float32"):
+        return None
+    raw = {"pattern": pattern, "style": style, "dtype": row["dtype"], "shape": shape,
+           "layout": row["layout"], "affine": row["affine"], "params": {"kind": row["params"]}}
+    if cast:
+        raw["cast"] = cast
+    if row["weight"] == "float32":
+        raw["weight_dtype"] = "float32"
+    if pattern == "group_norm":
+        raw["groups"] = GROUPS
+    try:
+        CaseSpec.from_dict(raw)
+    except SpecError:
+        return None
+    return raw
+
+
+def _valid(row: dict) -> bool:
+    return structure(row) is not None
+
+
+def _with_inputs(structures: list[dict]) -> list[dict]:
+    return [{**s, "input": inp} for s in structures for inp in inputs_for(s["dtype"])]
+
+
+def _extras() -> list[dict]:
+    """The seeds with every input variant, and long rows (4096+; over 65,504 elements)."""
+    long_rows = [
+        {"pattern": "layer_norm", "dtype": "float16", "shape": [1, 65536]},
+        {"pattern": "layer_norm", "dtype": "bfloat16", "shape": [2, 8192]},
+        {"pattern": "layer_norm", "style": "upcast", "cast": "to", "dtype": "float16", "shape": [1, 65536]},
+        {"pattern": "layer_norm", "style": "manual", "dtype": "float16", "shape": [2, 4096]},
+        {"pattern": "rms_norm", "style": "qwen", "cast": "to", "dtype": "float16", "shape": [1, 65536]},
+        {"pattern": "rms_norm", "dtype": "float16", "shape": [2, 4096]},
+        {"pattern": "rms_norm", "style": "llama", "cast": "type_as", "dtype": "bfloat16", "shape": [2, 8192]},
+        # a Stable Diffusion VAE group: 16 channels of 64×64 = 65,536 elements
+        {"pattern": "group_norm", "dtype": "float16", "shape": [1, 32, 64, 64], "groups": 2},
+        {"pattern": "instance_norm", "dtype": "float16", "shape": [1, 2, 256, 256]},
+    ]
+    seeds = [{k: v for k, v in s.items() if k != "input"} for s in SEEDS]
+    return SEEDS + _with_inputs(seeds + long_rows)
+
+
+def _nightly() -> list[dict]:
+    rows = pairwise(factors(), _valid)
+    return _extras() + _with_inputs([structure(r) for r in rows])
+
+
+def _full() -> list[dict]:
+    rows = product(factors(), _valid)
+    return _extras() + _with_inputs([structure(r) for r in rows])
+
+
+SUITES = {"smoke": _smoke, "nightly": _nightly, "full": _full}
 
 
 def suite_names() -> list[str]:

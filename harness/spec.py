@@ -25,7 +25,7 @@ STYLES: dict[str, tuple[tuple[str, ...], str | None]] = {
     "qwen": (("rms_norm",), "to"),
     "llama": (("rms_norm",), "type_as"),
     "t5": (("rms_norm",), "to"),
-    "gemma": (("rms_norm",), "float"),
+    "gemma": (("rms_norm",), "type_as"),
 }
 CASTS = ("to", "float", "type_as", "to_contiguous")
 LAYOUTS = ("contiguous", "channels_last")
@@ -41,6 +41,7 @@ INPUT_KINDS: dict[str, dict[str, float]] = {
     "offset": {"offset": 1000.0, "std": 1.0},
     "overflow": {"magnitude": 300.0},
     "tiny": {"scale": 1e-6},
+    "subnormal": {"fraction": 1.0},
 }
 PARAM_KINDS: dict[str, dict[str, float]] = {"ones": {}, "normal": {}}
 
