@@ -82,7 +82,7 @@ def _int(key: str, value: Any) -> int:
     return value
 
 
-def _kinded(key: str, value: Any, kinds: dict[str, dict[str, float]]) -> dict:
+def _kinded(key: str, value: Any, kinds: dict[str, dict[str, float]], ranges=None) -> dict:
     if not isinstance(value, dict):
         _fail(key, f"expected an object like {{\"kind\": ...}}, got {value!r}")
     if "kind" not in value:
@@ -95,7 +95,27 @@ def _kinded(key: str, value: Any, kinds: dict[str, dict[str, float]]) -> dict:
             _fail(f"{key}.{name}", f"unknown parameter for kind {kind!r} (known: {known})")
     for name, default in kinds[kind].items():
         out[name] = _number(f"{key}.{name}", value.get(name, default))
+    for name, (low, high) in (ranges or {}).get(kind, {}).items():
+        if not low <= out[name] <= high:
+            _fail(f"{key}.{name}", f"must be in [{low:g}, {high:g}] for kind {kind!r}, got {out[name]!r}")
+    if kind == "uniform" and out["low"] > out["high"]:
+        _fail(f"{key}.low", f"low {out['low']!r} is above high {out['high']!r}")
     return out
+
+
+# Parameter ranges outside of which an input kind means nothing (or overflows float64).
+_BIG = 1e30
+_RANGES: dict[str, dict[str, tuple[float, float]]] = {
+    "normal": {"std": (0.0, _BIG), "mean": (-_BIG, _BIG)},
+    "alternating": {"amplitude": (-_BIG, _BIG), "offset": (-_BIG, _BIG)},
+    "uniform": {"low": (-_BIG, _BIG), "high": (-_BIG, _BIG)},
+    "constant": {"value": (-_BIG, _BIG)},
+    "outlier": {"std": (0.0, _BIG), "scale": (0.0, _BIG)},
+    "offset": {"offset": (-_BIG, _BIG), "std": (0.0, _BIG)},
+    "overflow": {"magnitude": (0.0, _BIG)},
+    "tiny": {"scale": (0.0, _BIG)},
+    "subnormal": {"fraction": (0.0, 1.0)},
+}
 
 
 @dataclass(frozen=True)
@@ -183,7 +203,7 @@ class CaseSpec:
         if pattern == "group_norm" and shape[1] % groups:
             _fail("groups", f"{groups} groups do not divide {shape[1]} channels")
 
-        inp = _kinded("input", raw.get("input", {"kind": "normal"}), INPUT_KINDS)
+        inp = _kinded("input", raw.get("input", {"kind": "normal"}), INPUT_KINDS, _RANGES)
         params = _kinded("params", raw.get("params", {"kind": "ones"}), PARAM_KINDS)
         seed = _int("seed", raw.get("seed", 0))
         if not 0 <= seed < 2**63:

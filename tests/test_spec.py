@@ -94,3 +94,15 @@ def test_bad_specs_are_one_line_naming_the_key(change, key):
 def test_impossible_combinations_name_the_key(raw, key):
     with pytest.raises(SpecError, match=repr(key)):
         CaseSpec.from_dict(raw)
+
+
+@pytest.mark.parametrize("inp, key", [
+    ({"kind": "normal", "std": -1}, "input.std"),
+    ({"kind": "subnormal", "fraction": 1.5}, "input.fraction"),
+    ({"kind": "uniform", "low": 2, "high": 1}, "input.low"),
+    ({"kind": "outlier", "scale": -3}, "input.scale"),
+    ({"kind": "offset", "offset": 1e300}, "input.offset"),
+])
+def test_input_parameters_out_of_range_name_the_key(inp, key):
+    with pytest.raises(SpecError, match=repr(key)):
+        CaseSpec.from_dict({**SEED, "input": inp})

@@ -33,15 +33,25 @@ def first_line(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {line}"[:500]
 
 
+STAGES = ("export", "compile", "run")
+
+
 @contextlib.contextmanager
-def stage(name: str):
-    """Re-raise anything from the block as a StageError of stage `name`."""
+def stage(name: str, step: str | None = None):
+    """Re-raise anything from the block as a StageError of stage `name`.
+
+    `name` is one of DESIGN's stages (export, compile, run); `step` names the
+    finer step inside it (e.g. "import" for TVM's frontend), which prefixes
+    the message.
+    """
+    assert name in STAGES, name
     try:
         yield
     except (Unsupported, StageError):
         raise
     except Exception as exc:  # noqa: BLE001 - every failure becomes a record
-        raise StageError(name, first_line(exc)) from exc
+        message = first_line(exc)
+        raise StageError(name, f"{step}: {message}" if step else message) from exc
 
 
 @dataclass

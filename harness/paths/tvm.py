@@ -1,7 +1,7 @@
 """The `tvm` and `tvm-decompose` paths (DESIGN §2).
 
     torch.export.export
-      -> tvm.relax.frontend.torch.from_exported_program      (stage "import")
+      -> tvm.relax.frontend.torch.from_exported_program      (stage "compile", step "import")
       -> [relax.transform.DecomposeOpsForTraining]           (tvm-decompose only)
       -> tvm.compile(target="llvm") -> relax.VirtualMachine  (stage "compile")
       -> vm["main"](x)                                       (stage "run")
@@ -95,7 +95,7 @@ class TvmPath(Path):
         with stage("export"):
             ep = torch.export.export(module, (example,))
 
-        with stage("import"):
+        with stage("compile", step="import"):
             import tvm
             from tvm import relax
             from tvm.relax.frontend.torch import from_exported_program
