@@ -202,6 +202,11 @@ class CaseSpec:
             _fail("groups", f"must be >= 1, got {groups}")
         if pattern == "group_norm" and shape[1] % groups:
             _fail("groups", f"{groups} groups do not divide {shape[1]} channels")
+        spatial = math.prod(shape[2:])
+        if pattern == "group_norm" and shape[0] * (shape[1] // groups) * spatial < 2:
+            _fail("shape", "group_norm needs more than one value per group over the batch (torch refuses)")
+        if pattern == "instance_norm" and spatial < 2:
+            _fail("shape", "instance_norm needs more than one spatial element (torch refuses)")
 
         inp = _kinded("input", raw.get("input", {"kind": "normal"}), INPUT_KINDS, _RANGES)
         params = _kinded("params", raw.get("params", {"kind": "ones"}), PARAM_KINDS)

@@ -106,3 +106,12 @@ def test_impossible_combinations_name_the_key(raw, key):
 def test_input_parameters_out_of_range_name_the_key(inp, key):
     with pytest.raises(SpecError, match=repr(key)):
         CaseSpec.from_dict({**SEED, "input": inp})
+
+
+@pytest.mark.parametrize("raw", [
+    {"pattern": "group_norm", "dtype": "float32", "shape": [1, 4], "groups": 4},
+    {"pattern": "instance_norm", "dtype": "float32", "shape": [2, 4, 1]},
+])
+def test_norms_torch_refuses_for_lack_of_values_are_rejected(raw):
+    with pytest.raises(SpecError, match="'shape'"):
+        CaseSpec.from_dict(raw)
