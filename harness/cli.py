@@ -72,37 +72,46 @@ def _load_specs(args) -> list:
 
 
 def cmd_run(args) -> int:
-    from harness.report import write_reports
     from harness.results import latest_per_execution, read_results
-    from harness.run import run, shard
+    from harness.run import RunnerError, run, shard
 
     specs = _load_specs(args)
     path_names = _paths_arg(args.paths)
     part = _shard_arg(args.shard)
     if args.jobs is not None and args.jobs < 0:
         raise UsageError(f"--jobs: must be >= 0, got {args.jobs}")
-    if args.timeout <= 0:
+    if not args.timeout > 0:
         raise UsageError(f"--timeout: must be > 0, got {args.timeout}")
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise UsageError(f"--out: {args.out} exists and is not a folder")
     if part:
         specs = shard(specs, *part)
+    results = os.path.join(args.out, "results.jsonl")
     try:
         run(specs, path_names, args.out, jobs=args.jobs, timeout=args.timeout,
             resume=args.resume, progress=not args.quiet)
     except KeyboardInterrupt:
-        print("normdiff: interrupted; finished records are kept", file=sys.stderr)
+        kept = len(read_results(results)) if os.path.exists(results) else 0
         _report(args.out)
+        print(f"normdiff: interrupted; {kept} records kept in {results}; "
+              "run again with --resume to finish", file=sys.stderr)
         return 130
-    records = _report(args.out)
+    except RunnerError as exc:
+        _report(args.out)
+        print(f"normdiff: error: {exc}", file=sys.stderr)
+        return 1
+    _report(args.out)
     wanted = {(s.case_id, p) for s in specs for p in path_names}
-    mine = [r for r in latest_per_execution(read_results(os.path.join(args.out, "results.jsonl")))
-            if (r["case_id"], r["path"]) in wanted]
+    mine = [r for r in latest_per_execution(read_results(results)) if (r["case_id"], r["path"]) in wanted]
     bad = [r for r in mine if r["verdict"] != "pass"]
-    print(f"normdiff: {len(mine)} executions, {len(bad)} not passing; reports in {args.out}",
-          file=sys.stderr)
-    return 1 if bad else 0
+    missing = len(wanted) - len(mine)
+    print(f"normdiff: {len(mine)} executions, {len(bad)} not passing"
+          + (f", {missing} missing" if missing else "") + f"; reports in {args.out}", file=sys.stderr)
+    return 1 if bad or missing else 0
 
 
 def _report(out_dir: str) -> list[dict]:
+    """The reports of everything results.jsonl in `out_dir` holds (one record per execution)."""
     from harness.report import write_reports
     from harness.results import latest_per_execution, read_results
 
@@ -126,24 +135,34 @@ def cmd_cases(args) -> int:
 
 
 def cmd_merge(args) -> int:
+    """One results file (sorted by case_id, path) and its reports from shard outputs."""
     from harness.results import ResultsWriter, latest_per_execution, read_results
 
     records = []
     for d in args.dirs:
         path = os.path.join(d, "results.jsonl") if os.path.isdir(d) else d
-        if not os.path.exists(path):
+        if not os.path.isfile(path):
             raise UsageError(f"merge: no results.jsonl in {d}")
-        records += read_results(path)
+        try:
+            records += read_results(path)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"merge: cannot read {path}: {exc}") from None
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise UsageError(f"--out: {args.out} exists and is not a folder")
     merged = sorted(latest_per_execution(records), key=lambda r: (r["case_id"], r["path"]))
     os.makedirs(args.out, exist_ok=True)
     target = os.path.join(args.out, "results.jsonl")
-    if os.path.exists(target):
-        os.remove(target)
-    with ResultsWriter(target) as w:
+    tmp = target + ".tmp"
+    if os.path.exists(tmp):
+        os.remove(tmp)
+    with ResultsWriter(tmp) as w:
         for r in merged:
             w.write(r)
+    os.replace(tmp, target)  # an input may be the output folder: read everything first
     _report(args.out)
-    print(f"normdiff: merged {len(merged)} records from {len(args.dirs)} inputs into {args.out}",
+    repeated = len(records) - len(merged)
+    print(f"normdiff: merged {len(merged)} records from {len(args.dirs)} inputs into {args.out}"
+          + (f" ({repeated} repeated executions: the last one read kept)" if repeated else ""),
           file=sys.stderr)
     return 0
 

@@ -49,7 +49,7 @@ _KNOWN_ORDER = ("normal", "uniform", "constant", "alternating", "offset", "outli
                 "subnormal")
 INPUT_ORDER = tuple(k for k in _KNOWN_ORDER if k in INPUT_KINDS) + tuple(
     k for k in INPUT_KINDS if k not in _KNOWN_ORDER)
-INPUT_WEIGHTS = {k: {"normal": 3, "uniform": 1, "constant": 1}.get(k, 2) for k in INPUT_ORDER}
+INPUT_WEIGHTS = {k: {"normal": 2, "uniform": 1, "constant": 1}.get(k, 2) for k in INPUT_ORDER}
 SIMPLE_INPUTS = ("normal", "uniform", "constant", "alternating")
 BENIGN_INPUTS = ("normal", "uniform")
 ADVERSARIAL_INPUTS = tuple(k for k in INPUT_ORDER if k not in BENIGN_INPUTS)

@@ -1,0 +1,71 @@
+"""Test-only paths that misbehave the way compilers do: abort, hang, or just take time.
+
+Each behaves exactly like `eager` (same module, same output) except on the
+inputs that trigger it, so every other record of a run is a real one.
+Register with harness.paths.register(name, "tests.crashy_paths:AbortPath")
+or NORMDIFF_EXTRA_PATHS; workers import this module by that name, so the
+repository root must be on their sys.path (it is when run from the root).
+"""
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+
+from harness.paths.eager import EagerPath
+
+TRIGGER = 7.0  # an input that is constant 7.0 triggers the misbehaviour
+
+
+def _triggered(x: np.ndarray) -> bool:
+    flat = np.asarray(x, dtype=np.float64).ravel()
+    return bool(flat.size) and bool(np.all(flat == TRIGGER))
+
+
+class _Wrapped(EagerPath):
+    def misbehave(self) -> None:
+        raise NotImplementedError
+
+    def prepare(self, spec, module, example):
+        prepared = super().prepare(spec, module, example)
+        inner = prepared.run_fn
+
+        def run_fn(x):
+            if _triggered(x):
+                self.misbehave()
+            return inner(x)
+
+        prepared.run_fn = run_fn
+        return prepared
+
+
+class AbortPath(_Wrapped):
+    """SIGABRT in the middle of a run, as a failed C++ check in a compiler does."""
+
+    def misbehave(self) -> None:
+        os.abort()
+
+
+class SleepPath(_Wrapped):
+    """Never answers (a hung compile or an infinite loop in a kernel)."""
+
+    def misbehave(self) -> None:
+        time.sleep(600)
+
+
+class SlowPath(EagerPath):
+    """Every run takes SLOW_SECONDS, so a test can stop a run half way or watch groups split."""
+
+    SLOW_SECONDS = 0.25
+
+    def prepare(self, spec, module, example):
+        prepared = super().prepare(spec, module, example)
+        inner = prepared.run_fn
+
+        def run_fn(x):
+            time.sleep(self.SLOW_SECONDS)
+            return inner(x)
+
+        prepared.run_fn = run_fn
+        return prepared

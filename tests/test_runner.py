@@ -1,0 +1,289 @@
+"""The runner as a nightly gate relies on it: crashes and hangs cost one record,
+a killed or interrupted run resumes to every record exactly once, shards merge
+back into the unsharded run, and big groups are split only when that pays.
+
+The misbehaving paths (tests/crashy_paths.py) are eager everywhere except on
+their trigger input, so every other record is a real eager execution.
+"""
+import io
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import pytest
+
+from harness.results import read_results
+from harness.run import Progress, run, shard
+from harness.spec import CaseSpec
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+EXTRA = ("abort=tests.crashy_paths:AbortPath,sleep=tests.crashy_paths:SleepPath,"
+         "slow=tests.crashy_paths:SlowPath")
+ENV = {"NORMDIFF_EXTRA_PATHS": EXTRA, "PYTHONPATH": ROOT}
+TRIGGER = {"kind": "constant", "value": 7.0}  # tests.crashy_paths.TRIGGER
+# What depends on timing or on which worker ran what, not on the execution.
+SCHEDULING = {"seconds", "prepare_seconds", "run_seconds", "cache_hit"}
+
+
+def ln(**kw):
+    return {"pattern": "layer_norm", "dtype": "float32", "shape": [2, 16], **kw}
+
+
+def write_cases(tmp_path, specs, name="cases.jsonl"):
+    p = tmp_path / name
+    p.write_text("".join(json.dumps(s) + "\n" for s in specs))
+    return str(p)
+
+
+def keys(records):
+    return Counter((r["case_id"], r["path"]) for r in records)
+
+
+def expected_keys(specs, paths):
+    return {(CaseSpec.from_dict(s).case_id, p) for s in specs for p in paths}
+
+
+def start_cli(*args):
+    """The CLI in its own session, so the test can signal it and all its workers."""
+    return subprocess.Popen([sys.executable, "-m", "harness", *args], cwd=ROOT, env=dict(os.environ, **ENV),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+
+
+def wait_for_lines(path, n, proc, limit=120):
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        if os.path.exists(path) and sum(1 for _ in open(path)) >= n:
+            return
+        assert proc.poll() is None, f"run ended before {n} records: {proc.communicate()[1][-500:]}"
+        time.sleep(0.1)
+    raise AssertionError(f"fewer than {n} records after {limit} s")
+
+
+def group_gone(pgid, limit=15):
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.2)
+    return False
+
+
+# -- crash and timeout --------------------------------------------------------
+
+CRASH_SPECS = [ln(seed=0), ln(input=TRIGGER), ln(seed=1), ln(seed=2),
+               {"pattern": "rms_norm", "dtype": "float16", "shape": [2, 16]}]
+
+
+@pytest.fixture(scope="module")
+def crash_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("crash")
+    out = tmp / "out"
+    r = subprocess.run([sys.executable, "-m", "harness", "run", "--case", write_cases(tmp, CRASH_SPECS),
+                        "--paths", "eager,abort,sleep", "--out", str(out), "--jobs", "2", "--timeout", "5"],
+                       cwd=ROOT, env=dict(os.environ, **ENV), capture_output=True, text=True, timeout=300)
+    records = read_results(str(out / "results.jsonl"))
+    return r, records, out
+
+
+def by_key(records):
+    return {(r["case_id"], r["path"]): r for r in records}
+
+
+def test_abort_is_a_crash_record_and_every_other_record_is_there(crash_run):
+    r, records, out = crash_run
+    assert r.returncode == 1, r.stderr[-2000:]
+    assert "Traceback" not in r.stderr
+    assert keys(records) == Counter(expected_keys(CRASH_SPECS, ["eager", "abort", "sleep"]))
+    trigger = CaseSpec.from_dict(ln(input=TRIGGER)).case_id
+    table = by_key(records)
+    crash = table[(trigger, "abort")]
+    assert crash["verdict"] == "crash" and crash["signal"] == "SIGABRT"
+    assert "SIGABRT" in crash["message"] and "misbehave" in crash["message"]  # faulthandler's stack
+    assert any("crashy_paths.py" in line for line in crash["log_tail"])
+    # The rest of the crashed group ran on a fresh worker and is a real result, equal to eager's.
+    for s in CRASH_SPECS:
+        cid = CaseSpec.from_dict(s).case_id
+        if cid == trigger:
+            continue
+        for path in ("abort", "sleep"):
+            rec, eager = table[(cid, path)], table[(cid, "eager")]
+            assert rec["verdict"] == "pass" == eager["verdict"]
+            assert rec["max_abs_err"] == eager["max_abs_err"] and rec["out_dtype"] == eager["out_dtype"]
+    assert table[(trigger, "eager")]["verdict"] == "pass"
+    assert "crash" in (out / "summary.md").read_text()
+
+
+def test_a_hang_is_a_timeout_record(crash_run):
+    r, records, _ = crash_run
+    trigger = CaseSpec.from_dict(ln(input=TRIGGER)).case_id
+    hung = by_key(records)[(trigger, "sleep")]
+    assert hung["verdict"] == "timeout" and "5 s" in hung["message"]
+    assert 5 <= hung["seconds"] < 60
+    assert Counter(x["verdict"] for x in records) == {"pass": len(records) - 2, "crash": 1, "timeout": 1}
+
+
+# -- killed, interrupted, resumed ---------------------------------------------
+
+SLOW_SPECS = [ln(seed=i) for i in range(10)] + [
+    {"pattern": "rms_norm", "dtype": "float16", "shape": [2, 16], "seed": i} for i in range(10)]
+
+
+def test_sigkilled_run_resumes_with_every_record_once(tmp_path):
+    cases = write_cases(tmp_path, SLOW_SPECS)
+    out = tmp_path / "out"
+    results = str(out / "results.jsonl")
+    proc = start_cli("run", "--case", cases, "--paths", "slow,eager", "--out", str(out), "--jobs", "2")
+    wait_for_lines(results, 6, proc)
+    os.killpg(proc.pid, signal.SIGKILL)  # the parent, its forkserver and its workers, mid-run
+    proc.wait(30)
+    proc.communicate()
+    assert group_gone(proc.pid)
+    before = open(results).read()
+    assert 6 <= len(before.splitlines()) < 40
+    with open(results, "a") as fh:  # as if it had died in the middle of writing a record
+        fh.write('{"case_id": "torn", "path": "sl')
+
+    r = subprocess.run([sys.executable, "-m", "harness", "run", "--case", cases, "--paths", "slow,eager",
+                        "--out", str(out), "--jobs", "2", "--resume", "--quiet"],
+                       cwd=ROOT, env=dict(os.environ, **ENV), capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    after = open(results).read()
+    assert after.startswith(before)  # nothing finished before the kill was redone or lost
+    lines = after.splitlines()
+    assert all(json.loads(line) for line in lines)  # the torn line is gone
+    assert keys(read_results(results)) == Counter(expected_keys(SLOW_SPECS, ["slow", "eager"]))
+
+
+def test_ctrl_c_stops_cleanly_keeping_what_finished(tmp_path):
+    cases = write_cases(tmp_path, SLOW_SPECS)
+    out = tmp_path / "out"
+    results = str(out / "results.jsonl")
+    proc = start_cli("run", "--case", cases, "--paths", "slow", "--out", str(out), "--jobs", "2")
+    wait_for_lines(results, 3, proc)
+    os.killpg(proc.pid, signal.SIGINT)  # what a terminal sends the whole foreground group
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err[-2000:]
+    assert "Traceback" not in err and "interrupted" in err and "--resume" in err
+    assert group_gone(proc.pid)  # no worker left behind
+    kept = read_results(results)
+    assert 3 <= len(kept) < len(SLOW_SPECS)
+    assert sum(1 for _ in open(results)) == len(kept)  # every line whole
+    assert (out / "summary.md").exists() and f"{len(kept)} executions" in (out / "summary.md").read_text()
+
+
+# -- shards -------------------------------------------------------------------
+
+SHARD_SPECS = ([ln(seed=i) for i in range(3)]
+               + [ln(dtype="float16", input={"kind": "uniform", "low": -2, "high": 2}, seed=i) for i in range(3)]
+               + [{"pattern": "rms_norm", "style": s, "dtype": "bfloat16", "shape": [2, 32]}
+                  for s in ("module", "llama", "gemma")]
+               + [{"pattern": "group_norm", "dtype": "float16", "shape": [2, 4, 3], "groups": 2, "seed": i}
+                  for i in range(2)])
+
+
+def test_two_shards_merged_equal_the_unsharded_run(cli, tmp_path):
+    cases = write_cases(tmp_path, SHARD_SPECS)
+    common = ["--case", cases, "--paths", "eager", "--jobs", "1", "--quiet"]
+    outs = {name: tmp_path / name for name in ("all", "s1", "s2", "merged")}
+    assert cli("run", *common, "--out", str(outs["all"])).returncode == 0
+    for k in (1, 2):
+        r = cli("run", *common, "--shard", f"{k}/2", "--out", str(outs[f"s{k}"]))
+        assert r.returncode == 0, r.stderr[-2000:]
+    r = cli("merge", str(outs["s1"]), str(outs["s2"]), "--out", str(outs["merged"]))
+    assert r.returncode == 0, r.stderr[-2000:]
+
+    def strip(records):
+        return sorted((json.dumps({k: v for k, v in rec.items() if k not in SCHEDULING}, sort_keys=True)
+                       for rec in records))
+
+    s1, s2 = (read_results(str(outs[f"s{k}"] / "results.jsonl")) for k in (1, 2))
+    assert s1 and s2 and not set(keys(s1)) & set(keys(s2))
+    assert abs(len(s1) - len(s2)) <= 3
+    merged = read_results(str(outs["merged"] / "results.jsonl"))
+    assert strip(merged) == strip(read_results(str(outs["all"] / "results.jsonl")))
+    assert [(x["case_id"], x["path"]) for x in merged] == sorted((x["case_id"], x["path"]) for x in merged)
+    assert (outs["merged"] / "summary.md").exists()
+
+
+@pytest.mark.parametrize("args, words", [
+    (["merge", "/nonexistent-dir"], "no results.jsonl"),
+    (["run", "--jobs", "-1", "--paths", "eager"], "--jobs"),
+    (["run", "--timeout", "0", "--paths", "eager"], "--timeout"),
+])
+def test_bad_runner_usage_is_one_line_exit_2(cli, args, words):
+    r = cli(*args)
+    assert r.returncode == 2 and words in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_shard_is_a_deterministic_balanced_partition_keeping_structures_together():
+    specs = [CaseSpec.from_dict(ln(shape=[2, 8 * (1 + i % 7)], seed=i // 7)) for i in range(35)]
+    specs += [CaseSpec.from_dict(ln(dtype="float16", shape=[4, 4], seed=0, input={"kind": "normal", "std": 1 + i}))
+              for i in range(12)]  # one structure bigger than a shard's share
+    for n in (1, 2, 3, 5):
+        parts = [shard(specs, k, n) for k in range(1, n + 1)]
+        ids = [s.case_id for p in parts for s in p]
+        assert sorted(ids) == sorted(s.case_id for s in specs) and len(set(ids)) == len(ids)
+        cap = -(-len(specs) // n)
+        assert max(map(len, parts)) - min(map(len, parts)) <= cap
+        shuffled = specs[:]
+        random.Random(n).shuffle(shuffled)
+        assert [shard(shuffled, k, n) for k in range(1, n + 1)] == parts
+        if n == 2:  # a structure with fewer cases than a share is not split
+            small = {s.structure_key() for s in specs if s.dtype == "float32"}
+            for key in small:
+                assert sum(any(s.structure_key() == key for s in p) for p in parts) == 1
+
+
+def test_a_long_group_is_split_across_idle_workers(tmp_path, monkeypatch):
+    specs = [CaseSpec.from_dict(ln(seed=i)) for i in range(16)]  # one structure: one group of 16
+    monkeypatch.setenv("NORMDIFF_EXTRA_PATHS", EXTRA)
+    monkeypatch.syspath_prepend(ROOT)
+    start = time.monotonic()
+    records = run(specs, ["slow"], str(tmp_path), jobs=2, progress=False)
+    took = time.monotonic() - start
+    assert keys(records) == Counter(expected_keys([s.to_dict() for s in specs], ["slow"]))
+    assert all(r["verdict"] == "pass" for r in records)
+    misses = sum(not r["cache_hit"] for r in records)
+    assert 2 <= misses <= 3  # split, but not into pieces smaller than a compile is worth
+    assert took < 60
+
+
+def test_progress_prints_a_line_every_few_percent_off_a_terminal():
+    stream = io.StringIO()
+    bar = Progress(40, stream=stream)
+    for i in range(40):
+        bar.update({"verdict": "pass" if i % 4 else "inaccurate"})
+    bar.close()
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 20 and lines[-1].startswith("normdiff: 40/40 (100%), 10 failing")
+    assert all("exec/s" in x and "s left" in x for x in lines)
+
+
+def test_pool_reuses_artifacts_per_path_and_survives_a_crash(monkeypatch):
+    from harness.run import Pool, Task
+
+    monkeypatch.setenv("NORMDIFF_EXTRA_PATHS", EXTRA)
+    monkeypatch.syspath_prepend(ROOT)
+    a, b, bad = (CaseSpec.from_dict(s) for s in (ln(seed=0), ln(seed=1), ln(input=TRIGGER)))
+    with Pool(["eager", "abort"], timeout=60) as pool:
+        first = pool.map([Task(a, "eager"), Task(a, "abort")])
+        assert [r["path"] for r in first] == ["eager", "abort"] and all(r["verdict"] == "pass" for r in first)
+        again = pool.submit(b, "abort")
+        assert again["verdict"] == "pass" and again["cache_hit"]  # same structure, same lane: reused
+        crashed = pool.submit(bad, "abort")
+        assert crashed["verdict"] == "crash" and crashed["signal"] == "SIGABRT"
+        after = pool.submit(b, "abort")  # a fresh worker took over the lane
+        assert after["verdict"] == "pass" and not after["cache_hit"]
+        assert after["max_abs_err"] == again["max_abs_err"]
+        idle = pool.lanes["eager"].process
+        os.kill(idle.pid, signal.SIGKILL)  # dies between tasks (an OOM kill, say)
+        idle.join(10)
+        late = pool.submit(b, "eager")  # not blamed on the next task: a new worker runs it
+        assert late["verdict"] == "pass" and late["max_abs_err"] == after["max_abs_err"]
