@@ -230,7 +230,12 @@ def _one_line(text: str, limit: int = 200) -> str:
 
 
 def updated(records: list[dict], baseline: dict[tuple[str, str], Entry]) -> dict[tuple[str, str], Entry]:
-    """The baseline the results call for: every failing execution, old upstream and reason kept."""
+    """The baseline the results call for: every failing execution, old upstream and reason kept.
+
+    A failure new to the baseline takes its upstream report and reason from
+    the triage rules (cases/triage.py), or is marked "untriaged".
+    """
+    from cases.triage import triage
     from harness.spec import CaseSpec
 
     out: dict[tuple[str, str], Entry] = {}
@@ -242,7 +247,14 @@ def updated(records: list[dict], baseline: dict[tuple[str, str], Entry]) -> dict
         old = baseline.get(key)
         case = CaseSpec.from_dict(r["case"]).to_dict()
         upstream = old.upstream if old else "new"
-        reason = old.reason if old else _one_line(f"untriaged: {r['verdict']}: {r.get('message') or ''}")
+        if old:
+            reason = old.reason
+        else:
+            known = triage(r)
+            if known:
+                upstream, reason = known
+            else:
+                reason = _one_line(f"untriaged: {r['verdict']}: {r.get('message') or ''}")
         out[key] = Entry(r["case_id"], r["path"], r["verdict"], upstream, reason, case)
     return out
 

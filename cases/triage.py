@@ -1,0 +1,135 @@
+"""Triage rules: which upstream report (or new finding) a failing record is.
+
+`normdiff gate --update` gives every failure that is new to the baseline the
+upstream report and reason of the first rule that matches it, so a nightly
+baseline stays readable; a failure no rule matches is marked "untriaged".
+Each rule was written from the records of a real nightly run with the pinned
+versions (torch 2.13.0, apache-tvm 0.27.0.post1, executorch 1.5.1).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+Record = dict
+
+
+@dataclass(frozen=True)
+class Rule:
+    upstream: str                      # "owner/repo#N" or "new"
+    reason: str                        # one line
+    match: Callable[[Record], bool]
+
+
+def _case(r: Record) -> dict:
+    return r["case"]
+
+
+def _on(*paths: str):
+    return lambda r: r["path"] in paths
+
+
+def _msg(r: Record) -> str:
+    return r.get("message") or ""
+
+
+def _half(r: Record) -> bool:
+    return _case(r)["dtype"] in ("float16", "bfloat16")
+
+
+TVM = ("tvm", "tvm-decompose")
+ET_RUNTIME = ("executorch", "executorch-xnnpack")
+RECOMPOSE = ("executorch-recompose", "executorch-recompose-no-dim-order", "executorch-recompose-capture")
+
+RULES: tuple[Rule, ...] = (
+    # -- eager: unstable ways of writing (or computing) a norm --------------------------
+    Rule("pytorch/pytorch#136680",
+         "torch's CPU instance_norm in float16/bfloat16 is far less accurate than a float32-accumulating "
+         "norm (unstable pattern on eager)",
+         lambda r: r["path"] == "eager" and _case(r)["pattern"] == "instance_norm" and _half(r)),
+    Rule("new", "torch's CPU group_norm on a channels_last float16 input is far less accurate than on the "
+                "same contiguous input (unstable pattern on eager)",
+         lambda r: r["path"] == "eager" and _case(r)["pattern"] == "group_norm" and _case(r)["layout"] == "channels_last"),
+    Rule("new", "mean/var written out in float16/bfloat16 overflow or underflow (x - mean) ** 2: an unstable "
+                "way to write the norm, not a compiler bug",
+         lambda r: r["path"] == "eager" and _case(r)["style"] == "manual"),
+
+    # -- TVM ---------------------------------------------------------------------------
+    Rule("new", "TVM's legalization of bfloat16 layer/group/instance norm: 'only support float32 and float16'",
+         lambda r: r["path"] in TVM and r["verdict"] == "error" and "Float(16)" in _msg(r)),
+    Rule("new", "x ** 2 in bfloat16 legalizes to R.power, rejected: 'power only applies to float' "
+                "(apache/tvm#19550 is the same guard for integers)",
+         lambda r: r["path"] in TVM and "power only applies to float" in _msg(r)),
+    Rule("new", "from_exported_program fails on this group_norm: 'Found null pointer node while traversing AST'",
+         lambda r: r["path"] in TVM and "null pointer node" in _msg(r)),
+    Rule("new", "from_exported_program raises TypeError building a norm whose weight dtype differs from the input's",
+         lambda r: r["path"] in TVM and "import: TypeError" in _msg(r)),
+    Rule("new", "DecomposeOpsForTraining divides by the element count as a float16 literal; 65,536 overflows",
+         lambda r: r["path"] == "tvm-decompose" and "exceeds maximum of float16" in _msg(r)),
+    Rule("apache/tvm#20909", "DecomposeOpsForTraining splits layer_norm into mean/variance with float16/bfloat16 "
+                             "reduction buffers",
+         lambda r: r["path"] == "tvm-decompose" and _case(r)["pattern"] == "layer_norm"
+         and _case(r)["style"] != "manual" and _half(r) and r["verdict"] in ("inaccurate", "nonfinite")),
+    Rule("new", "DecomposeOpsForTraining rewrites eval-mode batch_norm with batch statistics instead of the "
+                "running ones",
+         lambda r: r["path"] == "tvm-decompose" and _case(r)["pattern"] == "batch_norm" and r["verdict"] != "error"),
+    Rule("new", "TVM's batch_norm returns float32 for a bfloat16 input",
+         lambda r: r["path"] in TVM and _case(r)["pattern"] == "batch_norm" and r["verdict"] == "dtype_mismatch"),
+    Rule("new", "R.mean / R.variance on float16 legalize to a float16 sum (x_red is float16); Relay fixed the "
+                "same in apache/tvm#13289",
+         lambda r: r["path"] in TVM and _half(r) and r["verdict"] in ("inaccurate", "nonfinite")
+         and (_case(r)["style"] == "manual" or _case(r)["pattern"] in ("group_norm", "instance_norm"))),
+    Rule("apache/tvm#19592", "E[x^2] - E[x]^2 cancellation on a large offset in float32, in an op the "
+                             "two-pass fix for layer_norm did not reach",
+         lambda r: r["path"] in TVM and not _half(r) and r["verdict"] in ("inaccurate", "nonfinite")
+         and _case(r)["input"]["kind"] in ("offset", "alternating", "uniform")),
+    Rule("new", "borderline: a sequentially summed float32 mean of a constant row drifts by about n*u, which "
+                "1/sqrt(eps) amplifies; eager's pairwise sum is exact",
+         lambda r: r["path"] in TVM and r["verdict"] == "inaccurate" and _case(r)["input"]["kind"] == "constant"),
+
+    # -- ExecuTorch: RecomposeRmsNorm and RemoveRedundancy ------------------------------
+    Rule("pytorch/executorch#24428", "RecomposeRmsNorm rebuilds the norm on the float32 cast (or drops the model's "
+                                     "cast back): the output dtype changes",
+         lambda r: r["path"] in RECOMPOSE and r["verdict"] == "dtype_mismatch"),
+    Rule("pytorch/executorch#24428", "RemoveRedundancy drops a dtype-changing _to_copy(memory_format=...) without "
+                                     "dim order (the PR's second commit)",
+         lambda r: r["path"] == "executorch-recompose-no-dim-order" and r["verdict"] in ("inaccurate", "nonfinite")),
+
+    # -- ExecuTorch runtime and XNNPACK --------------------------------------------------
+    Rule("pytorch/executorch#12914", "portable kernels reject a channels_last (non-default dim order) input",
+         lambda r: r["path"] in ET_RUNTIME and r["verdict"] == "error"
+         and ("dim_order" in _msg(r) or _case(r)["layout"] == "channels_last")),
+    Rule("new", "to_edge rejects a mixed-dtype norm (float16/bfloat16 input, float32 weight) that torch runs",
+         lambda r: r["path"] in ET_RUNTIME and "SpecViolationError" in _msg(r)),
+    Rule("pytorch/executorch#21866", "optimized native_layer_norm ignores the dim order: a channels_last input is "
+                                     "normalized along the wrong axis",
+         lambda r: r["path"] in ET_RUNTIME and _case(r)["pattern"] == "layer_norm"
+         and _case(r)["layout"] == "channels_last" and r["verdict"] in ("inaccurate", "nonfinite")),
+    Rule("new", "XNNPACK flushes subnormal inputs to zero",
+         lambda r: r["path"] == "executorch-xnnpack" and r["verdict"] == "inaccurate"
+         and _case(r)["input"]["kind"] == "subnormal"),
+    Rule("new", "optimized native_layer_norm reads float16/bfloat16 rows of 256+ elements as float "
+                "(RowwiseMoments since pytorch/executorch#16727)",
+         lambda r: r["path"] in ET_RUNTIME and _case(r)["pattern"] == "layer_norm" and _half(r)
+         and r["verdict"] in ("inaccurate", "nonfinite") and _case(r)["shape"][-1] >= 256),
+    Rule("pytorch/executorch#16727", "portable norm kernels accumulate large-offset float16 rows in reduced "
+                                     "precision or E[x^2] - E[x]^2 form: overflow or cancellation",
+         lambda r: r["path"] in ET_RUNTIME and r["verdict"] in ("inaccurate", "nonfinite")
+         and _case(r)["input"]["kind"] in ("offset", "alternating", "overflow", "uniform")),
+    Rule("new", "portable group/instance norm in float16 computes its statistics in reduced precision: constant "
+                "rows get a non-zero variance, and a 65,536-element count overflows float16 (the overflow "
+                "pytorch/executorch#16727 fixed in group_norm)",
+         lambda r: r["path"] in ET_RUNTIME and _case(r)["pattern"] in ("group_norm", "instance_norm") and _half(r)
+         and r["verdict"] in ("inaccurate", "nonfinite")),
+)
+
+
+def triage(record: Record) -> tuple[str, str] | None:
+    """(upstream, reason) of the first rule matching a failing record, or None."""
+    for rule in RULES:
+        try:
+            if rule.match(record):
+                return rule.upstream, rule.reason
+        except (KeyError, TypeError, IndexError):
+            continue
+    return None

@@ -1,0 +1,38 @@
+"""Triage rules: a new failure in the baseline gets its upstream report, or 'untriaged'."""
+import json
+
+from cases.triage import triage
+from harness.execute import base_record
+from harness.gate import load_baseline
+from harness.spec import CaseSpec
+
+SEED = CaseSpec.from_dict({"pattern": "layer_norm", "dtype": "float16", "shape": [1, 4096],
+                           "input": {"kind": "alternating", "amplitude": 0.25}})
+QWEN = CaseSpec.from_dict({"pattern": "rms_norm", "style": "qwen", "dtype": "float16", "shape": [2, 8, 64]})
+
+
+def record(spec, path, verdict, message=""):
+    r = base_record(spec, path)
+    r.update(verdict=verdict, message=message)
+    return r
+
+
+def test_seed_failures_are_tied_to_their_reports():
+    assert triage(record(SEED, "tvm-decompose", "inaccurate"))[0] == "apache/tvm#20909"
+    assert triage(record(QWEN, "executorch-recompose", "dtype_mismatch"))[0] == "pytorch/executorch#24428"
+    assert triage(record(SEED, "tvm", "crash", "worker died (SIGSEGV)")) is None
+
+
+def test_gate_update_triages_new_failures(cli, tmp_path):
+    results = tmp_path / "results.jsonl"
+    rows = [record(SEED, "tvm-decompose", "inaccurate"), record(SEED, "tvm", "crash", "worker died (SIGSEGV)"),
+            record(QWEN, "eager", "pass")]
+    results.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    baseline = tmp_path / "baseline.json"
+    r = cli("gate", str(results), "--baseline", str(baseline), "--update")
+    assert r.returncode == 0, r.stderr
+    entries = load_baseline(str(baseline))
+    by_path = {e.path: e for e in entries.values()}
+    assert set(by_path) == {"tvm-decompose", "tvm"}
+    assert by_path["tvm-decompose"].upstream == "apache/tvm#20909"
+    assert by_path["tvm"].upstream == "new" and by_path["tvm"].reason.startswith("untriaged: crash")
