@@ -113,6 +113,9 @@ class Finding:
         return f"normdiff repro {self.file} --path {self.sig[0]}"
 
 
+SIMPLE_KINDS = ("normal", "uniform", "constant", "alternating")
+
+
 class _Round:
     """One hypothesis search: the first new signature becomes the target, then it is shrunk."""
 
@@ -304,8 +307,47 @@ class Fuzzer:
             self.say(f"shrinking stopped early: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
         return False
 
+    def _simpler_input(self, rnd: _Round) -> None:
+        """Try a simple input kind in place of an adversarial one, growing the row if it must.
+
+        Hypothesis shrinks one choice at a time, so a failure that needs a long
+        row under a benign input can end on a short row under an adversarial one
+        (overflow on [2] rather than normal on [1024]). A report reads better
+        with the simple input, so each simple kind is tried at the shrunk row
+        length, then at 4x longer rows up to 4096 elements (or the search's
+        --max-row), within the search space the user asked for.
+        """
+        from harness.strategies import in_space
+
+        spec, sig = rnd.best, rnd.target
+        if spec.input_dict["kind"] in SIMPLE_KINDS:
+            return
+        space = {k: self.options[k] for k in ("patterns", "styles", "dtypes", "max_row", "max_elements")}
+        limit = min(4096, self.options["max_row"] or 4096)
+        lengths = [spec.shape[-1]]
+        while lengths[-1] * 4 <= limit:
+            lengths.append(lengths[-1] * 4)
+        for kind in SIMPLE_KINDS:
+            for length in lengths:
+                try:
+                    candidate = spec.replace(input={"kind": kind}, shape=list(spec.shape[:-1]) + [length])
+                except ValueError:
+                    continue
+                if not in_space(candidate, input_kinds=self.options["inputs"], **space):
+                    continue
+                if not self.budget.time_left():
+                    return
+                records, fresh = self.records(candidate)
+                rnd.shrinks += fresh
+                self.shrink_examples += fresh
+                if sig in failing(records, self.under_test):
+                    self.say(f"a simpler input keeps {' '.join(sig)}: {candidate}")
+                    rnd.best = candidate
+                    return
+
     def _finish(self, rnd: _Round, complete: bool) -> None:
         """Confirm the round's minimal spec by re-running it, save it, mark its signature known."""
+        self._simpler_input(rnd)
         sig, spec = rnd.target, rnd.best
         self.known.add(sig)
         records = self._execute(spec)  # a fresh execution, not the memo
