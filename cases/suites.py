@@ -182,13 +182,14 @@ def _extras() -> list[dict]:
 
 
 def _nightly() -> list[dict]:
+    # smoke is part of nightly, so the baseline made from a nightly run covers smoke runs too
     rows = pairwise(factors(), _valid)
-    return _extras() + _with_inputs([structure(r) for r in rows])
+    return _extras() + _with_inputs([structure(r) for r in rows]) + _smoke()
 
 
 def _full() -> list[dict]:
     rows = product(factors(), _valid)
-    return _extras() + _with_inputs([structure(r) for r in rows])
+    return _extras() + _with_inputs([structure(r) for r in rows]) + _smoke()
 
 
 SUITES = {"smoke": _smoke, "nightly": _nightly, "full": _full}

@@ -209,3 +209,7 @@ def test_smoke_on_a_compiled_path_has_every_verdict_explained(tmp_path, smoke):
     assert len(records) >= 6 and ex.misses <= 8  # structures shared: inputs reuse one compile
     for rec in records:
         assert explains(rec), rec
+
+
+def test_smoke_is_part_of_nightly_so_the_baseline_covers_it(nightly, smoke):
+    assert {s.case_id for s in smoke} <= {s.case_id for s in nightly}
