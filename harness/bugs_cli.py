@@ -40,9 +40,8 @@ def cmd_list(entries) -> int:
 
 def _records(entries, jobs: int, timeout: float, out_dir: str | None) -> dict:
     """(case_id, path) -> record for every execution the entries need."""
-    from harness.execute import Executor
     from harness.results import ResultsWriter
-    from harness.run import Runner, Task
+    from harness.run import Task, execute_tasks
 
     tasks: dict[tuple[str, str], Task] = {}
     for b in entries:
@@ -63,13 +62,7 @@ def _records(entries, jobs: int, timeout: float, out_dir: str | None) -> dict:
             writer.write(record)
 
     try:
-        if jobs == 0:
-            executor = Executor()
-            for t in tasks.values():
-                on_record(executor.execute(t.spec, t.path))
-        else:
-            preload = sorted({t.path for t in tasks.values()})
-            Runner(jobs, timeout, preload).run(list(tasks.values()), on_record)
+        execute_tasks(list(tasks.values()), on_record, jobs=jobs, timeout=timeout)
     finally:
         if writer:
             writer.close()

@@ -207,9 +207,9 @@ def judge(record: dict, entry: Entry | None) -> str:
 
 def classify(records: list[dict], baseline: dict[tuple[str, str], Entry]) -> list[Row]:
     """One row per execution in `records` (the last record wins) plus one per MISSING entry."""
-    latest: dict[tuple[str, str], dict] = {}
-    for r in records:
-        latest[(r["case_id"], r["path"])] = r
+    from harness.results import latest_per_execution
+
+    latest = {(r["case_id"], r["path"]): r for r in latest_per_execution(records)}
     rows = []
     for key, r in latest.items():
         entry = baseline.get(key)

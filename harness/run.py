@@ -122,16 +122,21 @@ class Group:
     tasks: deque
 
 
-def group_tasks(tasks: list[Task]) -> list[Group]:
-    """Tasks grouped by (path, structure key), in first-seen order."""
+def structure_of(task: Task) -> str:
+    """The key of the artifact `task` needs: its path's structure key for its spec."""
     from harness import paths
 
+    try:
+        return paths.get(task.path).structure_key(task.spec)
+    except Exception:  # noqa: BLE001 - an unknown path still gets its record, from the worker
+        return task.spec.structure_key()
+
+
+def group_tasks(tasks: list[Task]) -> list[Group]:
+    """Tasks grouped by (path, structure key), in first-seen order."""
     groups: dict[tuple[str, str], Group] = {}
     for t in tasks:
-        try:
-            skey = paths.get(t.path).structure_key(t.spec)
-        except Exception:  # noqa: BLE001 - an unknown path still gets its record
-            skey = t.spec.structure_key()
+        skey = structure_of(t)
         groups.setdefault((t.path, skey), Group(t.path, skey, deque())).tasks.append(t)
     return list(groups.values())
 
@@ -615,12 +620,7 @@ class Pool:
         return out
 
     def _send(self, w: _Worker, index: int, task: Task, queue: deque) -> None:
-        from harness import paths
-
-        try:
-            key = paths.get(task.path).structure_key(task.spec)
-        except Exception:  # noqa: BLE001 - the worker records the failure
-            key = task.spec.structure_key()
+        key = structure_of(task)
         reset = key not in w.structures and len(w.structures) >= self.keep
         if reset:
             w.structures.clear()
@@ -769,19 +769,28 @@ def run(specs: list[CaseSpec], path_names: list[str], out_dir: str, *, jobs: int
             bar.update(record)
 
         try:
-            if jobs == 0:
-                import warnings
-
-                executor = Executor()
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")  # library deprecation chatter is not a finding
-                    for t in tasks:
-                        on_record(executor.execute(t.spec, t.path))
-            elif tasks:
-                Runner(jobs, timeout, path_names).run(tasks, on_record)
+            execute_tasks(tasks, on_record, jobs=jobs, timeout=timeout, path_names=path_names)
         finally:
             bar.close()
     return records
+
+
+def execute_tasks(tasks: list[Task], on_record: Callable[[dict], None], *, jobs: int,
+                  timeout: float = DEFAULT_TIMEOUT, path_names: Iterable[str] | None = None) -> None:
+    """Hand each task's record to `on_record`: in this process (jobs 0) or on warm workers."""
+    if not tasks:
+        return
+    if jobs == 0:
+        import warnings
+
+        executor = Executor()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # library deprecation chatter is not a finding
+            for t in tasks:
+                on_record(executor.execute(t.spec, t.path))
+        return
+    names = sorted(set(path_names) if path_names is not None else {t.path for t in tasks})
+    Runner(jobs, timeout, names).run(tasks, on_record)
 
 
 @contextlib.contextmanager
