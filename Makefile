@@ -33,7 +33,7 @@ nightly: $(STAMP)
 
 # Naive (a process per execution) against the warm runner, side by side.
 bench: $(STAMP)
-	$(BIN)/python -m harness.bench
+	$(BIN)/python -m harness.commands.bench
 
 fuzz: $(STAMP)
 	$(BIN)/normdiff fuzz --paths tvm-decompose,executorch-recompose --max-examples 300

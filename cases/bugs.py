@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cases.suites import SEED_EXECUTORCH, SEED_TVM
-from harness.spec import CaseSpec
+from harness.core.spec import CaseSpec
 
 EXPECTS = ("reproduced", "fixed")
 

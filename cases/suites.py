@@ -18,7 +18,7 @@ parameter draw puts the seed into the structure key).
 """
 from __future__ import annotations
 
-from harness.spec import CASTS, PATTERNS, STYLES, CaseSpec, SpecError
+from harness.core.spec import CASTS, PATTERNS, STYLES, CaseSpec, SpecError
 
 from cases.pairwise import pairwise, product
 

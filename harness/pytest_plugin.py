@@ -24,7 +24,7 @@ import os
 
 import pytest
 
-from harness.gate import VERDICTS  # the gate module imports only the standard library up front
+from harness.reports.baseline import VERDICTS  # the gate module imports only the standard library up front
 
 _PLAN = pytest.StashKey[dict]()
 _POOL = pytest.StashKey[object]()
@@ -67,8 +67,9 @@ def _active(config) -> bool:
 def _plan(config) -> dict:
     """Specs, paths and baseline from the options; pytest.UsageError (one line) when bad."""
     from cases.suites import suite
-    from harness import gate, paths
-    from harness.spec import SpecError, load_spec_file
+    from harness import paths
+    from harness.reports import baseline as gate
+    from harness.core.spec import SpecError, load_spec_file
 
     specs = []
     for name in config.getoption("normdiff_suite"):
@@ -135,7 +136,7 @@ class PathCollector(pytest.Collector):
     """One path's tests, one per case, in a stable order."""
 
     def collect(self):
-        from harness.gate import case_label
+        from harness.reports.baseline import case_label
 
         plan = self.config.stash[_PLAN]
         specs = sorted(plan["specs"], key=lambda s: case_label(s.to_dict(), s.case_id))
@@ -200,7 +201,7 @@ def _pool(session):
     """The runner's warm worker pool for this pytest process, one worker per selected path, started once."""
     config = session.config
     if _POOL not in config.stash:
-        from harness.run import Pool
+        from harness.engine.run import Pool
 
         lanes = sorted({item.path_name for item in session.items if isinstance(item, NormdiffItem)})
         pool = Pool(lanes, timeout=config.getoption("normdiff_timeout"))

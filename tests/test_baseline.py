@@ -3,8 +3,8 @@ import os
 
 from cases.suites import suite
 from harness import paths
-from harness.gate import load_baseline
-from harness.spec import CaseSpec
+from harness.reports.baseline import load_baseline
+from harness.core.spec import CaseSpec
 
 BASELINE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "reports", "baseline.json")
 

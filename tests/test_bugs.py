@@ -9,10 +9,10 @@ import pytest
 
 from cases import bugs
 from harness import paths
-from harness.bugs_cli import status
-from harness.execute import execute
-from harness.repro_script import PATHS as SCRIPT_PATHS
-from harness.spec import CaseSpec
+from harness.commands.bugs import status
+from harness.engine.execute import execute
+from harness.repro.script import PATHS as SCRIPT_PATHS
+from harness.core.spec import CaseSpec
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 VERDICTS = {"inaccurate", "dtype_mismatch", "shape_mismatch", "nonfinite", "error", "crash", "timeout",

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from harness.results import read_results
+from harness.core.records import read_results
 
 DESIGN_KEYS = {"case_id", "case", "path", "verdict", "stage", "message", "max_abs_err", "max_rel_err",
                "max_ulp", "worst_row", "eager_max_abs_err", "out_dtype", "expected_dtype", "seconds",

@@ -8,7 +8,7 @@ harness finds. Where a verdict is not `pass`, the expectation names the
 upstream report it matches, or "new". If ExecuTorch fixes one of these, the
 test fails on purpose: update the expectation (and the gate baseline).
 
-Compiled artifacts are cached per process by harness.execute, so the seed and
+Compiled artifacts are cached per process by harness.engine.execute, so the seed and
 the table share their lowerings; the file costs about a minute of CPU (mostly
 XNNPACK lowering, which the table therefore runs for float16/bfloat16 only).
 """
@@ -19,13 +19,13 @@ import pytest
 
 pytest.importorskip("executorch")
 
-from cases.inputs import make_inputs  # noqa: E402
-from cases.patterns import build_module  # noqa: E402
+from harness.oracle.inputs import make_inputs  # noqa: E402
+from harness.oracle.modules import build_module  # noqa: E402
 from harness import paths  # noqa: E402
-from harness.execute import execute  # noqa: E402
-from harness.reference import reference  # noqa: E402
-from harness.spec import CaseSpec  # noqa: E402
-from harness.tensors import to_torch  # noqa: E402
+from harness.engine.execute import execute  # noqa: E402
+from harness.oracle.reference import reference  # noqa: E402
+from harness.core.spec import CaseSpec  # noqa: E402
+from harness.core.tensors import to_torch  # noqa: E402
 
 pytestmark = [
     pytest.mark.slow,

@@ -13,7 +13,7 @@ import os
 import pytest
 
 from harness.paths.base import Path, Prepared
-from harness.spec import CaseSpec
+from harness.core.spec import CaseSpec
 
 ABORT_ROW = 100  # the test path below aborts on rows this long or longer
 ABORT_PATH = "abort-on-long-rows"
@@ -66,7 +66,7 @@ def _no_traceback(result):
     (["--max-examples", "many"], "invalid int value"),
 ])
 def test_bad_usage_is_one_line_and_exit_2(capsys, tmp_path, args, message):
-    from harness.cli import main
+    from harness.commands.main import main
 
     assert main(["fuzz", "--out", str(tmp_path / "out"), *args]) == 2
     lines = capsys.readouterr().err.strip().splitlines()
@@ -79,7 +79,7 @@ def test_bad_usage_through_the_real_command_line(cli, tmp_path):
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         "normdiff: error: fuzz: unknown input kind or group 'nonsense'; known: benign, adversarial, all, "
-        + ", ".join(__import__("harness.strategies", fromlist=["INPUT_ORDER"]).INPUT_ORDER)]
+        + ", ".join(__import__("harness.search.strategies", fromlist=["INPUT_ORDER"]).INPUT_ORDER)]
 
 
 # -- eager: no false alarm -------------------------------------------------------

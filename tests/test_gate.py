@@ -3,8 +3,8 @@ import json
 
 import pytest
 
-from harness import gate
-from harness.spec import CaseSpec
+from harness.reports import baseline as gate
+from harness.core.spec import CaseSpec
 
 SPECS = {name: CaseSpec.from_dict(raw) for name, raw in {
     "a": {"pattern": "layer_norm", "dtype": "float16", "shape": [2, 64]},

@@ -11,12 +11,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from cases.inputs import make_inputs
-from cases.patterns import build_module, float64_twin, upcast
+from harness.oracle.inputs import make_inputs
+from harness.oracle.modules import build_module, float64_twin, upcast
 from cases.suites import variants
-from harness.reference import reference
-from harness.spec import CaseSpec, SpecError
-from harness.tensors import to_numpy, to_torch
+from harness.oracle.reference import reference
+from harness.core.spec import CaseSpec, SpecError
+from harness.core.tensors import to_numpy, to_torch
 
 SHAPES = {"layer_norm": [3, 2, 40], "rms_norm": [3, 2, 40], "group_norm": [2, 6, 5, 3],
           "instance_norm": [2, 3, 4, 5], "batch_norm": [4, 3, 2, 5]}

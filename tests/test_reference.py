@@ -4,9 +4,9 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from cases.inputs import make_inputs
-from harness.reference import reference
-from harness.spec import CaseSpec
+from harness.oracle.inputs import make_inputs
+from harness.oracle.reference import reference
+from harness.core.spec import CaseSpec
 
 SEED = {"pattern": "layer_norm", "dtype": "float16", "shape": [1, 4096],
         "input": {"kind": "alternating", "amplitude": 0.25}}

@@ -7,10 +7,10 @@ from html.parser import HTMLParser
 
 import pytest
 
-from harness import gate
-from harness.report import write_reports
-from harness.results import read_results
-from harness.spec import load_spec_file
+from harness.reports import baseline as gate
+from harness.reports.write import write_reports
+from harness.core.records import read_results
+from harness.core.spec import load_spec_file
 
 from test_gate import SPECS, entry, record
 

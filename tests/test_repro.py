@@ -1,9 +1,9 @@
 """`normdiff repro`: standalone scripts, run in fresh interpreters with the real libraries.
 
 The fast tests check that each piece of a script is what normdiff runs: the
-inputs are the very bytes cases/inputs.py draws, the model traces to the same
-graph as cases/patterns.py, the reference is harness/reference.py's, the
-tolerance is never tighter than harness/compare.py's bound, and the script
+inputs are the very bytes harness/oracle/inputs.py draws, the model traces to the same
+graph as harness/oracle/modules.py, the reference is harness/oracle/reference.py's, the
+tolerance is never tighter than harness/oracle/compare.py's bound, and the script
 imports nothing of normdiff. The slow ones run the scripts of the seeds.
 """
 from __future__ import annotations
@@ -20,14 +20,14 @@ import pytest
 import torch
 
 from cases import bugs
-from cases.inputs import make_inputs
-from cases.patterns import build_module
+from harness.oracle.inputs import make_inputs
+from harness.oracle.modules import build_module
 from cases.suites import SEED_EXECUTORCH, SEED_TVM
-from harness import repro_script, repro_templates
-from harness.compare import tolerance
-from harness.reference import reference
-from harness.spec import INPUT_KINDS, CaseSpec
-from harness.tensors import to_torch
+from harness.repro import pieces as repro_templates, script as repro_script
+from harness.oracle.compare import tolerance
+from harness.oracle.reference import reference
+from harness.core.spec import INPUT_KINDS, CaseSpec
+from harness.core.tensors import to_torch
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ALLOWED_IMPORTS = {"base64", "hashlib", "importlib", "platform", "sys", "traceback",

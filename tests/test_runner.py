@@ -17,9 +17,9 @@ from collections import Counter
 
 import pytest
 
-from harness.results import read_results
-from harness.run import Progress, run, shard
-from harness.spec import CaseSpec
+from harness.core.records import read_results
+from harness.engine.run import Progress, run, shard
+from harness.core.spec import CaseSpec
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXTRA = ("abort=tests.crashy_paths:AbortPath,sleep=tests.crashy_paths:SleepPath,"
@@ -267,7 +267,7 @@ def test_progress_prints_a_line_every_few_percent_off_a_terminal():
 
 
 def test_pool_reuses_artifacts_per_path_and_survives_a_crash(monkeypatch):
-    from harness.run import Pool, Task
+    from harness.engine.run import Pool, Task
 
     monkeypatch.setenv("NORMDIFF_EXTRA_PATHS", EXTRA)
     monkeypatch.syspath_prepend(ROOT)

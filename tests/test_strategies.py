@@ -1,4 +1,4 @@
-"""The hypothesis strategies for case specs (harness.strategies), in process, without compiling.
+"""The hypothesis strategies for case specs (harness.search.strategies), in process, without compiling.
 
 Valid by construction (every drawn spec normalises to itself and runs on
 eager), every DESIGN §1 dimension reachable, restrictions respected, the
@@ -15,10 +15,10 @@ import pytest
 from hypothesis import HealthCheck, find, given, seed, settings
 from hypothesis import strategies as st
 
-from harness.dtypes import DTYPES
-from harness.execute import Executor
-from harness.spec import AFFINES, CASTS, INPUT_KINDS, PATTERNS, STYLES, CaseSpec
-from harness.strategies import (
+from harness.core.dtypes import DTYPES
+from harness.engine.execute import Executor
+from harness.core.spec import AFFINES, CASTS, INPUT_KINDS, PATTERNS, STYLES, CaseSpec
+from harness.search.strategies import (
     ADVERSARIAL_INPUTS, BENIGN_INPUTS, SIMPLE_INPUTS, case_specs, input_specs, resolve_inputs, row_length,
 )
 

@@ -4,12 +4,12 @@ import json
 
 import pytest
 
-from cases.inputs import BENIGN
+from harness.oracle.inputs import BENIGN
 from cases.pairwise import pairs_of, pairwise, product
 from cases.suites import SEEDS, factors, inputs_for, suite, suite_names, variants
-from harness.dtypes import DTYPES
-from harness.results import read_results
-from harness.spec import CASTS, INPUT_KINDS, PATTERNS, STYLES, CaseSpec
+from harness.core.dtypes import DTYPES
+from harness.core.records import read_results
+from harness.core.spec import CASTS, INPUT_KINDS, PATTERNS, STYLES, CaseSpec
 
 FP16_MAX = 65504
 
@@ -115,7 +115,7 @@ def test_smoke_is_small_and_touches_every_pattern_style_dtype_cast_and_kind(smok
 
 
 def test_adversarial_offsets_stay_representable_in_their_dtype():
-    from cases.inputs import make_inputs
+    from harness.oracle.inputs import make_inputs
 
     for dtype in DTYPES:
         alt = next(i for i in inputs_for(dtype) if i["kind"] == "alternating" and i["offset"])
@@ -201,7 +201,7 @@ def test_smoke_on_eager_has_every_verdict_explained_by_its_message(cli, tmp_path
 
 @pytest.mark.slow
 def test_smoke_on_a_compiled_path_has_every_verdict_explained(tmp_path, smoke):
-    from harness.execute import Executor
+    from harness.engine.execute import Executor
 
     ex = Executor()
     picked = [s for s in smoke if s.pattern in ("batch_norm", "instance_norm") or s.shape == (1, 65536)]

@@ -14,13 +14,13 @@ import pytest
 
 pytest.importorskip("tvm")
 
-from cases.inputs import make_inputs  # noqa: E402
-from cases.patterns import build_module  # noqa: E402
+from harness.oracle.inputs import make_inputs  # noqa: E402
+from harness.oracle.modules import build_module  # noqa: E402
 from harness import paths  # noqa: E402
-from harness.execute import execute  # noqa: E402
+from harness.engine.execute import execute  # noqa: E402
 from harness.paths.tvm import _from_tvm, _to_tvm  # noqa: E402
-from harness.spec import CaseSpec  # noqa: E402
-from harness.tensors import to_torch  # noqa: E402
+from harness.core.spec import CaseSpec  # noqa: E402
+from harness.core.tensors import to_torch  # noqa: E402
 
 pytestmark = pytest.mark.slow
 

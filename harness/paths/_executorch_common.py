@@ -18,9 +18,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from harness.dtypes import name_of
+from harness.core.dtypes import name_of
 from harness.paths.base import stage
-from harness.tensors import to_numpy, to_torch
+from harness.core.tensors import to_numpy, to_torch
 
 
 def quiet_imports() -> None:

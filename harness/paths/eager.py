@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from harness.paths.base import Path, Prepared
-from harness.tensors import to_numpy, to_torch
+from harness.core.tensors import to_numpy, to_torch
 
 
 class EagerPath(Path):

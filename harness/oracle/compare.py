@@ -24,8 +24,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from harness.dtypes import cast, name_of, narrowest, ulp, unit_roundoff
-from harness.reference import Reference
+from harness.core.dtypes import cast, name_of, narrowest, ulp, unit_roundoff
+from harness.oracle.reference import Reference
 
 C_OUT = 2.0
 C_ROUND = 4.0

@@ -56,14 +56,14 @@ SAMPLE_SEED = 0
 
 def bench_specs():
     """The fixed set: every structure with every input variant."""
-    from harness.spec import CaseSpec
+    from harness.core.spec import CaseSpec
 
     return [CaseSpec.from_dict({**s, "input": i}) for s in STRUCTURES for i in INPUTS]
 
 
 def naive_one(spec_json: str, path: str) -> int:
     """One execution in this fresh process: what the naive loop pays for each."""
-    from harness.execute import execute
+    from harness.engine.execute import execute
 
     record = execute(json.loads(spec_json), path)
     print(json.dumps({"verdict": record["verdict"], "max_abs_err": record["max_abs_err"]}))
@@ -75,7 +75,7 @@ def run_naive(sample: list[tuple]) -> tuple[float, list[dict]]:
     out = []
     start = time.monotonic()
     for spec, path in sample:
-        r = subprocess.run([sys.executable, "-m", "harness.bench", "--one", spec.to_json(), path],
+        r = subprocess.run([sys.executable, "-m", "harness.commands.bench", "--one", spec.to_json(), path],
                            capture_output=True, text=True)
         lines = r.stdout.strip().splitlines()
         if r.returncode == 0 and lines:
@@ -98,7 +98,7 @@ def limit_seconds(records: list[dict], jobs: int) -> float:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness.bench", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m harness.commands.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--sample", type=int, default=NAIVE_SAMPLE, help="naive executions measured")
     parser.add_argument("--paths", help="comma-separated (default: every built-in path)")
@@ -112,7 +112,7 @@ def main(argv=None) -> int:
         return 2
 
     from harness import paths
-    from harness.run import run
+    from harness.engine.run import run
 
     names = args.paths.split(",") if args.paths else paths.default_names()
     unknown = [n for n in names if n not in paths.names()]

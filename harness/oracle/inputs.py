@@ -19,8 +19,8 @@ from typing import Callable
 import ml_dtypes
 import numpy as np
 
-from harness.dtypes import cast, np_dtype
-from harness.spec import CaseSpec
+from harness.core.dtypes import cast, np_dtype
+from harness.core.spec import CaseSpec
 
 
 @dataclass(frozen=True)

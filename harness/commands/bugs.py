@@ -2,7 +2,7 @@
 
 Listing prints one entry a line (data, on stdout). `--check` runs every
 entry's executions (and its controls) through the real paths in warm,
-isolated workers (harness.run.Runner) and prints `reproduced`, `fixed` or
+isolated workers (harness.engine.run.Runner) and prints `reproduced`, `fixed` or
 `changed` per entry; exit 0 when every entry behaves as recorded
 (cases/bugs.py `expect`), 1 otherwise.
 """
@@ -22,7 +22,7 @@ def _select(names: list[str] | None):
         try:
             out.append(bugs.get(name))
         except KeyError as exc:
-            from harness.cli import UsageError
+            from harness.commands.main import UsageError
 
             raise UsageError(f"--id: {exc.args[0]}") from None
     return out
@@ -40,8 +40,8 @@ def cmd_list(entries) -> int:
 
 def _records(entries, jobs: int, timeout: float, out_dir: str | None) -> dict:
     """(case_id, path) -> record for every execution the entries need."""
-    from harness.results import ResultsWriter
-    from harness.run import Task, execute_tasks
+    from harness.core.records import ResultsWriter
+    from harness.engine.run import Task, execute_tasks
 
     tasks: dict[tuple[str, str], Task] = {}
     for b in entries:
@@ -96,7 +96,7 @@ def status(bug, records: dict) -> tuple[str, list[str]]:
 
 
 def cmd_check(entries, args) -> int:
-    from harness.run import RunnerError
+    from harness.engine.run import RunnerError
 
     try:
         records = _records(entries, args.jobs, args.timeout, args.out)
@@ -124,7 +124,7 @@ def cmd_check(entries, args) -> int:
 
 
 def cmd_bugs(args) -> int:
-    from harness.cli import UsageError
+    from harness.commands.main import UsageError
 
     if args.jobs is not None and args.jobs < 0:
         raise UsageError(f"--jobs: must be >= 0, got {args.jobs}")

@@ -2,7 +2,7 @@
 
 Turns a finding into something an upstream maintainer can run: one Python
 file that needs only torch, numpy, ml_dtypes and the library under test, and
-exits 1 while the problem is present (harness.repro_script writes it). The
+exits 1 while the problem is present (harness.repro.script writes it). The
 target is a catalog id (`normdiff bugs` lists them), a spec file, or the
 case_id of a record in the latest results, so a nightly failure becomes a
 script in one command.
@@ -18,14 +18,14 @@ _CASE_ID = re.compile(r"^[0-9a-f]{12}$")
 
 
 def _usage(message: str):
-    from harness.cli import UsageError
+    from harness.commands.main import UsageError
 
     return UsageError(message)
 
 
 def _check_path(path: str | None) -> None:
     from harness import paths
-    from harness.repro_script import PATHS
+    from harness.repro.script import PATHS
 
     if path is None:
         return
@@ -41,7 +41,7 @@ def _from_bug(bug, path: str | None):
 
 
 def _from_file(target: str, path: str | None):
-    from harness.spec import SpecError, load_spec_file
+    from harness.core.spec import SpecError, load_spec_file
 
     if path is None:
         raise _usage(f"{target}: a spec file needs --path (which path to reproduce it on)")
@@ -57,8 +57,8 @@ def _from_file(target: str, path: str | None):
 def _from_results(case_id: str, path: str | None, results: str):
     """The case's spec from the results file; the path is the failing one unless given."""
     from harness import paths
-    from harness.results import latest_per_execution, read_results
-    from harness.spec import CaseSpec, SpecError
+    from harness.core.records import latest_per_execution, read_results
+    from harness.core.spec import CaseSpec, SpecError
 
     if not os.path.exists(results):
         raise _usage(f"{case_id}: no results file {results} to look the case up in "
@@ -107,7 +107,7 @@ def resolve(target: str, path: str | None, results: str):
 
 
 def cmd_repro(args) -> int:
-    from harness.repro_script import render
+    from harness.repro.script import render
 
     spec, path, extra = resolve(args.target, args.path, args.results)
     _check_path(path)

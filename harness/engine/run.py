@@ -43,9 +43,9 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 from typing import Callable, Iterable
 
-from harness.execute import Executor, base_record
-from harness.results import ResultsWriter, read_results
-from harness.spec import CaseSpec
+from harness.engine.execute import Executor, base_record
+from harness.core.records import ResultsWriter, read_results
+from harness.core.spec import CaseSpec
 
 DEFAULT_TIMEOUT = 300.0
 START_TIMEOUT = 600.0  # a worker that is not ready by then is hung in its imports
@@ -60,8 +60,8 @@ WARM_IMPORTS = {
     "apache-tvm": ("tvm", "tvm.relax", "tvm.relax.frontend.torch"),
     "executorch": ("executorch.exir", "executorch.runtime"),
 }
-HARNESS_IMPORTS = ("harness.execute", "harness.reference", "harness.compare",
-                   "cases.inputs", "cases.patterns")
+HARNESS_IMPORTS = ("harness.engine.execute", "harness.oracle.reference", "harness.oracle.compare",
+                   "harness.oracle.inputs", "harness.oracle.modules")
 
 
 class RunnerError(RuntimeError):
@@ -195,9 +195,9 @@ def _quiet_fds():
             os.close(fd)
 
 
-# The forkserver imports harness.run first; with this variable set it warms up.
+# The forkserver imports harness.engine.run first; with this variable set it warms up.
 _WARM_ENV = "NORMDIFF_WARM_IMPORTS"
-if os.environ.get(_WARM_ENV) and mp.parent_process() is None and __name__ == "harness.run":
+if os.environ.get(_WARM_ENV) and mp.parent_process() is None and __name__ == "harness.engine.run":
     _mods = os.environ.pop(_WARM_ENV).split(",")
     warm(_mods)
 
@@ -308,7 +308,7 @@ class _Procs:
         if self.ctx is None:
             if self.start_method == "forkserver":
                 self.ctx = mp.get_context("forkserver")
-                self.ctx.set_forkserver_preload(["harness.run"])
+                self.ctx.set_forkserver_preload(["harness.engine.run"])
                 _start_forkserver(self.warm)
             else:
                 self.ctx = mp.get_context(self.start_method)

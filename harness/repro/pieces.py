@@ -2,7 +2,7 @@
 
 The script imports only torch, numpy, ml_dtypes and the library under test
 (tvm or executorch), never normdiff, so it can be pasted into an upstream
-report as it is. `harness.repro_script` fills these pieces in for one case
+report as it is. `harness.repro.script` fills these pieces in for one case
 and one path; `$name` fields are filled with `string.Template`.
 
 The path pieces make the very API calls `harness/paths/` makes (keep them in

@@ -51,7 +51,7 @@ def _shard_arg(text: str | None) -> tuple[int, int] | None:
 
 def _load_specs(args) -> list:
     from cases.suites import suite
-    from harness.spec import SpecError, load_spec_file
+    from harness.core.spec import SpecError, load_spec_file
 
     specs = []
     suites = args.suite or ([] if args.case else ["smoke"])
@@ -72,8 +72,8 @@ def _load_specs(args) -> list:
 
 
 def cmd_run(args) -> int:
-    from harness.results import latest_per_execution, read_results
-    from harness.run import RunnerError, run, shard
+    from harness.core.records import latest_per_execution, read_results
+    from harness.engine.run import RunnerError, run, shard
 
     specs = _load_specs(args)
     path_names = _paths_arg(args.paths)
@@ -112,8 +112,8 @@ def cmd_run(args) -> int:
 
 def _report(out_dir: str) -> list[dict]:
     """The reports of everything results.jsonl in `out_dir` holds (one record per execution)."""
-    from harness.report import write_reports
-    from harness.results import latest_per_execution, read_results
+    from harness.reports.write import write_reports
+    from harness.core.records import latest_per_execution, read_results
 
     path = os.path.join(out_dir, "results.jsonl")
     records = latest_per_execution(read_results(path)) if os.path.exists(path) else []
@@ -136,7 +136,7 @@ def cmd_cases(args) -> int:
 
 def cmd_merge(args) -> int:
     """One results file (sorted by case_id, path) and its reports from shard outputs."""
-    from harness.results import ResultsWriter, latest_per_execution, read_results
+    from harness.core.records import ResultsWriter, latest_per_execution, read_results
 
     records = []
     for d in args.dirs:
@@ -203,7 +203,7 @@ def _extra_commands():
     import importlib
 
     found = []
-    for module in ("harness.gate", "harness.fuzz", "harness.repro", "harness.bugs_cli"):
+    for module in ("harness.reports.baseline", "harness.search.fuzzer", "harness.repro.resolve", "harness.commands.bugs"):
         try:
             mod = importlib.import_module(module)
         except ModuleNotFoundError as exc:

@@ -1,7 +1,7 @@
 """Hypothesis strategies for case specs, for `normdiff fuzz` and your own `@given` tests.
 
     from hypothesis import given
-    from harness.strategies import case_specs
+    from harness.search.strategies import case_specs
 
     @given(case_specs(patterns=["rms_norm"], dtypes=["float16"]))
     def test_my_path(spec): ...
@@ -33,8 +33,8 @@ import math
 
 from hypothesis import strategies as st
 
-from harness.dtypes import DTYPES
-from harness.spec import AFFINES, CASTS, INPUT_KINDS, PATTERNS, STYLES, CaseSpec
+from harness.core.dtypes import DTYPES
+from harness.core.spec import AFFINES, CASTS, INPUT_KINDS, PATTERNS, STYLES, CaseSpec
 
 # (pattern, style) pairs, simplest first; drawn uniformly, so every way a
 # model writes a norm gets as many examples as the plain modules.

@@ -96,7 +96,7 @@ def case_label(case: dict, case_id: str) -> str:
 
 
 def _entry(raw, where: str) -> Entry:
-    from harness.spec import CaseSpec, SpecError
+    from harness.core.spec import CaseSpec, SpecError
 
     if not isinstance(raw, dict):
         raise BaselineError(f"{where}: expected an object, got {type(raw).__name__}")
@@ -207,7 +207,7 @@ def judge(record: dict, entry: Entry | None) -> str:
 
 def classify(records: list[dict], baseline: dict[tuple[str, str], Entry]) -> list[Row]:
     """One row per execution in `records` (the last record wins) plus one per MISSING entry."""
-    from harness.results import latest_per_execution
+    from harness.core.records import latest_per_execution
 
     latest = {(r["case_id"], r["path"]): r for r in latest_per_execution(records)}
     rows = []
@@ -236,7 +236,7 @@ def updated(records: list[dict], baseline: dict[tuple[str, str], Entry]) -> dict
     the triage rules (cases/triage.py), or is marked "untriaged".
     """
     from cases.triage import triage
-    from harness.spec import CaseSpec
+    from harness.core.spec import CaseSpec
 
     out: dict[tuple[str, str], Entry] = {}
     for r in records:
@@ -285,8 +285,8 @@ def _results_file(arg: str) -> str:
 
 
 def cmd_gate(args) -> int:
-    from harness.cli import UsageError
-    from harness.results import latest_per_execution, read_results
+    from harness.commands.main import UsageError
+    from harness.core.records import latest_per_execution, read_results
 
     results = _results_file(args.results)
     if not os.path.isfile(results):

@@ -19,8 +19,8 @@ import re
 import xml.etree.ElementTree as ET
 from collections import Counter, defaultdict
 
-from harness import gate
-from harness.gate import VERDICTS, case_label
+from harness.reports import baseline as gate
+from harness.reports.baseline import VERDICTS, case_label
 
 WORST = 20            # worst cases shown with spec and repro command
 FAILING_LISTED = 200  # failing executions listed in summary.md

@@ -13,14 +13,14 @@ from typing import Any
 
 import numpy as np
 
-from cases.inputs import make_inputs
-from cases.patterns import build_module
+from harness.oracle.inputs import make_inputs
+from harness.oracle.modules import build_module
 from harness import paths
-from harness.compare import eager_row_errors, score
+from harness.oracle.compare import eager_row_errors, score
 from harness.paths.base import Prepared, StageError, Unsupported, first_line
-from harness.reference import reference
-from harness.spec import CaseSpec
-from harness.tensors import to_torch
+from harness.oracle.reference import reference
+from harness.core.spec import CaseSpec
+from harness.core.tensors import to_torch
 
 _DISTRIBUTIONS = {"torch": "torch", "tvm": "apache-tvm", "executorch": "executorch", "numpy": "numpy"}
 

@@ -2,12 +2,12 @@
 
 The script is a function of (spec, path, bug entry or recorded verdict)
 only, so two generations give the same bytes. Inputs are re-derived in the
-script with NumPy's PCG64 exactly as cases/inputs.py draws them (a SHA-256 of
+script with NumPy's PCG64 exactly as harness/oracle/inputs.py draws them (a SHA-256 of
 the bytes normdiff draws is embedded and checked; a kind without a recipe here
 is embedded as its bytes); the model is written out
-as the model code writes it (cases/patterns.py, line by line); the FP64
+as the model code writes it (harness/oracle/modules.py, line by line); the FP64
 reference is plain NumPy; the tolerance is normdiff's error bound for the
-case (harness/compare.py) turned into `ATOL + RTOL * |ref|`.
+case (harness/oracle/compare.py) turned into `ATOL + RTOL * |ref|`.
 """
 from __future__ import annotations
 
@@ -21,12 +21,12 @@ from string import Template
 import ml_dtypes
 import numpy as np
 
-from cases.inputs import channel_axis, make_inputs
-from harness import repro_templates as T
-from harness.compare import C_ACC, C_OUT, C_ROUND, tolerance
-from harness.dtypes import np_dtype, unit_roundoff
-from harness.reference import reference
-from harness.spec import CaseSpec
+from harness.oracle.inputs import channel_axis, make_inputs
+from harness.repro import pieces as T
+from harness.oracle.compare import C_ACC, C_OUT, C_ROUND, tolerance
+from harness.core.dtypes import np_dtype, unit_roundoff
+from harness.oracle.reference import reference
+from harness.core.spec import CaseSpec
 
 # path -> (template, imports, library distribution, description)
 PATHS = {
@@ -63,7 +63,7 @@ def _f(v) -> str:
 # -- inputs -------------------------------------------------------------------
 
 def _draw_x(spec: CaseSpec) -> str:
-    """Code setting x64 (float64, flat or shaped) as cases.inputs.draw_x does."""
+    """Code setting x64 (float64, flat or shaped) as harness.oracle.inputs.draw_x does."""
     p = spec.input_dict
     n = math.prod(spec.shape)
     kind = p["kind"]
@@ -115,7 +115,7 @@ def _param_names(spec: CaseSpec) -> list[str]:
 
 
 def _draw_params(spec: CaseSpec) -> str:
-    """Code setting each parameter, in cases.inputs.draw_params's order and streams."""
+    """Code setting each parameter, in harness.oracle.inputs.draw_params's order and streams."""
     channels = spec.shape[-1] if spec.pattern in ("layer_norm", "rms_norm") else spec.shape[channel_axis(spec)]
     ones = spec.params_dict["kind"] == "ones"
     draws = {
@@ -152,7 +152,7 @@ def input_code(spec: CaseSpec) -> str:
 # -- the model ------------------------------------------------------------------
 
 def _up(var: str, how: str) -> str:
-    """var upcast to float32, spelled as cases.patterns.upcast spells it."""
+    """var upcast to float32, spelled as harness.oracle.modules.upcast spells it."""
     if how == "to":
         return f"{var}.to(torch.float32)"
     if how == "to_contiguous":
@@ -161,7 +161,7 @@ def _up(var: str, how: str) -> str:
 
 
 def _back(var: str, like: str, dtype_expr: str, dtype: str, how: str) -> str:
-    """var cast back to `dtype`, spelled as cases.patterns.cast_back spells it."""
+    """var cast back to `dtype`, spelled as harness.oracle.modules.cast_back spells it."""
     if how == "type_as":
         return f"{var}.type_as({like})"
     if how == "to_contiguous":

@@ -7,7 +7,7 @@ differently. Fuzzing `eager` itself counts its own non-pass verdicts
 (path, verdict, pattern, style, dtype).
 
 Hypothesis stops at the first failure of a search, so the search runs in
-rounds. A round is `hypothesis.find` over `harness.strategies.case_specs`:
+rounds. A round is `hypothesis.find` over `harness.search.strategies.case_specs`:
 the first example showing a signature not found yet becomes the round's
 target, and hypothesis shrinks it while that signature stays. The minimal
 spec is re-run to confirm and saved as DIR/failures/<signature>.json; the
@@ -21,7 +21,7 @@ fails is found at once, one that no longer fails is dropped from the
 database, and the whole budget goes to new signatures. (Hypothesis' own
 replay is off because a fixed seed, which --seed needs, disables it.)
 
-Every execution goes through a `harness.run.Pool`: warm worker processes, one
+Every execution goes through a `harness.engine.run.Pool`: warm worker processes, one
 per path (eager always, as the baseline), so a crash is a `crash` record and
 an artifact is reused while only the input changes. Results are memoised by
 case_id, so hypothesis asking for a spec twice costs nothing.
@@ -36,7 +36,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from harness.spec import CaseSpec
+from harness.core.spec import CaseSpec
 
 SIGNATURE_FIELDS = ("path", "verdict", "pattern", "style", "dtype")
 NOT_FAILURES = ("pass", "unsupported")
@@ -202,7 +202,7 @@ class Fuzzer:
         return self.memo[spec.case_id], True
 
     def _execute(self, spec: CaseSpec) -> dict[str, dict]:
-        from harness.run import Task
+        from harness.engine.run import Task
 
         lanes = list(dict.fromkeys(["eager", *self.under_test]))
         out = self.pool.map([Task(spec, p) for p in lanes])
@@ -260,7 +260,7 @@ class Fuzzer:
         """Re-run the minimal specs earlier runs kept; those still failing are found at once."""
         if self.database is None:
             return
-        from harness.strategies import in_space
+        from harness.search.strategies import in_space
 
         space = {k: self.options[k] for k in ("patterns", "styles", "dtypes", "max_row", "max_elements")}
         for sig, spec, raw in stored_findings(self.database):
@@ -317,7 +317,7 @@ class Fuzzer:
         length, then at 4x longer rows up to 4096 elements (or the search's
         --max-row), within the search space the user asked for.
         """
-        from harness.strategies import in_space
+        from harness.search.strategies import in_space
 
         spec, sig = rnd.best, rnd.target
         if spec.input_dict["kind"] in SIMPLE_KINDS:
@@ -439,7 +439,7 @@ def write_summary(out_dir: str, fz: Fuzzer, args_used: dict) -> str:
             "record": f.record,
         } for f in sorted(fz.findings, key=lambda f: f.sig)],
     }
-    from harness.results import _clean
+    from harness.core.records import _clean
 
     path = os.path.join(out_dir, "fuzz.json")
     os.makedirs(out_dir, exist_ok=True)
@@ -450,7 +450,7 @@ def write_summary(out_dir: str, fz: Fuzzer, args_used: dict) -> str:
 
 def table(findings: list[Finding]) -> str:
     """The signatures found, one line each, with their shrunk spec and file."""
-    from harness.strategies import row_length
+    from harness.search.strategies import row_length
 
     head = ("path", "verdict", "pattern", "style", "dtype", "shape", "row", "input", "spec file")
     rows = []
@@ -502,8 +502,8 @@ def add_command(subparsers) -> None:
 
 def _options(args) -> tuple[object, dict]:
     """The strategy the arguments ask for, and those arguments as a dict."""
-    from harness.cli import UsageError
-    from harness.strategies import case_specs
+    from harness.commands.main import UsageError
+    from harness.search.strategies import case_specs
 
     options = {"patterns": _csv(args.patterns), "styles": _csv(args.styles), "dtypes": _csv(args.dtypes),
                "inputs": _csv(args.inputs), "max_row": args.max_row, "max_elements": args.max_elements}
@@ -517,7 +517,7 @@ def _options(args) -> tuple[object, dict]:
 
 
 def _check_numbers(args) -> None:
-    from harness.cli import UsageError
+    from harness.commands.main import UsageError
 
     for name in ("max_examples", "max_shrinks", "max_failures"):
         value = getattr(args, name)
@@ -532,8 +532,8 @@ def _check_numbers(args) -> None:
 
 
 def cmd_fuzz(args) -> int:
-    from harness.cli import _paths_arg
-    from harness.run import Pool, RunnerError
+    from harness.commands.main import _paths_arg
+    from harness.engine.run import Pool, RunnerError
 
     _check_numbers(args)
     under_test = _paths_arg(args.paths)

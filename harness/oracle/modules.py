@@ -15,9 +15,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from harness.dtypes import torch_dtype
-from harness.spec import CaseSpec
-from harness.tensors import to_torch
+from harness.core.dtypes import torch_dtype
+from harness.core.spec import CaseSpec
+from harness.core.tensors import to_torch
 
 
 def upcast(x: torch.Tensor, how: str, to: torch.dtype = torch.float32) -> torch.Tensor:

@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass, fields
 from typing import Any
 
-from harness.dtypes import DTYPES
+from harness.core.dtypes import DTYPES
 
 PATTERNS = ("layer_norm", "rms_norm", "group_norm", "instance_norm", "batch_norm")
 
