@@ -18,9 +18,8 @@ parameter draw puts the seed into the structure key).
 """
 from __future__ import annotations
 
-from harness.core.spec import CASTS, PATTERNS, STYLES, CaseSpec, SpecError
-
 from cases.pairwise import pairwise, product
+from harness.core.spec import CASTS, PATTERNS, STYLES, CaseSpec, SpecError
 
 # The two seeds and their controls come first: every suite must show them.
 SEED_TVM = {"pattern": "layer_norm", "dtype": "float16", "shape": [1, 4096],

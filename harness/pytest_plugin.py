@@ -24,7 +24,10 @@ import os
 
 import pytest
 
-from harness.reports.baseline import VERDICTS  # the gate module imports only the standard library up front
+from harness.commands.common import load_specs, paths_arg
+from harness.core.errors import UsageError
+from harness.core.verdicts import DEFAULT_TIMEOUT, VERDICTS, Verdict
+from harness.reports import baseline as gate
 
 _PLAN = pytest.StashKey[dict]()
 _POOL = pytest.StashKey[object]()
@@ -42,7 +45,7 @@ class VerdictFailure(Exception):
 
 FAILURES: dict[str, type[VerdictFailure]] = {
     v: type("Normdiff" + "".join(w.title() for w in v.split("_")), (VerdictFailure,), {"verdict": v})
-    for v in VERDICTS if v != "pass"
+    for v in VERDICTS if v != Verdict.PASS
 }
 
 
@@ -56,8 +59,8 @@ def pytest_addoption(parser):
                 help="comma-separated paths (default: every built-in path)")
     g.addoption("--normdiff-baseline", default=None, metavar="FILE",
                 help="known failures, run as strict xfail (default: reports/baseline.json when it exists)")
-    g.addoption("--normdiff-timeout", type=float, default=300.0, metavar="S",
-                help="seconds per execution before it is a timeout (default 300)")
+    g.addoption("--normdiff-timeout", type=float, default=DEFAULT_TIMEOUT, metavar="S",
+                help=f"seconds per execution before it is a timeout (default {DEFAULT_TIMEOUT:g})")
 
 
 def _active(config) -> bool:
@@ -66,35 +69,12 @@ def _active(config) -> bool:
 
 def _plan(config) -> dict:
     """Specs, paths and baseline from the options; pytest.UsageError (one line) when bad."""
-    from cases.suites import suite
-    from harness import paths
-    from harness.reports import baseline as gate
-    from harness.core.spec import SpecError, load_spec_file
-
-    specs = []
-    for name in config.getoption("normdiff_suite"):
-        try:
-            specs += suite(name)
-        except KeyError as exc:
-            raise pytest.UsageError(f"--normdiff-suite: {exc.args[0]}") from None
-    for path in config.getoption("normdiff_case"):
-        try:
-            specs += load_spec_file(path)
-        except SpecError as exc:
-            raise pytest.UsageError(f"--normdiff-case: {exc}") from None
-    unique = {}
-    for s in specs:
-        unique.setdefault(s.case_id, s)
-
-    text = config.getoption("normdiff_paths")
-    if text is None:
-        names = paths.default_names()
-    else:
-        names = list(dict.fromkeys(p.strip() for p in text.split(",") if p.strip()))
-        unknown = [n for n in names if n not in paths.names()]
-        if not names or unknown:
-            raise pytest.UsageError(f"--normdiff-paths: unknown path {unknown[0]!r}; known: {', '.join(paths.names())}"
-                                    if unknown else "--normdiff-paths: no path named")
+    suites = list(config.getoption("normdiff_suite") or [])
+    try:
+        specs = load_specs(suites, config.getoption("normdiff_case"), default=None)
+        names = paths_arg(config.getoption("normdiff_paths"))
+    except UsageError as exc:
+        raise pytest.UsageError(f"normdiff: {exc}") from None
 
     file = config.getoption("normdiff_baseline")
     if file is None:
@@ -107,7 +87,7 @@ def _plan(config) -> dict:
         baseline = gate.load_baseline(file) if file else {}
     except gate.BaselineError as exc:
         raise pytest.UsageError(f"--normdiff-baseline: {exc}") from None
-    return {"specs": list(unique.values()), "paths": names, "baseline": baseline}
+    return {"specs": specs, "paths": names, "baseline": baseline}
 
 
 def pytest_configure(config):
@@ -164,7 +144,7 @@ class NormdiffItem(pytest.Item):
         record = _pool(self.session).submit(self.spec, self.path_name)
         for key in ("case_id", "verdict", "max_abs_err", "max_ulp", "max_err_over_tol"):
             self.user_properties.append((key, record.get(key)))
-        if record["verdict"] != "pass":
+        if record["verdict"] != Verdict.PASS:
             raise FAILURES.get(record["verdict"], VerdictFailure)(record)
 
     def repr_failure(self, excinfo, style=None):
@@ -201,7 +181,7 @@ def _pool(session):
     """The runner's warm worker pool for this pytest process, one worker per selected path, started once."""
     config = session.config
     if _POOL not in config.stash:
-        from harness.engine.run import Pool
+        from harness.engine.pool import Pool
 
         lanes = sorted({item.path_name for item in session.items if isinstance(item, NormdiffItem)})
         pool = Pool(lanes, timeout=config.getoption("normdiff_timeout"))

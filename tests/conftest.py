@@ -1,19 +1,9 @@
-import os
-import subprocess
-import sys
-
+"""Fixtures for every test; the shared helpers themselves live in helpers.py."""
 import pytest
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def normdiff(*args, cwd=None, timeout=900, env=None):
-    """Run the real command line in a fresh interpreter, as a user would."""
-    full_env = dict(os.environ, **(env or {}))
-    return subprocess.run([sys.executable, "-m", "harness", *args], cwd=cwd or ROOT,
-                          capture_output=True, text=True, timeout=timeout, env=full_env)
+from helpers import normdiff
 
 
 @pytest.fixture
 def cli():
+    """The real `normdiff` command line, in a fresh interpreter."""
     return normdiff

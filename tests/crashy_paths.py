@@ -13,6 +13,7 @@ import time
 
 import numpy as np
 
+from harness.paths.base import Prepared
 from harness.paths.eager import EagerPath
 
 TRIGGER = 7.0  # an input that is constant 7.0 triggers the misbehaviour
@@ -69,3 +70,20 @@ class SlowPath(EagerPath):
 
         prepared.run_fn = run_fn
         return prepared
+
+
+ABORT_ROW = 100  # AbortOnLongRows aborts on rows this long or longer
+
+
+class AbortOnLongRows(EagerPath):
+    """Eager's output, but the worker process aborts (SIGABRT) on a row of ABORT_ROW+ elements."""
+
+    def prepare(self, spec, module, example) -> Prepared:
+        eager = EagerPath().prepare(spec, module, example)
+
+        def run(x):
+            if x.shape[-1] >= ABORT_ROW:
+                os.abort()
+            return eager.run_fn(x)
+
+        return Prepared(run, {})

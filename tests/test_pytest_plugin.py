@@ -11,8 +11,8 @@ import pytest
 from harness.reports.baseline import case_label
 from harness.core.records import read_results
 from harness.core.spec import load_spec_file
+from helpers import ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEED = load_spec_file(os.path.join(ROOT, "cases", "seeds", "tvm-20909.json"))[0]
 
 

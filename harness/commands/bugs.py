@@ -11,10 +11,16 @@ from __future__ import annotations
 import os
 import sys
 
+from cases import bugs
+from harness.core.errors import UsageError
+from harness.core.records import ResultsWriter
+from harness.core.verdicts import DEFAULT_TIMEOUT
+from harness.engine.plan import Task
+from harness.engine.procs import RunnerError
+from harness.engine.run import execute_tasks
+
 
 def _select(names: list[str] | None):
-    from cases import bugs
-
     if not names:
         return list(bugs.BUGS)
     out = []
@@ -22,8 +28,6 @@ def _select(names: list[str] | None):
         try:
             out.append(bugs.get(name))
         except KeyError as exc:
-            from harness.commands.main import UsageError
-
             raise UsageError(f"--id: {exc.args[0]}") from None
     return out
 
@@ -40,9 +44,6 @@ def cmd_list(entries) -> int:
 
 def _records(entries, jobs: int, timeout: float, out_dir: str | None) -> dict:
     """(case_id, path) -> record for every execution the entries need."""
-    from harness.core.records import ResultsWriter
-    from harness.engine.run import Task, execute_tasks
-
     tasks: dict[tuple[str, str], Task] = {}
     for b in entries:
         for spec, path in [*b.checks, *b.controls]:
@@ -96,8 +97,6 @@ def status(bug, records: dict) -> tuple[str, list[str]]:
 
 
 def cmd_check(entries, args) -> int:
-    from harness.engine.run import RunnerError
-
     try:
         records = _records(entries, args.jobs, args.timeout, args.out)
     except RunnerError as exc:
@@ -124,8 +123,6 @@ def cmd_check(entries, args) -> int:
 
 
 def cmd_bugs(args) -> int:
-    from harness.commands.main import UsageError
-
     if args.jobs is not None and args.jobs < 0:
         raise UsageError(f"--jobs: must be >= 0, got {args.jobs}")
     if args.timeout <= 0:
@@ -142,6 +139,7 @@ def add_command(subparsers) -> None:
                    help="run every entry and say reproduced / fixed (exit 0 when all are as recorded)")
     p.add_argument("--id", action="append", metavar="BUG-ID", help="only this entry (repeatable)")
     p.add_argument("--jobs", type=int, default=None, help="worker processes (default: cores; 0 = in-process)")
-    p.add_argument("--timeout", type=float, default=300.0, help="seconds per execution (default 300)")
+    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
+                   help=f"seconds per execution (default {DEFAULT_TIMEOUT:g})")
     p.add_argument("--out", metavar="DIR", help="also write the check's records to DIR/results.jsonl")
     p.set_defaults(func=cmd_bugs)

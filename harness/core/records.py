@@ -5,25 +5,54 @@ line (the process died mid-write) is skipped by `read_results`.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
+import tempfile
 from typing import Any, Iterable, Iterator
 
 
-def _clean(value: Any) -> Any:
+def json_safe(value: Any) -> Any:
     """JSON has no NaN/Infinity: non-finite floats become null."""
     if isinstance(value, float) and not math.isfinite(value):
         return None
     if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
+        return {k: json_safe(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_clean(v) for v in value]
+        return [json_safe(v) for v in value]
     return value
 
 
 def dumps(record: dict) -> str:
-    return json.dumps(_clean(record), sort_keys=False, separators=(", ", ": "), allow_nan=False)
+    return json.dumps(json_safe(record), sort_keys=False, separators=(", ", ": "), allow_nan=False)
+
+
+def one_line(text: str, limit: int = 200) -> str:
+    """`text` folded onto one line of at most `limit` characters (for tables and stderr)."""
+    text = " ".join(text.split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def write_atomic(path: str, text: str) -> str:
+    """Write `text` to `path` through a temporary file renamed into place.
+
+    A kill or a full disk mid-write leaves the old file whole, never a torn one.
+    """
+    folder = os.path.dirname(os.path.abspath(path))
+    os.makedirs(folder, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix="-" + os.path.basename(path), dir=folder)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.remove(tmp)
+        raise
+    return path
 
 
 class ResultsWriter:

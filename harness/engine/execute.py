@@ -7,32 +7,31 @@ form for scripts and tests.
 """
 from __future__ import annotations
 
-import importlib.metadata
 import time
 from typing import Any
 
 import numpy as np
 
-from harness.oracle.inputs import make_inputs
-from harness.oracle.modules import build_module
 from harness import paths
-from harness.oracle.compare import eager_row_errors, score
-from harness.paths.base import Prepared, StageError, Unsupported, first_line
-from harness.oracle.reference import reference
 from harness.core.spec import CaseSpec
 from harness.core.tensors import to_torch
+from harness.oracle.compare import eager_row_errors, score
+from harness.oracle.inputs import make_inputs
+from harness.oracle.modules import build_module
+from harness.oracle.reference import reference
+from harness.paths.base import Prepared, StageError, Unsupported, first_line
 
-_DISTRIBUTIONS = {"torch": "torch", "tvm": "apache-tvm", "executorch": "executorch", "numpy": "numpy"}
 
-
-def _version(dist: str) -> str | None:
+def _versions(path: str) -> dict:
+    """numpy and every built-in path's packages, plus a plug-in path's own."""
+    versions = paths.record_versions()
     try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
-VERSIONS = {key: _version(dist) for key, dist in _DISTRIBUTIONS.items()}
+        extra = paths.get(path).packages
+    except Exception:  # noqa: BLE001 - an unknown path gets its error record elsewhere
+        extra = ()
+    for dist in extra:
+        versions.setdefault(dist, paths.installed_version(dist))
+    return versions
 
 
 def base_record(spec: CaseSpec, path: str) -> dict[str, Any]:
@@ -42,7 +41,7 @@ def base_record(spec: CaseSpec, path: str) -> dict[str, Any]:
         "stage": None, "message": "", "max_abs_err": None, "max_rel_err": None,
         "max_ulp": None, "worst_row": None, "eager_max_abs_err": None,
         "out_dtype": None, "expected_dtype": None, "seconds": 0.0,
-        "versions": dict(VERSIONS), "structure_key": None, "cache_hit": False,
+        "versions": _versions(path), "structure_key": None, "cache_hit": False,
         "prepare_seconds": 0.0, "run_seconds": 0.0, "facts": {},
     }
 

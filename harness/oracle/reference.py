@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.oracle.inputs import Inputs
 from harness.core.dtypes import narrowest, promote
 from harness.core.spec import CaseSpec
+from harness.oracle.inputs import Inputs
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,11 @@ from typing import Any, Callable
 import numpy as np
 
 from harness.core.dtypes import name_of
-from harness.paths.base import stage
 from harness.core.tensors import to_numpy, to_torch
+from harness.paths.base import stage
+
+# What a warm worker imports for an ExecuTorch path.
+EXECUTORCH_WARM = ("torch", "torch.export", "executorch.exir", "executorch.runtime")
 
 
 def quiet_imports() -> None:

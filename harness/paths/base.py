@@ -4,6 +4,14 @@ A path module defines a subclass of `Path`; `prepare` does the expensive work
 (export, compile, lowering) and returns a `Prepared` whose `run` is cheap.
 Failures are raised as `StageError` (export | compile | run) or `Unsupported`,
 so the runner can turn them into records without knowing the path.
+
+A path also owns everything else about itself, so adding one is one module
+and one registry line: what it runs (`description`), the distributions whose
+versions its records carry (`packages`), what a warm worker imports for it
+(`warm_imports`), and its part of the standalone repro script
+(`script_imports`, `script_code`), which makes the very calls `prepare`
+makes, so the script reproduces what the harness ran. This is the public
+plug-in face (DESIGN §6): keep it stable.
 """
 from __future__ import annotations
 
@@ -73,11 +81,29 @@ class Prepared:
 
 
 class Path:
-    """Base of every path. Subclasses set `name` and implement `prepare`."""
+    """Base of every path. Subclasses set `name`, `description` and implement `prepare`."""
 
     name: str = ""
+    # What it runs, in one line (the README's table and `normdiff paths`).
+    description: str = ""
     # The Python packages whose versions records carry (distribution names).
     packages: tuple[str, ...] = ("torch",)
+    # Modules a warm worker imports before forking, so `prepare` does not pay for them.
+    warm_imports: tuple[str, ...] = ("torch", "torch.export")
+    # The repro script's import lines for this path (torch, numpy, ml_dtypes come with every script).
+    script_imports: str = ""
+
+    def script_code(self) -> str:
+        """Python source defining `run_path(model, example, x)`: the output as a NumPy array.
+
+        It runs in a standalone script that imports only torch, numpy,
+        ml_dtypes and `script_imports`, with `to_torch`, `to_numpy` and
+        `single` defined (see harness.repro.pieces). `model` is the eval-mode
+        module, `example` its input tensor, `x` the same input as NumPy.
+        The default runs the model as eager does.
+        """
+        return (f'def run_path(model, example, x):\n    """{self.name}: {self.description}"""\n'
+                "    with torch.no_grad():\n        return to_numpy(model(example))\n")
 
     def structure_key(self, spec) -> str:
         """Cases with the same key share one prepared artifact."""

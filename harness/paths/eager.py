@@ -3,12 +3,13 @@ from __future__ import annotations
 
 import torch
 
-from harness.paths.base import Path, Prepared
 from harness.core.tensors import to_numpy, to_torch
+from harness.paths.base import Path, Prepared
 
 
 class EagerPath(Path):
     name = "eager"
+    description = "the torch module on CPU"
     packages = ("torch",)
 
     def prepare(self, spec, module, example) -> Prepared:

@@ -7,13 +7,34 @@ the compile stage.
 """
 from __future__ import annotations
 
-from harness.paths._executorch_common import call_ops, export, pte_runner, quiet_imports
+from harness.paths._executorch_common import (
+    EXECUTORCH_WARM,
+    call_ops,
+    export,
+    pte_runner,
+    quiet_imports,
+)
 from harness.paths.base import Path, Prepared, stage
 
 
 class ExecutorchPath(Path):
     name = "executorch"
+    description = "torch.export -> to_edge -> to_executorch -> executorch.runtime (portable/optimized kernels)"
     packages = ("torch", "executorch")
+    warm_imports = EXECUTORCH_WARM
+    script_imports = "from executorch.exir import to_edge\nfrom executorch.runtime import Runtime\n"
+
+    def script_code(self) -> str:
+        return f'''\
+def run_path(model, example, x):
+    """{self.name}: {self.description}"""
+    with torch.no_grad():
+        ep = torch.export.export(model, (example,))
+    program = to_edge(ep).to_executorch()
+    loaded = Runtime.get().load_program(program.buffer)
+    method = loaded.load_method("forward")
+    return to_numpy(single(method.execute((example,))))
+'''
 
     def prepare(self, spec, module, example) -> Prepared:
         quiet_imports()

@@ -25,7 +25,12 @@ Facts:
 from __future__ import annotations
 
 from harness.paths._executorch_common import (
-    dtype_of, export, module_runner, op_name, quiet_imports,
+    EXECUTORCH_WARM,
+    dtype_of,
+    export,
+    module_runner,
+    op_name,
+    quiet_imports,
 )
 from harness.paths.base import Path, Prepared, stage
 
@@ -69,12 +74,46 @@ def rewrite(graph_module, quantization_capture: bool) -> dict:
     }
 
 
+_SCRIPT_REPORT = '''\
+def report_rms_norm(graph_module):
+    """Say which tensor the rebuilt rms_norm reads (its dtype is the finding)."""
+    for node in graph_module.graph.nodes:
+        if node.op == "call_function" and "rms_norm" in str(node.target):
+            val = node.args[0].meta.get("val")
+            print(f"RecomposeRmsNorm built an rms_norm on a {getattr(val, 'dtype', '?')} input")
+            return
+    print("RecomposeRmsNorm built no rms_norm (the norm stays decomposed)")
+'''
+
+
 class RecomposePath(Path):
     """to_edge, then QNN's edge-graph RemoveRedundancy + RecomposeRmsNorm."""
 
     name = "executorch-recompose"
+    description = ("torch.export -> to_edge -> QNN RemoveRedundancy + RecomposeRmsNorm -> "
+                   "the edge graph run in Python")
     packages = ("torch", "executorch")
+    warm_imports = EXECUTORCH_WARM
+    script_imports = ("from executorch.backends.qualcomm._passes import RecomposeRmsNorm, RemoveRedundancy\n"
+                      "from executorch.exir import EdgeCompileConfig, to_edge\n")
     skip_dim_order = False
+
+    def script_code(self) -> str:
+        return _SCRIPT_REPORT + f'''
+
+def run_path(model, example, x):
+    """{self.name}: {self.description}"""
+    with torch.no_grad():
+        ep = torch.export.export(model, (example,))
+    # QNN lowers with _check_ir_validity=False, which keeps the rebuilt aten.rms_norm legal
+    config = EdgeCompileConfig(_check_ir_validity=False, _skip_dim_order={self.skip_dim_order})
+    edge_ep = to_edge(ep, compile_config=config).exported_program()
+    RemoveRedundancy(quantization_capture=False)(edge_ep.graph_module)
+    RecomposeRmsNorm(quantization_capture=False)(edge_ep.graph_module)
+    report_rms_norm(edge_ep.graph_module)
+    with torch.no_grad():
+        return to_numpy(single(edge_ep.module()(example)))
+'''
 
     def prepare(self, spec, module, example) -> Prepared:
         quiet_imports()
@@ -95,6 +134,8 @@ class RecomposeNoDimOrderPath(RecomposePath):
     """As RecomposePath with EdgeCompileConfig(_skip_dim_order=True): casts stay _to_copy."""
 
     name = "executorch-recompose-no-dim-order"
+    description = ("torch.export -> to_edge(_skip_dim_order=True) -> QNN RemoveRedundancy + RecomposeRmsNorm -> "
+                   "the edge graph run in Python")
     skip_dim_order = True
 
 
@@ -102,7 +143,26 @@ class RecomposeCapturePath(Path):
     """QNN's quantization capture: both passes (quantization_capture=True) on ep.module()."""
 
     name = "executorch-recompose-capture"
+    description = ("torch.export -> ep.module() -> QNN RemoveRedundancy + RecomposeRmsNorm "
+                   "(quantization_capture=True) -> the graph run in Python")
     packages = ("torch", "executorch")
+    warm_imports = EXECUTORCH_WARM
+    script_imports = "from executorch.backends.qualcomm._passes import RecomposeRmsNorm, RemoveRedundancy\n"
+
+    def script_code(self) -> str:
+        return _SCRIPT_REPORT + f'''
+
+def run_path(model, example, x):
+    """{self.name}: {self.description}"""
+    with torch.no_grad():
+        ep = torch.export.export(model, (example,))
+    graph_module = ep.module()
+    RemoveRedundancy(quantization_capture=True)(graph_module)
+    RecomposeRmsNorm(quantization_capture=True)(graph_module)
+    report_rms_norm(graph_module)
+    with torch.no_grad():
+        return to_numpy(single(graph_module(example)))
+'''
 
     def prepare(self, spec, module, example) -> Prepared:
         quiet_imports()

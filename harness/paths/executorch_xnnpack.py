@@ -14,7 +14,13 @@ partly or wholly undelegated instead of being unsupported.)
 """
 from __future__ import annotations
 
-from harness.paths._executorch_common import export, op_name, pte_runner, quiet_imports
+from harness.paths._executorch_common import (
+    EXECUTORCH_WARM,
+    export,
+    op_name,
+    pte_runner,
+    quiet_imports,
+)
 from harness.paths.base import Path, Prepared, stage
 
 _PLUMBING = {"getitem", "executorch_call_delegate"}
@@ -52,11 +58,31 @@ def delegation_facts(edge) -> dict:
 
 class XnnpackPath(Path):
     name = "executorch-xnnpack"
+    description = "torch.export -> to_edge_transform_and_lower(XnnpackPartitioner) -> executorch.runtime"
     packages = ("torch", "executorch")
+    warm_imports = EXECUTORCH_WARM
+    script_imports = ("from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner\n"
+                      "from executorch.exir import to_edge_transform_and_lower\n"
+                      "from executorch.runtime import Runtime\n")
+
+    def script_code(self) -> str:
+        return f'''\
+def run_path(model, example, x):
+    """{self.name}: {self.description}"""
+    with torch.no_grad():
+        ep = torch.export.export(model, (example,))
+    edge = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()])
+    program = edge.to_executorch()
+    loaded = Runtime.get().load_program(program.buffer)
+    method = loaded.load_method("forward")
+    return to_numpy(single(method.execute((example,))))
+'''
 
     def prepare(self, spec, module, example) -> Prepared:
         quiet_imports()
-        from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+        from executorch.backends.xnnpack.partition.xnnpack_partitioner import (
+            XnnpackPartitioner,
+        )
         from executorch.exir import to_edge_transform_and_lower
 
         ep = export(module, example)

@@ -82,12 +82,51 @@ def _unwrap(result):
     raise TypeError(f"unexpected VM result {type(result).__name__}")
 
 
+_SCRIPT_RELAX_OPS = '''\
+def relax_ops(mod):
+    """The Relax ops main calls (shows what the pipeline turned the norm into)."""
+    found = set()
+
+    def visit(expr):
+        if isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op):
+            found.add(str(expr.op.name))
+
+    relax.analysis.post_order_visit(mod["main"], visit)
+    return sorted(found)
+'''
+
+
 class TvmPath(Path):
     """torch.export -> Relax -> LLVM -> Relax VM on CPU."""
 
     name = "tvm"
+    description = "torch.export -> from_exported_program -> tvm.compile(target='llvm') -> Relax VM"
     packages = ("torch", "apache-tvm")
+    warm_imports = ("torch", "torch.export", "tvm", "tvm.relax", "tvm.relax.frontend.torch")
+    script_imports = ("import tvm\nfrom tvm import relax\n"
+                      "from tvm.relax.frontend.torch import from_exported_program\n")
     decompose = False
+
+    def script_code(self) -> str:
+        decompose = "    mod = relax.transform.DecomposeOpsForTraining()(mod)\n" if self.decompose else ""
+        return _SCRIPT_RELAX_OPS + f'''
+
+def run_path(model, example, x):
+    """{self.name}: {self.description}"""
+    ep = torch.export.export(model, (example,))
+    mod = from_exported_program(ep, keep_params_as_input=False)
+{decompose}    print("Relax ops:", ", ".join(relax_ops(mod)))
+    with tvm.transform.PassContext(opt_level=3):
+        executable = tvm.compile(mod, target="llvm")
+    vm = relax.VirtualMachine(executable, tvm.cpu())
+    result = vm["main"](tvm.runtime.tensor(np.ascontiguousarray(x), tvm.cpu()))
+    while not isinstance(result, tvm.runtime.Tensor):
+        (result,) = list(result)  # the importer returns a one-element tuple
+    out = result.numpy()
+    if str(result.dtype) == "bfloat16" and out.dtype != np.dtype(ml_dtypes.bfloat16):
+        out = out.view(np.uint16).view(ml_dtypes.bfloat16)
+    return out
+'''
 
     def prepare(self, spec, module, example) -> Prepared:
         import torch
@@ -129,4 +168,6 @@ class TvmDecomposePath(TvmPath):
     (seed: apache/tvm#20909)."""
 
     name = "tvm-decompose"
+    description = ("torch.export -> from_exported_program -> DecomposeOpsForTraining -> "
+                   "tvm.compile(target='llvm') -> Relax VM")
     decompose = True

@@ -25,13 +25,16 @@ import re
 import sys
 from dataclasses import dataclass
 
+from cases.triage import triage
+from harness.core.records import latest_per_execution, one_line
+from harness.core.spec import CaseSpec, SpecError
+from harness.core.verdicts import VERDICTS, Status, Verdict
+
 FORMAT = "normdiff-baseline"
 VERSION = 1
 DEFAULT_BASELINE = os.path.join("reports", "baseline.json")
-VERDICTS = ("pass", "inaccurate", "dtype_mismatch", "shape_mismatch", "nonfinite",
-            "error", "crash", "timeout", "unsupported")
-STATUSES = ("PASS", "XFAIL", "NEW_FAIL", "FIXED", "MISSING")
-FAILING_STATUSES = ("NEW_FAIL", "FIXED", "MISSING")
+# The statuses in table order (FLAKY comes with flaky baseline entries).
+STATUSES: tuple[str, ...] = (Status.PASS, Status.XFAIL, Status.NEW_FAIL, Status.FIXED, Status.MISSING)
 ENTRY_KEYS = ("case_id", "path", "verdict", "upstream", "reason", "case")
 _UPSTREAM = re.compile(r"^(new|[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+#[0-9]+)$")
 _ABOUT = ("Known failing executions (case x path) for `normdiff gate`. Edit upstream and reason "
@@ -76,13 +79,13 @@ class Row:
     @property
     def note(self) -> str:
         """What a reader needs to act on the row, in one line."""
-        if self.status == "XFAIL":
+        if self.status == Status.XFAIL:
             return f"{self.upstream}: {self.reason}"
-        if self.status == "FIXED":
+        if self.status == Status.FIXED:
             return f"now passes; remove from the baseline ({self.upstream}: {self.reason})"
-        if self.status == "MISSING":
+        if self.status == Status.MISSING:
             return f"expected {self.expected} but not run ({self.upstream}: {self.reason})"
-        if self.status == "NEW_FAIL" and self.upstream:
+        if self.status == Status.NEW_FAIL and self.upstream:
             return f"expected {self.expected} ({self.upstream}), got {self.verdict}: {self.message}"
         return self.message
 
@@ -96,7 +99,6 @@ def case_label(case: dict, case_id: str) -> str:
 
 
 def _entry(raw, where: str) -> Entry:
-    from harness.core.spec import CaseSpec, SpecError
 
     if not isinstance(raw, dict):
         raise BaselineError(f"{where}: expected an object, got {type(raw).__name__}")
@@ -109,7 +111,7 @@ def _entry(raw, where: str) -> Entry:
     for key in ("case_id", "path", "verdict", "upstream", "reason"):
         if not isinstance(raw[key], str) or not raw[key].strip():
             raise BaselineError(f"{where}: key {key!r} must be a non-empty string")
-    if raw["verdict"] not in VERDICTS or raw["verdict"] == "pass":
+    if raw["verdict"] not in VERDICTS or raw["verdict"] == Verdict.PASS:
         raise BaselineError(f"{where}: key 'verdict': {raw['verdict']!r} is not a failing verdict "
                             f"(one of {', '.join(VERDICTS[1:])})")
     if not _UPSTREAM.match(raw["upstream"]):
@@ -198,35 +200,28 @@ def default_baseline() -> dict[tuple[str, str], Entry] | None:
 
 def judge(record: dict, entry: Entry | None) -> str:
     """The status of one result record given its baseline entry (or None)."""
-    if record["verdict"] == "pass":
-        return "FIXED" if entry else "PASS"
+    if record["verdict"] == Verdict.PASS:
+        return Status.FIXED if entry else Status.PASS
     if entry and record["verdict"] == entry.verdict:
-        return "XFAIL"
-    return "NEW_FAIL"
+        return Status.XFAIL
+    return Status.NEW_FAIL
 
 
 def classify(records: list[dict], baseline: dict[tuple[str, str], Entry]) -> list[Row]:
     """One row per execution in `records` (the last record wins) plus one per MISSING entry."""
-    from harness.core.records import latest_per_execution
-
     latest = {(r["case_id"], r["path"]): r for r in latest_per_execution(records)}
     rows = []
     for key, r in latest.items():
         entry = baseline.get(key)
         rows.append(Row(judge(r, entry), r["case_id"], r["path"], r.get("case") or {}, r["verdict"],
-                        entry.verdict if entry else "pass", entry.upstream if entry else None,
-                        entry.reason if entry else None, _one_line(r.get("message") or "")))
+                        entry.verdict if entry else Verdict.PASS, entry.upstream if entry else None,
+                        entry.reason if entry else None, one_line(r.get("message") or "")))
     for key, e in baseline.items():
         if key not in latest:
-            rows.append(Row("MISSING", e.case_id, e.path, e.case, None, e.verdict, e.upstream, e.reason))
+            rows.append(Row(Status.MISSING, e.case_id, e.path, e.case, None, e.verdict, e.upstream, e.reason))
     order = {s: i for i, s in enumerate(reversed(STATUSES))}
     rows.sort(key=lambda w: (order[w.status], case_label(w.case, w.case_id), w.path))
     return rows
-
-
-def _one_line(text: str, limit: int = 200) -> str:
-    text = " ".join(text.split())
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def updated(records: list[dict], baseline: dict[tuple[str, str], Entry]) -> dict[tuple[str, str], Entry]:
@@ -235,13 +230,10 @@ def updated(records: list[dict], baseline: dict[tuple[str, str], Entry]) -> dict
     A failure new to the baseline takes its upstream report and reason from
     the triage rules (cases/triage.py), or is marked "untriaged".
     """
-    from cases.triage import triage
-    from harness.core.spec import CaseSpec
-
     out: dict[tuple[str, str], Entry] = {}
     for r in records:
         key = (r["case_id"], r["path"])
-        if r["verdict"] == "pass":
+        if r["verdict"] == Verdict.PASS:
             out.pop(key, None)
             continue
         old = baseline.get(key)
@@ -254,7 +246,7 @@ def updated(records: list[dict], baseline: dict[tuple[str, str], Entry]) -> dict
             if known:
                 upstream, reason = known
             else:
-                reason = _one_line(f"untriaged: {r['verdict']}: {r.get('message') or ''}")
+                reason = one_line(f"untriaged: {r['verdict']}: {r.get('message') or ''}")
         out[key] = Entry(r["case_id"], r["path"], r["verdict"], upstream, reason, case)
     return out
 
@@ -263,7 +255,7 @@ def updated(records: list[dict], baseline: dict[tuple[str, str], Entry]) -> dict
 
 def table(rows: list[Row], verbose: bool = False) -> str:
     """The gate table: every row but PASS (all rows with verbose), then the totals."""
-    shown = [w for w in rows if verbose or w.status != "PASS"]
+    shown = [w for w in rows if verbose or w.status != Status.PASS]
     header = ("STATUS", "PATH", "CASE", "VERDICT", "EXPECTED", "NOTE")
     cells = [(w.status, w.path, case_label(w.case, w.case_id), w.verdict or "-", w.expected, w.note)
              for w in shown]
@@ -276,64 +268,3 @@ def table(rows: list[Row], verbose: bool = False) -> str:
     out.append("")
     out.append("total: " + ", ".join(f"{counts[s]} {s}" for s in STATUSES))
     return "\n".join(out) + "\n"
-
-
-# -- the command ---------------------------------------------------------------
-
-def _results_file(arg: str) -> str:
-    return os.path.join(arg, "results.jsonl") if os.path.isdir(arg) else arg
-
-
-def cmd_gate(args) -> int:
-    from harness.commands.main import UsageError
-    from harness.core.records import latest_per_execution, read_results
-
-    results = _results_file(args.results)
-    if not os.path.isfile(results):
-        raise UsageError(f"gate: no results file {results}")
-    try:
-        records = latest_per_execution(read_results(results))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UsageError(f"gate: cannot read {results}: {exc}") from None
-    try:
-        if args.update and not os.path.exists(args.baseline):
-            baseline = {}
-        else:
-            baseline = load_baseline(args.baseline)
-    except BaselineError as exc:
-        raise UsageError(f"--baseline {exc}") from None
-
-    if args.update:
-        new = updated(records, baseline)
-        added = len(new.keys() - baseline.keys())
-        removed = len(baseline.keys() - new.keys())
-        changed = sum(1 for k in new.keys() & baseline.keys() if new[k].verdict != baseline[k].verdict)
-        os.makedirs(os.path.dirname(os.path.abspath(args.baseline)), exist_ok=True)
-        with open(args.baseline, "w", encoding="utf-8") as fh:
-            fh.write(dump_baseline(new))
-        print(f"normdiff gate: wrote {args.baseline}: {len(new)} known failures "
-              f"({added} added, {removed} removed, {changed} with a new verdict; reasons kept)",
-              file=sys.stderr)
-        return 0
-
-    rows = classify(records, baseline)
-    sys.stdout.write(table(rows, verbose=args.verbose))
-    sys.stdout.flush()
-    bad = [w for w in rows if w.status in FAILING_STATUSES]
-    for w in bad:
-        print(f"normdiff gate: {w.status} {w.path} {case_label(w.case, w.case_id)}: {w.note}", file=sys.stderr)
-    counts = {s: sum(w.status == s for w in rows) for s in STATUSES}
-    print(f"normdiff gate: {len(records)} executions against {len(baseline)} known failures: "
-          + ", ".join(f"{counts[s]} {s}" for s in STATUSES)
-          + ("; failing" if bad else "; as expected"), file=sys.stderr)
-    return 1 if bad else 0
-
-
-def add_command(subparsers) -> None:
-    p = subparsers.add_parser("gate", help="nightly gate: results against the baseline of known failures")
-    p.add_argument("results", metavar="RESULTS", help="a results.jsonl file or the folder holding it")
-    p.add_argument("--baseline", required=True, metavar="FILE", help="the baseline JSON (reports/baseline.json)")
-    p.add_argument("--update", action="store_true",
-                   help="rewrite the baseline from the results, keeping upstream reports and reasons")
-    p.add_argument("--verbose", action="store_true", help="list PASS rows in the table too")
-    p.set_defaults(func=cmd_gate)

@@ -5,8 +5,8 @@ The script imports only torch, numpy, ml_dtypes and the library under test
 report as it is. `harness.repro.script` fills these pieces in for one case
 and one path; `$name` fields are filled with `string.Template`.
 
-The path pieces make the very API calls `harness/paths/` makes (keep them in
-step when a path changes); the report piece prints what a maintainer asks
+Each path's own piece (`run_path`) comes from its module in harness/paths/
+(`Path.script_imports`, `Path.script_code`), beside the calls it repeats; the report piece prints what a maintainer asks
 for first (expected and actual values, the error, both dtypes, the
 environment) and ends with the check that fails, exit 1, while the bug is
 present.
@@ -77,139 +77,6 @@ _digest = hashlib.sha256()
 for _a in (x, $param_tuple):
     _digest.update(np.ascontiguousarray(_a).tobytes())
 assert _digest.hexdigest() == INPUT_SHA256, "the inputs differ from normdiff's"
-'''
-
-# -- the paths: each defines run_path(model, example, x) -> NumPy output ------
-
-EAGER_IMPORTS = ""
-
-EAGER = '''\
-def run_path(model, example, x):
-    """eager: the torch module on CPU."""
-    with torch.no_grad():
-        return to_numpy(model(example))
-'''
-
-TVM_IMPORTS = '''\
-import tvm
-from tvm import relax
-from tvm.relax.frontend.torch import from_exported_program
-'''
-
-TVM = '''\
-def relax_ops(mod):
-    """The Relax ops main calls (shows what the pipeline turned the norm into)."""
-    found = set()
-
-    def visit(expr):
-        if isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op):
-            found.add(str(expr.op.name))
-
-    relax.analysis.post_order_visit(mod["main"], visit)
-    return sorted(found)
-
-
-def run_path(model, example, x):
-    """$description"""
-    ep = torch.export.export(model, (example,))
-    mod = from_exported_program(ep, keep_params_as_input=False)
-$decompose    print("Relax ops:", ", ".join(relax_ops(mod)))
-    with tvm.transform.PassContext(opt_level=3):
-        executable = tvm.compile(mod, target="llvm")
-    vm = relax.VirtualMachine(executable, tvm.cpu())
-    result = vm["main"](tvm.runtime.tensor(np.ascontiguousarray(x), tvm.cpu()))
-    while not isinstance(result, tvm.runtime.Tensor):
-        (result,) = list(result)  # the importer returns a one-element tuple
-    out = result.numpy()
-    if str(result.dtype) == "bfloat16" and out.dtype != np.dtype(ml_dtypes.bfloat16):
-        out = out.view(np.uint16).view(ml_dtypes.bfloat16)
-    return out
-'''
-
-TVM_DECOMPOSE_LINE = "    mod = relax.transform.DecomposeOpsForTraining()(mod)\n"
-
-EXECUTORCH_IMPORTS = '''\
-from executorch.exir import to_edge
-from executorch.runtime import Runtime
-'''
-
-EXECUTORCH = '''\
-def run_path(model, example, x):
-    """$description"""
-    with torch.no_grad():
-        ep = torch.export.export(model, (example,))
-    program = to_edge(ep).to_executorch()
-    loaded = Runtime.get().load_program(program.buffer)
-    method = loaded.load_method("forward")
-    return to_numpy(single(method.execute((example,))))
-'''
-
-XNNPACK_IMPORTS = '''\
-from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
-from executorch.exir import to_edge_transform_and_lower
-from executorch.runtime import Runtime
-'''
-
-XNNPACK = '''\
-def run_path(model, example, x):
-    """$description"""
-    with torch.no_grad():
-        ep = torch.export.export(model, (example,))
-    edge = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()])
-    program = edge.to_executorch()
-    loaded = Runtime.get().load_program(program.buffer)
-    method = loaded.load_method("forward")
-    return to_numpy(single(method.execute((example,))))
-'''
-
-RECOMPOSE_REPORT = '''\
-def report_rms_norm(graph_module):
-    \"\"\"Say which tensor the rebuilt rms_norm reads (its dtype is the finding).\"\"\"
-    for node in graph_module.graph.nodes:
-        if node.op == "call_function" and "rms_norm" in str(node.target):
-            val = node.args[0].meta.get("val")
-            print(f"RecomposeRmsNorm built an rms_norm on a {getattr(val, 'dtype', '?')} input")
-            return
-    print("RecomposeRmsNorm built no rms_norm (the norm stays decomposed)")
-'''
-
-RECOMPOSE_IMPORTS = '''\
-from executorch.backends.qualcomm._passes import RecomposeRmsNorm, RemoveRedundancy
-from executorch.exir import EdgeCompileConfig, to_edge
-'''
-
-RECOMPOSE = RECOMPOSE_REPORT + '''
-
-def run_path(model, example, x):
-    \"\"\"$description\"\"\"
-    with torch.no_grad():
-        ep = torch.export.export(model, (example,))
-    # QNN lowers with _check_ir_validity=False, which keeps the rebuilt aten.rms_norm legal
-    config = EdgeCompileConfig(_check_ir_validity=False, _skip_dim_order=$skip_dim_order)
-    edge_ep = to_edge(ep, compile_config=config).exported_program()
-    RemoveRedundancy(quantization_capture=False)(edge_ep.graph_module)
-    RecomposeRmsNorm(quantization_capture=False)(edge_ep.graph_module)
-    report_rms_norm(edge_ep.graph_module)
-    with torch.no_grad():
-        return to_numpy(single(edge_ep.module()(example)))
-'''
-
-CAPTURE_IMPORTS = '''\
-from executorch.backends.qualcomm._passes import RecomposeRmsNorm, RemoveRedundancy
-'''
-
-CAPTURE = RECOMPOSE_REPORT + '''
-
-def run_path(model, example, x):
-    \"\"\"$description\"\"\"
-    with torch.no_grad():
-        ep = torch.export.export(model, (example,))
-    graph_module = ep.module()
-    RemoveRedundancy(quantization_capture=True)(graph_module)
-    RecomposeRmsNorm(quantization_capture=True)(graph_module)
-    report_rms_norm(graph_module)
-    with torch.no_grad():
-        return to_numpy(single(graph_module(example)))
 '''
 
 # -- the report and the check -----------------------------------------------

@@ -1,4 +1,4 @@
-"""`normdiff repro SPEC.json|CASE_ID|BUG-ID [--path P] [-o FILE]`: a standalone script.
+"""What `normdiff repro SPEC.json|CASE_ID|BUG-ID [--path P]` reproduces: a spec and a path.
 
 Turns a finding into something an upstream maintainer can run: one Python
 file that needs only torch, numpy, ml_dtypes and the library under test, and
@@ -13,26 +13,25 @@ import os
 import re
 import sys
 
-DEFAULT_RESULTS = os.path.join("reports", "latest", "results.jsonl")
+from cases import bugs
+from harness import paths
+from harness.core.errors import UsageError
+from harness.core.records import latest_per_execution, read_results
+from harness.core.spec import CaseSpec, SpecError, load_spec_file
+from harness.core.verdicts import DEFAULT_OUT
+
+DEFAULT_RESULTS = os.path.join(DEFAULT_OUT, "results.jsonl")
 _CASE_ID = re.compile(r"^[0-9a-f]{12}$")
 
 
-def _usage(message: str):
-    from harness.commands.main import UsageError
-
+def _usage(message: str) -> UsageError:
     return UsageError(message)
 
 
-def _check_path(path: str | None) -> None:
-    from harness import paths
-    from harness.repro.script import PATHS
-
-    if path is None:
-        return
-    if path not in paths.names():
+def check_path(path: str | None) -> None:
+    """UsageError unless `path` is None or a registered path (every path writes its own script part)."""
+    if path is not None and path not in paths.names():
         raise _usage(f"--path: unknown path {path!r}; known: {', '.join(paths.names())}")
-    if path not in PATHS:
-        raise _usage(f"--path: no script template for {path!r}; templates: {', '.join(PATHS)}")
 
 
 def _from_bug(bug, path: str | None):
@@ -41,8 +40,6 @@ def _from_bug(bug, path: str | None):
 
 
 def _from_file(target: str, path: str | None):
-    from harness.core.spec import SpecError, load_spec_file
-
     if path is None:
         raise _usage(f"{target}: a spec file needs --path (which path to reproduce it on)")
     try:
@@ -56,10 +53,6 @@ def _from_file(target: str, path: str | None):
 
 def _from_results(case_id: str, path: str | None, results: str):
     """The case's spec from the results file; the path is the failing one unless given."""
-    from harness import paths
-    from harness.core.records import latest_per_execution, read_results
-    from harness.core.spec import CaseSpec, SpecError
-
     if not os.path.exists(results):
         raise _usage(f"{case_id}: no results file {results} to look the case up in "
                      "(run `normdiff run` first, or pass --results FILE)")
@@ -93,9 +86,7 @@ def _from_results(case_id: str, path: str | None, results: str):
 
 def resolve(target: str, path: str | None, results: str):
     """(spec, path, render keywords) for a BUG-ID, a spec file or a CASE_ID."""
-    from cases import bugs
-
-    _check_path(path)
+    check_path(path)
     if target in bugs.ids():
         return _from_bug(bugs.get(target), path)
     if os.path.isfile(target):
@@ -104,34 +95,3 @@ def resolve(target: str, path: str | None, results: str):
         return _from_results(target, path, results)
     raise _usage(f"{target!r} is not a bug id (`normdiff bugs` lists them), a spec file "
                  "or a 12-hex-digit case id")
-
-
-def cmd_repro(args) -> int:
-    from harness.repro.script import render
-
-    spec, path, extra = resolve(args.target, args.path, args.results)
-    _check_path(path)
-    text = render(spec, path, **extra)
-    if args.output in (None, "-"):
-        sys.stdout.write(text)
-        return 0
-    try:
-        with open(args.output, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(args.output, 0o755)
-    except OSError as exc:
-        raise _usage(f"-o: cannot write {args.output} ({exc.strerror})") from None
-    print(f"normdiff: wrote {args.output}: {spec} on {path}", file=sys.stderr)
-    return 0
-
-
-def add_command(subparsers) -> None:
-    p = subparsers.add_parser(
-        "repro", help="write a standalone script reproducing a case (plain torch/tvm/executorch/numpy)")
-    p.add_argument("target", metavar="SPEC.json|CASE_ID|BUG-ID",
-                   help="a spec file, a case_id from the results, or a catalog bug id")
-    p.add_argument("--path", help="the path to reproduce on (default: the bug's, or the case's failing path)")
-    p.add_argument("-o", "--output", metavar="FILE", help="write the script here (default: stdout)")
-    p.add_argument("--results", default=DEFAULT_RESULTS,
-                   help=f"results to look a CASE_ID up in (default {DEFAULT_RESULTS})")
-    p.set_defaults(func=cmd_repro)

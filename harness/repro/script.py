@@ -21,35 +21,13 @@ from string import Template
 import ml_dtypes
 import numpy as np
 
-from harness.oracle.inputs import channel_axis, make_inputs
-from harness.repro import pieces as T
-from harness.oracle.compare import C_ACC, C_OUT, C_ROUND, tolerance
+from harness import paths
 from harness.core.dtypes import np_dtype, unit_roundoff
-from harness.oracle.reference import reference
 from harness.core.spec import CaseSpec
-
-# path -> (template, imports, library distribution, description)
-PATHS = {
-    "eager": (T.EAGER, T.EAGER_IMPORTS, None, "the torch module on CPU"),
-    "tvm": (T.TVM, T.TVM_IMPORTS, "apache-tvm",
-            "torch.export -> from_exported_program -> tvm.compile(target='llvm') -> Relax VM"),
-    "tvm-decompose": (T.TVM, T.TVM_IMPORTS, "apache-tvm",
-                      "torch.export -> from_exported_program -> DecomposeOpsForTraining -> "
-                      "tvm.compile(target='llvm') -> Relax VM"),
-    "executorch": (T.EXECUTORCH, T.EXECUTORCH_IMPORTS, "executorch",
-                   "torch.export -> to_edge -> to_executorch -> executorch.runtime (portable/optimized kernels)"),
-    "executorch-xnnpack": (T.XNNPACK, T.XNNPACK_IMPORTS, "executorch",
-                           "torch.export -> to_edge_transform_and_lower(XnnpackPartitioner) -> executorch.runtime"),
-    "executorch-recompose": (T.RECOMPOSE, T.RECOMPOSE_IMPORTS, "executorch",
-                             "torch.export -> to_edge -> QNN RemoveRedundancy + RecomposeRmsNorm -> "
-                             "the edge graph run in Python"),
-    "executorch-recompose-no-dim-order": (T.RECOMPOSE, T.RECOMPOSE_IMPORTS, "executorch",
-                                          "torch.export -> to_edge(_skip_dim_order=True) -> QNN RemoveRedundancy "
-                                          "+ RecomposeRmsNorm -> the edge graph run in Python"),
-    "executorch-recompose-capture": (T.CAPTURE, T.CAPTURE_IMPORTS, "executorch",
-                                     "torch.export -> ep.module() -> QNN RemoveRedundancy + RecomposeRmsNorm "
-                                     "(quantization_capture=True) -> the graph run in Python"),
-}
+from harness.oracle.compare import C_ACC, C_OUT, C_ROUND, tolerance
+from harness.oracle.inputs import channel_axis, make_inputs
+from harness.oracle.reference import reference
+from harness.repro import pieces as T
 
 _NP = {"float32": "np.float32", "float16": "np.float16", "bfloat16": "ml_dtypes.bfloat16"}
 _TORCH = {"float32": "torch.float32", "float16": "torch.float16", "bfloat16": "torch.bfloat16"}
@@ -384,25 +362,20 @@ def _header(spec: CaseSpec, path: str, description: str, library: str | None,
 
 
 def render(spec: CaseSpec, path: str, *, bug=None, recorded: str | None = None) -> str:
-    """The standalone script reproducing `spec` on `path` (KeyError if no template)."""
-    if path not in PATHS:
-        raise KeyError(f"no script template for path {path!r}; templates: {', '.join(PATHS)}")
-    template, imports, library, description = PATHS[path]
+    """The standalone script reproducing `spec` on `path` (KeyError for an unknown path)."""
+    runner = paths.get(path)  # KeyError for an unknown path
+    description = runner.description
+    others = [d for d in runner.packages if d != "torch"]
+    library = ", ".join(others) or None
     rtol, atol, note = plain_tolerance(spec)
     expected_dtype = reference(spec, make_inputs(spec)).out_dtype
 
     code_imports = T.IMPORTS + "from torch import nn\n"
     if spec.style == "upcast":
         code_imports += "import torch.nn.functional as F\n"
-    if imports:
-        code_imports += imports
-
-    path_code = Template(template).substitute(
-        description=description,
-        decompose=T.TVM_DECOMPOSE_LINE if path == "tvm-decompose" else "",
-        skip_dim_order=str(path == "executorch-recompose-no-dim-order"),
-    )
-    libraries = tuple(d for d in ("torch", library, "numpy", "ml_dtypes") if d)
+    code_imports += runner.script_imports
+    path_code = runner.script_code()
+    libraries = tuple(dict.fromkeys(("torch", *others, "numpy", "ml_dtypes")))
     report = Template(T.REPORT).substitute(
         tolerance_note=note, path=path, is_eager=str(path == "eager"),
         expected_dtype=f"np.dtype({_NP[expected_dtype]})", rtol=repr(rtol), atol=repr(atol),

@@ -28,7 +28,6 @@ case_id, so hypothesis asking for a spec twice costs nothing.
 """
 from __future__ import annotations
 
-import json
 import math
 import os
 import random
@@ -37,9 +36,18 @@ import time
 from dataclasses import dataclass, field
 
 from harness.core.spec import CaseSpec
+from harness.core.verdicts import FAILING
+from harness.engine.plan import Task
+from harness.search.store import (
+    Signature,
+    drop_finding,
+    keep_finding,
+    save_failure,
+    signature,
+    stored_findings,
+)
+from harness.search.strategies import in_space
 
-SIGNATURE_FIELDS = ("path", "verdict", "pattern", "style", "dtype")
-NOT_FAILURES = ("pass", "unsupported")
 DEFAULT_EXAMPLES = 100
 DEFAULT_SHRINKS = 150
 DEFAULT_DATABASE = os.path.join("reports", ".hypothesis")
@@ -50,26 +58,13 @@ class BudgetSpent(BaseException):
     """Raised inside the hypothesis test to stop it at once (not a test failure)."""
 
 
-Signature = tuple[str, str, str, str, str]
-
-
-def signature(record: dict) -> Signature:
-    case = record["case"]
-    return (record["path"], record["verdict"], case["pattern"], case["style"], case["dtype"])
-
-
-def signature_name(sig: Signature) -> str:
-    """The file-name form: path.verdict.pattern.style.dtype."""
-    return ".".join(sig)
-
-
 def failing(records: dict[str, dict], under_test: list[str]) -> dict[Signature, dict]:
     """Signature -> record of every failure among the paths under test (eager's record is the baseline)."""
     eager = records.get("eager")
     out = {}
     for path in under_test:
         r = records[path]
-        if r["verdict"] in NOT_FAILURES:
+        if r["verdict"] not in FAILING:
             continue
         if path != "eager" and eager is not None and eager["verdict"] == r["verdict"]:
             continue  # eager shares it: not the path's failure
@@ -202,8 +197,6 @@ class Fuzzer:
         return self.memo[spec.case_id], True
 
     def _execute(self, spec: CaseSpec) -> dict[str, dict]:
-        from harness.engine.run import Task
-
         lanes = list(dict.fromkeys(["eager", *self.under_test]))
         out = self.pool.map([Task(spec, p) for p in lanes])
         self.executions += len(out)
@@ -260,8 +253,6 @@ class Fuzzer:
         """Re-run the minimal specs earlier runs kept; those still failing are found at once."""
         if self.database is None:
             return
-        from harness.search.strategies import in_space
-
         space = {k: self.options[k] for k in ("patterns", "styles", "dtypes", "max_row", "max_elements")}
         for sig, spec, raw in stored_findings(self.database):
             if sig[0] not in self.under_test or sig in self.known:
@@ -272,7 +263,7 @@ class Fuzzer:
             records = self._execute(spec)
             self.replay_examples += 1
             if sig not in failing(records, self.under_test):
-                self.database.delete(DB_KEY, raw)
+                drop_finding(self.database, raw)
                 self.say(f"no longer fails, dropped from the database: {' '.join(sig)}: {spec}")
                 continue
             self.known.add(sig)
@@ -317,8 +308,6 @@ class Fuzzer:
         length, then at 4x longer rows up to 4096 elements (or the search's
         --max-row), within the search space the user asked for.
         """
-        from harness.search.strategies import in_space
-
         spec, sig = rnd.best, rnd.target
         if spec.input_dict["kind"] in SIMPLE_KINDS:
             return
@@ -363,233 +352,3 @@ class Fuzzer:
         how = "shrunk" if complete else "shrinking stopped by the budget at"
         self.say(f"{how} {spec} after {rnd.shrinks} shrink examples; {state}"
                  + (f"; saved {finding.file}" if finding.file else ""))
-
-
-# -- the database of minimal failures ---------------------------------------------
-
-DB_KEY = b"normdiff-fuzz.minimal-failures.v1"
-
-
-def stored_findings(db) -> list[tuple[Signature, CaseSpec, bytes]]:
-    """(signature, spec, raw entry) of every minimal failure kept, in signature order."""
-    out = []
-    for raw in db.fetch(DB_KEY):
-        try:
-            entry = json.loads(raw.decode())
-            out.append((tuple(entry["signature"]), CaseSpec.from_dict(entry["spec"]), raw))
-        except Exception:  # noqa: BLE001 - an entry of an older format: drop it
-            db.delete(DB_KEY, raw)
-    return sorted(out, key=lambda e: (e[0], e[1].to_json()))
-
-
-def keep_finding(db, sig: Signature, spec: CaseSpec) -> None:
-    """Keep `spec` as the minimal failure of `sig`, replacing an earlier one."""
-    for old_sig, _, raw in stored_findings(db):
-        if old_sig == sig:
-            db.delete(DB_KEY, raw)
-    db.save(DB_KEY, json.dumps({"signature": list(sig), "spec": spec.to_dict()}, sort_keys=True).encode())
-
-
-# -- files ---------------------------------------------------------------------
-
-def failures_dir(out_dir: str) -> str:
-    return os.path.join(out_dir, "failures")
-
-
-def save_failure(out_dir: str, sig: Signature, spec: CaseSpec) -> str:
-    """Write the spec (plain DESIGN §1 JSON, so `run --case` and `repro` take it) and return its path."""
-    folder = failures_dir(out_dir)
-    os.makedirs(folder, exist_ok=True)
-    path = os.path.join(folder, signature_name(sig) + ".json")
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write(json.dumps(spec.to_dict(), indent=2) + "\n")
-    return path
-
-
-def clear_failures(out_dir: str) -> None:
-    """Remove what an earlier fuzz run left in DIR (its failures and summary)."""
-    folder = failures_dir(out_dir)
-    if os.path.isdir(folder):
-        for name in os.listdir(folder):
-            if name.endswith(".json"):
-                os.remove(os.path.join(folder, name))
-    summary = os.path.join(out_dir, "fuzz.json")
-    if os.path.exists(summary):
-        os.remove(summary)
-
-
-def write_summary(out_dir: str, fz: Fuzzer, args_used: dict) -> str:
-    """DIR/fuzz.json: the search's settings, its throughput and every finding with its repro command."""
-    elapsed = time.monotonic() - fz.budget.start
-    data = {
-        "settings": args_used,
-        "search_examples": fz.search_examples,
-        "shrink_examples": fz.shrink_examples,
-        "replay_examples": fz.replay_examples,
-        "executions": fz.executions,
-        "seconds": round(elapsed, 3),
-        "examples_per_minute": round(fz.rate(), 2),
-        "findings": [{
-            **dict(zip(SIGNATURE_FIELDS, f.sig)),
-            "signature": signature_name(f.sig), "file": f.file or None,
-            "repro": f.repro if f.file else None, "case_id": f.spec.case_id, "case": f.spec.to_dict(),
-            "confirmed": f.confirmed, "shrink_complete": f.shrink_complete, "replayed": f.replayed,
-            "found_after_examples": f.found_after, "shrink_examples": f.shrink_examples,
-            "eager_verdict": f.eager_verdict, "message": f.record.get("message"),
-            "record": f.record,
-        } for f in sorted(fz.findings, key=lambda f: f.sig)],
-    }
-    from harness.core.records import _clean
-
-    path = os.path.join(out_dir, "fuzz.json")
-    os.makedirs(out_dir, exist_ok=True)
-    with open(path, "w", encoding="utf-8") as fh:
-        fh.write(json.dumps(_clean(data), indent=2, allow_nan=False) + "\n")
-    return path
-
-
-def table(findings: list[Finding]) -> str:
-    """The signatures found, one line each, with their shrunk spec and file."""
-    from harness.search.strategies import row_length
-
-    head = ("path", "verdict", "pattern", "style", "dtype", "shape", "row", "input", "spec file")
-    rows = []
-    for f in sorted(findings, key=lambda f: f.sig):
-        inp = f.spec.input_dict
-        kind = inp.pop("kind")
-        rows.append((*f.sig, "x".join(map(str, f.spec.shape)), str(row_length(f.spec)),
-                     f"{kind}({','.join(f'{k}={v:g}' for k, v in inp.items())})",
-                     f.file or "(not confirmed: flaky)"))
-    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in [head, *rows]]
-    return "\n".join(lines)
-
-
-# -- the command -----------------------------------------------------------------
-
-def _csv(text: str | None) -> list[str] | None:
-    if text is None:
-        return None
-    items = [t.strip() for t in text.split(",") if t.strip()]
-    return items or None
-
-
-def add_command(subparsers) -> None:
-    p = subparsers.add_parser("fuzz", help="hypothesis search for failing specs, each shrunk to a minimal one")
-    p.add_argument("--paths", help="comma-separated paths to fuzz (default: every registered path); "
-                                   "eager always runs as the baseline")
-    budget = p.add_mutually_exclusive_group()
-    budget.add_argument("--max-examples", type=int, help=f"search examples in all (default {DEFAULT_EXAMPLES})")
-    budget.add_argument("--minutes", type=float, help="search for this long instead")
-    p.add_argument("--out", default=os.path.join("reports", "latest"),
-                   help="output folder: DIR/failures/<signature>.json and DIR/fuzz.json (default reports/latest)")
-    p.add_argument("--seed", type=int, help="makes the search reproducible (default: random, printed)")
-    p.add_argument("--database", default=DEFAULT_DATABASE,
-                   help=f"hypothesis example database folder, or 'none' (default {DEFAULT_DATABASE})")
-    p.add_argument("--patterns", help="restrict to these patterns (comma-separated)")
-    p.add_argument("--styles", help="restrict to these styles")
-    p.add_argument("--dtypes", help="restrict to these activation dtypes")
-    p.add_argument("--inputs", help="input kinds and/or groups: benign, adversarial, all (default all)")
-    p.add_argument("--max-row", type=int, default=8192, help="longest layer/rms row (default 8192)")
-    p.add_argument("--max-elements", type=int, default=65536, help="largest input (default 65536)")
-    p.add_argument("--max-shrinks", type=int, default=DEFAULT_SHRINKS,
-                   help=f"shrink executions per signature (default {DEFAULT_SHRINKS})")
-    p.add_argument("--max-failures", type=int, help="stop after this many signatures")
-    p.add_argument("--timeout", type=float, default=300.0, help="seconds per execution (default 300)")
-    p.add_argument("--quiet", action="store_true", help="no progress lines (the final table still prints)")
-    p.set_defaults(func=cmd_fuzz)
-
-
-def _options(args) -> tuple[object, dict]:
-    """The strategy the arguments ask for, and those arguments as a dict."""
-    from harness.commands.main import UsageError
-    from harness.search.strategies import case_specs
-
-    options = {"patterns": _csv(args.patterns), "styles": _csv(args.styles), "dtypes": _csv(args.dtypes),
-               "inputs": _csv(args.inputs), "max_row": args.max_row, "max_elements": args.max_elements}
-    try:
-        strategy = case_specs(patterns=options["patterns"], styles=options["styles"], dtypes=options["dtypes"],
-                              input_kinds=options["inputs"], max_row=args.max_row,
-                              max_elements=args.max_elements)
-    except ValueError as exc:
-        raise UsageError(f"fuzz: {exc}") from None
-    return strategy, options
-
-
-def _check_numbers(args) -> None:
-    from harness.commands.main import UsageError
-
-    for name in ("max_examples", "max_shrinks", "max_failures"):
-        value = getattr(args, name)
-        if value is not None and value < 1:
-            raise UsageError(f"--{name.replace('_', '-')}: must be >= 1, got {value}")
-    if args.minutes is not None and not (args.minutes > 0 and math.isfinite(args.minutes)):
-        raise UsageError(f"--minutes: must be > 0, got {args.minutes}")
-    if not args.timeout > 0:
-        raise UsageError(f"--timeout: must be > 0, got {args.timeout}")
-    if args.seed is not None and args.seed < 0:
-        raise UsageError(f"--seed: must be >= 0, got {args.seed}")
-
-
-def cmd_fuzz(args) -> int:
-    from harness.commands.main import _paths_arg
-    from harness.engine.run import Pool, RunnerError
-
-    _check_numbers(args)
-    under_test = _paths_arg(args.paths)
-    strategy, options = _options(args)
-    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2 ** 32)
-    database = None
-    if args.database.lower() != "none":
-        from hypothesis.database import DirectoryBasedExampleDatabase
-
-        database = DirectoryBasedExampleDatabase(args.database)
-    budget = Budget(max_examples=None if args.minutes else (args.max_examples or DEFAULT_EXAMPLES),
-                    minutes=args.minutes, max_shrinks=args.max_shrinks, max_failures=args.max_failures)
-    settings_used = {"paths": under_test, "seed": seed, "max_examples": budget.max_examples,
-                     "minutes": args.minutes, "max_shrinks": args.max_shrinks,
-                     "max_failures": args.max_failures, "database": None if database is None else args.database,
-                     **options}
-
-    clear_failures(args.out)
-    limit = f"{budget.max_examples} examples" if budget.max_examples else f"{args.minutes:g} minutes"
-    print(f"normdiff fuzz: paths {', '.join(under_test)}; seed {seed}; budget {limit}; "
-          f"database {settings_used['database']}", file=sys.stderr, flush=True)
-    fz = None
-    interrupted = False
-    try:
-        with Pool(["eager", *under_test], timeout=args.timeout) as pool:
-            fz = Fuzzer(pool, under_test, strategy, options, budget, seed, database, args.out,
-                        progress=not args.quiet)
-            fz.run()
-    except KeyboardInterrupt:
-        interrupted = True
-    except RunnerError as exc:
-        print(f"normdiff: error: fuzz: {exc}", file=sys.stderr)
-        return 2
-    if fz is None:
-        return 130
-    write_summary(args.out, fz, settings_used)
-    _report(fz, args.out, seed)
-    if interrupted:
-        print("normdiff fuzz: interrupted; what was found is saved", file=sys.stderr)
-        return 130
-    return 1 if fz.findings else 0
-
-
-def _report(fz: Fuzzer, out_dir: str, seed: int) -> None:
-    minutes = (time.monotonic() - fz.budget.start) / 60.0
-    err = sys.stderr
-    print(f"normdiff fuzz: {fz.examples()} examples ({fz.search_examples} search, {fz.shrink_examples} shrink, "
-          f"{fz.replay_examples} replayed; "
-          f"{fz.executions} executions) in {minutes:.2f} min: {fz.rate():.1f} examples/min", file=err)
-    if not fz.findings:
-        print(f"normdiff fuzz: no failure found (seed {seed})", file=err)
-        return
-    print(f"normdiff fuzz: {len(fz.findings)} signatures (seed {seed}); summary in "
-          f"{os.path.join(out_dir, 'fuzz.json')}", file=err)
-    print(table(fz.findings), file=err)
-    for f in sorted(fz.findings, key=lambda f: f.sig):
-        if f.file:
-            print(f"  {f.repro}", file=err)
-    err.flush()

@@ -4,45 +4,7 @@ import json
 import pytest
 
 from harness.reports import baseline as gate
-from harness.core.spec import CaseSpec
-
-SPECS = {name: CaseSpec.from_dict(raw) for name, raw in {
-    "a": {"pattern": "layer_norm", "dtype": "float16", "shape": [2, 64]},
-    "b": {"pattern": "layer_norm", "dtype": "float16", "shape": [1, 4096],
-          "input": {"kind": "alternating", "amplitude": 0.25, "offset": 0}},
-    "c": {"pattern": "rms_norm", "style": "qwen", "dtype": "float16", "shape": [2, 8, 64], "params": {"kind": "normal"}},
-    "d": {"pattern": "layer_norm", "style": "manual", "dtype": "bfloat16", "shape": [2, 64]},
-    "e": {"pattern": "group_norm", "dtype": "float32", "shape": [2, 8, 4, 4], "groups": 2},
-    "f": {"pattern": "batch_norm", "dtype": "float16", "shape": [2, 4, 3, 3]},
-}.items()}
-
-
-def record(name, path, verdict, message=None):
-    spec = SPECS[name]
-    return {"case_id": spec.case_id, "case": spec.to_dict(), "path": path, "verdict": verdict,
-            "stage": "compile" if verdict == "error" else None, "message": message or f"{verdict} on {path}",
-            "max_abs_err": None if verdict == "error" else 0.1, "max_rel_err": None, "max_ulp": 3.0,
-            "worst_row": 0, "eager_max_abs_err": 1e-4, "out_dtype": spec.dtype, "expected_dtype": spec.dtype,
-            "seconds": 0.5, "versions": {"torch": "2.13.0+cpu"}}
-
-
-def entry(name, path, verdict, upstream="new", reason="a hand-written reason"):
-    spec = SPECS[name]
-    return {"case_id": spec.case_id, "path": path, "verdict": verdict, "upstream": upstream,
-            "reason": reason, "case": spec.to_dict()}
-
-
-def write_results(tmp_path, records):
-    p = tmp_path / "results.jsonl"
-    p.write_text("".join(json.dumps(r) + "\n" for r in records))
-    return str(p)
-
-
-def write_baseline(tmp_path, entries, name="baseline.json"):
-    p = tmp_path / name
-    p.write_text(json.dumps({"format": "normdiff-baseline", "version": 1, "entries": entries}, indent=1))
-    return str(p)
-
+from helpers import SPECS, entry, record, write_baseline, write_results  # noqa: F401
 
 def table_rows(stdout):
     """(status, path, case_id) of each row of the gate table on stdout."""

@@ -1,12 +1,11 @@
 """The committed baseline: every entry is a nightly execution, triaged, and readable."""
-import os
 
 from cases.suites import suite
 from harness import paths
 from harness.reports.baseline import load_baseline
 from harness.core.spec import CaseSpec
 
-BASELINE = os.path.join(os.path.dirname(os.path.dirname(__file__)), "reports", "baseline.json")
+from helpers import BASELINE  # noqa: E402
 
 
 def test_every_known_failure_is_a_triaged_nightly_execution():

@@ -11,10 +11,10 @@ from harness.reports import baseline as gate
 from harness.reports.write import write_reports
 from harness.core.records import read_results
 from harness.core.spec import load_spec_file
+from helpers import ROOT
+from helpers import SPECS, entry, record, write_baseline, write_results  # noqa: F401
 
-from test_gate import SPECS, entry, record
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEED = os.path.join(ROOT, "cases", "seeds", "tvm-20909.json")
 
 

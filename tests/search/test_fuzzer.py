@@ -8,32 +8,14 @@ one failure and the search goes on; eager on benign float32 finds nothing.
 from __future__ import annotations
 
 import json
-import os
 
 import pytest
+from crashy_paths import ABORT_ROW
 
-from harness.paths.base import Path, Prepared
 from harness.core.spec import CaseSpec
 
-ABORT_ROW = 100  # the test path below aborts on rows this long or longer
 ABORT_PATH = "abort-on-long-rows"
-ABORT_ENV = {"NORMDIFF_EXTRA_PATHS": f"{ABORT_PATH}=tests.test_fuzz:AbortOnLongRows"}
-
-
-class AbortOnLongRows(Path):
-    """Eager's output, but the worker process aborts (SIGABRT) on a row of ABORT_ROW+ elements."""
-
-    def prepare(self, spec, module, example) -> Prepared:
-        from harness.paths.eager import EagerPath
-
-        eager = EagerPath().prepare(spec, module, example)
-
-        def run(x):
-            if x.shape[-1] >= ABORT_ROW:
-                os.abort()
-            return eager.run_fn(x)
-
-        return Prepared(run, {})
+ABORT_ENV = {"NORMDIFF_EXTRA_PATHS": f"{ABORT_PATH}=tests.crashy_paths:AbortOnLongRows"}
 
 
 def _fuzz(cli, tmp_path, *args, env=None):

@@ -18,10 +18,12 @@ from collections import Counter
 import pytest
 
 from harness.core.records import read_results
-from harness.engine.run import Progress, run, shard
+from harness.engine.plan import shard
+from harness.engine.progress import Progress
+from harness.engine.run import run
 from harness.core.spec import CaseSpec
+from helpers import ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXTRA = ("abort=tests.crashy_paths:AbortPath,sleep=tests.crashy_paths:SleepPath,"
          "slow=tests.crashy_paths:SlowPath")
 ENV = {"NORMDIFF_EXTRA_PATHS": EXTRA, "PYTHONPATH": ROOT}
@@ -267,7 +269,8 @@ def test_progress_prints_a_line_every_few_percent_off_a_terminal():
 
 
 def test_pool_reuses_artifacts_per_path_and_survives_a_crash(monkeypatch):
-    from harness.engine.run import Pool, Task
+    from harness.engine.plan import Task
+    from harness.engine.pool import Pool
 
     monkeypatch.setenv("NORMDIFF_EXTRA_PATHS", EXTRA)
     monkeypatch.syspath_prepend(ROOT)

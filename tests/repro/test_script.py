@@ -20,6 +20,7 @@ import pytest
 import torch
 
 from cases import bugs
+from harness import paths
 from harness.oracle.inputs import make_inputs
 from harness.oracle.modules import build_module
 from cases.suites import SEED_EXECUTORCH, SEED_TVM
@@ -28,8 +29,8 @@ from harness.oracle.compare import tolerance
 from harness.oracle.reference import reference
 from harness.core.spec import INPUT_KINDS, CaseSpec
 from harness.core.tensors import to_torch
+from helpers import ROOT
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ALLOWED_IMPORTS = {"base64", "hashlib", "importlib", "platform", "sys", "traceback",
                    "ml_dtypes", "numpy", "torch", "tvm", "executorch"}
 
@@ -131,7 +132,7 @@ def test_plain_tolerance_never_tighter_than_the_bound(raw):
     assert ref.rounding_dtype in note
 
 
-@pytest.mark.parametrize("path", list(repro_script.PATHS))
+@pytest.mark.parametrize("path", paths.default_names())
 def test_script_imports_only_the_libraries(path):
     spec = CaseSpec.from_dict({**SEED_EXECUTORCH, "style": "t5"})
     text = repro_script.render(spec, path)

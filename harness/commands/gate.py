@@ -1,0 +1,73 @@
+"""`normdiff gate RESULTS --baseline FILE [--update]`: the nightly gate (harness.reports.baseline)."""
+from __future__ import annotations
+
+import os
+import sys
+
+from harness.core.errors import UsageError
+from harness.core.records import latest_per_execution, read_results, write_atomic
+from harness.core.verdicts import GATE_FAILS
+from harness.reports.baseline import (
+    STATUSES,
+    BaselineError,
+    case_label,
+    classify,
+    dump_baseline,
+    load_baseline,
+    table,
+    updated,
+)
+
+
+def _results_file(arg: str) -> str:
+    return os.path.join(arg, "results.jsonl") if os.path.isdir(arg) else arg
+
+
+def cmd_gate(args) -> int:
+    results = _results_file(args.results)
+    if not os.path.isfile(results):
+        raise UsageError(f"gate: no results file {results}")
+    try:
+        records = latest_per_execution(read_results(results))
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"gate: cannot read {results}: {exc}") from None
+    try:
+        if args.update and not os.path.exists(args.baseline):
+            baseline = {}
+        else:
+            baseline = load_baseline(args.baseline)
+    except BaselineError as exc:
+        raise UsageError(f"--baseline {exc}") from None
+
+    if args.update:
+        new = updated(records, baseline)
+        added = len(new.keys() - baseline.keys())
+        removed = len(baseline.keys() - new.keys())
+        changed = sum(1 for k in new.keys() & baseline.keys() if new[k].verdict != baseline[k].verdict)
+        write_atomic(args.baseline, dump_baseline(new))
+        print(f"normdiff gate: wrote {args.baseline}: {len(new)} known failures "
+              f"({added} added, {removed} removed, {changed} with a new verdict; reasons kept)",
+              file=sys.stderr)
+        return 0
+
+    rows = classify(records, baseline)
+    sys.stdout.write(table(rows, verbose=args.verbose))
+    sys.stdout.flush()
+    bad = [w for w in rows if w.status in GATE_FAILS]
+    for w in bad:
+        print(f"normdiff gate: {w.status} {w.path} {case_label(w.case, w.case_id)}: {w.note}", file=sys.stderr)
+    counts = {s: sum(w.status == s for w in rows) for s in STATUSES}
+    print(f"normdiff gate: {len(records)} executions against {len(baseline)} known failures: "
+          + ", ".join(f"{counts[s]} {s}" for s in STATUSES)
+          + ("; failing" if bad else "; as expected"), file=sys.stderr)
+    return 1 if bad else 0
+
+
+def add_command(subparsers) -> None:
+    p = subparsers.add_parser("gate", help="nightly gate: results against the baseline of known failures")
+    p.add_argument("results", metavar="RESULTS", help="a results.jsonl file or the folder holding it")
+    p.add_argument("--baseline", required=True, metavar="FILE", help="the baseline JSON (reports/baseline.json)")
+    p.add_argument("--update", action="store_true",
+                   help="rewrite the baseline from the results, keeping upstream reports and reasons")
+    p.add_argument("--verbose", action="store_true", help="list PASS rows in the table too")
+    p.set_defaults(func=cmd_gate)

@@ -1,0 +1,125 @@
+"""`normdiff run`, `cases` and `merge`: cases × paths into results.jsonl and its reports."""
+from __future__ import annotations
+
+import os
+import sys
+
+from cases.suites import suite
+from harness.commands.common import load_specs, paths_arg, results_records, shard_arg
+from harness.core.errors import UsageError
+from harness.core.records import ResultsWriter, latest_per_execution, read_results
+from harness.core.verdicts import DEFAULT_OUT, DEFAULT_TIMEOUT
+from harness.engine.plan import shard
+from harness.engine.procs import RunnerError
+from harness.engine.run import run
+from harness.reports.write import write_reports
+
+
+def cmd_run(args) -> int:
+    specs = load_specs(args.suite, args.case)
+    path_names = paths_arg(args.paths)
+    part = shard_arg(args.shard)
+    if args.jobs is not None and args.jobs < 0:
+        raise UsageError(f"--jobs: must be >= 0, got {args.jobs}")
+    if not args.timeout > 0:
+        raise UsageError(f"--timeout: must be > 0, got {args.timeout}")
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise UsageError(f"--out: {args.out} exists and is not a folder")
+    if part:
+        specs = shard(specs, *part)
+    results = os.path.join(args.out, "results.jsonl")
+    try:
+        run(specs, path_names, args.out, jobs=args.jobs, timeout=args.timeout,
+            resume=args.resume, progress=not args.quiet)
+    except KeyboardInterrupt:
+        kept = len(read_results(results)) if os.path.exists(results) else 0
+        _report(args.out)
+        print(f"normdiff: interrupted; {kept} records kept in {results}; "
+              "run again with --resume to finish", file=sys.stderr)
+        return 130
+    except RunnerError as exc:
+        _report(args.out)
+        print(f"normdiff: error: {exc}", file=sys.stderr)
+        return 1
+    _report(args.out)
+    wanted = {(s.case_id, p) for s in specs for p in path_names}
+    mine = [r for r in latest_per_execution(read_results(results)) if (r["case_id"], r["path"]) in wanted]
+    bad = [r for r in mine if r["verdict"] != "pass"]
+    missing = len(wanted) - len(mine)
+    print(f"normdiff: {len(mine)} executions, {len(bad)} not passing"
+          + (f", {missing} missing" if missing else "") + f"; reports in {args.out}", file=sys.stderr)
+    return 1 if bad or missing else 0
+
+
+def _report(out_dir: str) -> list[dict]:
+    """The reports of everything results.jsonl in `out_dir` holds (one record per execution)."""
+    records = results_records(out_dir)
+    write_reports(records, out_dir)
+    return records
+
+
+def cmd_cases(args) -> int:
+    try:
+        specs = suite(args.suite)
+    except KeyError as exc:
+        raise UsageError(f"--suite: {exc.args[0]}") from None
+    out = sys.stdout
+    for s in specs:
+        out.write(s.to_json() + "\n")
+    return 0
+
+
+def cmd_merge(args) -> int:
+    """One results file (sorted by case_id, path) and its reports from shard outputs."""
+    records = []
+    for d in args.dirs:
+        path = os.path.join(d, "results.jsonl") if os.path.isdir(d) else d
+        if not os.path.isfile(path):
+            raise UsageError(f"merge: no results.jsonl in {d}")
+        try:
+            records += read_results(path)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"merge: cannot read {path}: {exc}") from None
+    if os.path.exists(args.out) and not os.path.isdir(args.out):
+        raise UsageError(f"--out: {args.out} exists and is not a folder")
+    merged = sorted(latest_per_execution(records), key=lambda r: (r["case_id"], r["path"]))
+    os.makedirs(args.out, exist_ok=True)
+    target = os.path.join(args.out, "results.jsonl")
+    tmp = target + ".tmp"
+    if os.path.exists(tmp):
+        os.remove(tmp)
+    with ResultsWriter(tmp) as w:
+        for r in merged:
+            w.write(r)
+    os.replace(tmp, target)  # an input may be the output folder: read everything first
+    _report(args.out)
+    repeated = len(records) - len(merged)
+    print(f"normdiff: merged {len(merged)} records from {len(args.dirs)} inputs into {args.out}"
+          + (f" ({repeated} repeated executions: the last one read kept)" if repeated else ""),
+          file=sys.stderr)
+    return 0
+
+
+def add_command(subparsers) -> None:
+    p = subparsers.add_parser("run", help="run cases × paths, write results.jsonl and reports")
+    p.add_argument("--suite", action="append", help="a named suite (repeatable); default smoke")
+    p.add_argument("--case", nargs="+", action="extend", metavar="FILE.json",
+                   help="spec files: a JSON object, a JSON list, or JSON lines")
+    p.add_argument("--paths", help="comma-separated path names (default: every registered path)")
+    p.add_argument("--out", default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})")
+    p.add_argument("--jobs", type=int, default=None, help="worker processes (default: cores; 0 = in-process)")
+    p.add_argument("--shard", help="run part K of N (by case_id), e.g. 2/4")
+    p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
+                   help=f"seconds per execution (default {DEFAULT_TIMEOUT:g})")
+    p.add_argument("--resume", action="store_true", help="skip executions already in results.jsonl")
+    p.add_argument("--quiet", action="store_true", help="no progress output")
+    p.set_defaults(func=cmd_run)
+
+    p = subparsers.add_parser("cases", help="print a suite's specs as JSON lines")
+    p.add_argument("--suite", required=True)
+    p.set_defaults(func=cmd_cases)
+
+    p = subparsers.add_parser("merge", help="combine shard outputs into one results file and reports")
+    p.add_argument("dirs", nargs="+", metavar="DIR")
+    p.add_argument("--out", default=DEFAULT_OUT)
+    p.set_defaults(func=cmd_merge)

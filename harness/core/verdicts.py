@@ -1,0 +1,49 @@
+"""The verdicts of an execution and the statuses of the gate, defined once.
+
+Both are `StrEnum`s: a member *is* its string, so records stay plain JSON
+with the very strings of DESIGN §3 and comparisons with strings read from a
+results file just work.
+"""
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Verdict(StrEnum):
+    """What one execution of a case on a path gave (DESIGN §3)."""
+
+    PASS = "pass"
+    INACCURATE = "inaccurate"
+    DTYPE_MISMATCH = "dtype_mismatch"
+    SHAPE_MISMATCH = "shape_mismatch"
+    NONFINITE = "nonfinite"
+    ERROR = "error"
+    CRASH = "crash"
+    TIMEOUT = "timeout"
+    UNSUPPORTED = "unsupported"
+
+
+VERDICTS: tuple[str, ...] = tuple(v.value for v in Verdict)
+# The verdicts that say a path ran and its output is wrong (not that it could not run).
+WRONG_OUTPUT = frozenset({Verdict.INACCURATE, Verdict.DTYPE_MISMATCH, Verdict.SHAPE_MISMATCH, Verdict.NONFINITE})
+# The verdicts that say the path did not finish (an exception, a dead worker, the clock).
+NO_OUTPUT = frozenset({Verdict.ERROR, Verdict.CRASH, Verdict.TIMEOUT})
+# Everything a search counts as a finding: all but pass and a documented unsupported.
+FAILING = WRONG_OUTPUT | NO_OUTPUT
+
+
+class Status(StrEnum):
+    """An execution seen against the gate's baseline."""
+
+    PASS = "PASS"
+    XFAIL = "XFAIL"
+    FLAKY = "FLAKY"
+    NEW_FAIL = "NEW_FAIL"
+    FIXED = "FIXED"
+    MISSING = "MISSING"
+
+
+GATE_FAILS = frozenset({Status.NEW_FAIL, Status.FIXED, Status.MISSING})
+
+DEFAULT_TIMEOUT = 300.0  # seconds per execution, the first compile of its structure included
+DEFAULT_OUT = "reports/latest"  # where run, merge and bugs --check write unless told otherwise

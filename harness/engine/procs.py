@@ -1,0 +1,228 @@
+"""Worker processes seen from the parent: start, feed, watch, stop; deaths and hangs become records."""
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import os
+import re
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from multiprocessing.connection import wait
+from typing import Iterable
+
+from harness.engine.execute import base_record
+from harness.engine.plan import Group, Task
+from harness.engine.warm import start_forkserver, warm_modules
+from harness.engine.worker import worker_main
+
+START_TIMEOUT = 600.0  # a worker that is not ready by then is hung in its imports
+START_FAILURES = 3  # consecutive workers dying before ready: the environment is broken
+LOG_TAIL_BYTES = 4000
+
+
+class RunnerError(RuntimeError):
+    """The run cannot go on (workers cannot even start)."""
+
+
+@dataclass
+class Worker:
+    process: object
+    conn: object
+    log: str
+    born: float
+    ready: bool = False
+    task: Task | None = None
+    acked: bool = False
+    started: float = 0.0
+    log_offset: int = 0
+    group: Group | None = None  # Runner: the group it works through
+    tag: object = None  # Pool: where the record goes
+    structures: set = field(default_factory=set)  # Pool: artifacts it holds
+
+
+def _signal_name(code: int | None) -> str:
+    if code is None:
+        return "unknown"
+    if code < 0:
+        try:
+            return signal.Signals(-code).name
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit code {code}"
+
+
+class Procs:
+    """Starts, feeds, watches and stops worker processes; turns deaths and hangs into records."""
+
+    def __init__(self, path_names: Iterable[str], timeout: float, start_method: str = "forkserver"):
+        self.timeout = timeout
+        self.warm = warm_modules(sorted(set(path_names)))
+        self.start_method = start_method
+        self.ctx = None
+        self.failed_starts = 0
+        self.requeued: dict[tuple[str, str], int] = defaultdict(int)
+        self.logdir = tempfile.mkdtemp(prefix="normdiff-workers-")
+        self.count = 0
+
+    def _context(self):
+        if self.ctx is None:
+            if self.start_method == "forkserver":
+                self.ctx = mp.get_context("forkserver")
+                self.ctx.set_forkserver_preload(["harness.engine.warm"])
+                start_forkserver(self.warm)
+            else:
+                self.ctx = mp.get_context(self.start_method)
+        return self.ctx
+
+    def start(self) -> Worker:
+        self.count += 1
+        log = os.path.join(self.logdir, f"worker-{self.count}.log")
+        cfg = {"extra_paths": os.environ.get("NORMDIFF_EXTRA_PATHS", ""), "log": log,
+               "sys_path": list(sys.path), "warm": self.warm, "threads": 1}
+        for attempt in range(2):
+            ctx = self._context()
+            parent, child = ctx.Pipe()
+            proc = ctx.Process(target=worker_main, args=(child, cfg), daemon=True)
+            try:
+                proc.start()
+                break
+            except (OSError, EOFError) as exc:  # the forkserver is gone: fall back to spawn
+                parent.close()
+                child.close()
+                if attempt or self.start_method == "spawn":
+                    raise RunnerError(f"cannot start a worker process: {exc}") from None
+                print(f"normdiff: forkserver failed ({exc}); starting workers with spawn", file=sys.stderr)
+                self.start_method, self.ctx = "spawn", None
+        child.close()
+        return Worker(proc, parent, log, time.monotonic())
+
+    def send(self, w: Worker, task: Task, reset: bool) -> bool:
+        """Hand `task` to idle worker `w`; False if it is already gone (the caller keeps the task)."""
+        w.task, w.acked, w.started, w.log_offset = task, False, time.monotonic(), _size(w.log)
+        try:
+            w.conn.send((reset, task.spec.to_dict(), task.path))
+            return True
+        except (OSError, ValueError):
+            w.task = None
+            return False
+
+    def wait(self, workers: list[Worker]) -> None:
+        """Until a worker says something or dies, a task's time is up, or a second has passed."""
+        now = time.monotonic()
+        deadline = min((w.started + self.timeout for w in workers if w.task is not None), default=now + 1.0)
+        objs = [w.conn for w in workers] + [w.process.sentinel for w in workers]
+        wait(objs, timeout=max(0.0, min(1.0, deadline - now)))
+
+    def check(self, w: Worker) -> tuple[str, object]:
+        """What became of `w`: ("record", r), ("failed", r) for a crash or timeout, ("requeue", task)
+        for a task it died without seeing, ("dead", None), or ("", None). After anything but
+        "record" and "" the worker is gone and must be replaced."""
+        try:
+            while w.conn.poll():
+                kind, payload = w.conn.recv()
+                if kind == "ready":
+                    w.ready = True
+                    self.failed_starts = 0
+                elif kind == "started":
+                    w.acked = True
+                elif kind == "record":
+                    w.task = None
+                    return "record", payload
+        except (EOFError, OSError):
+            pass
+        now = time.monotonic()
+        if not w.process.is_alive():
+            code = w.process.exitcode
+            self.kill(w)
+            if not w.ready:
+                self.failed_starts += 1
+                if self.failed_starts >= START_FAILURES:
+                    raise RunnerError(f"worker processes die before they are ready ({_signal_name(code)})"
+                                      + _crash_summary(_log_tail(w.log, 0)))
+            task, w.task = w.task, None
+            if task is None:
+                return "dead", None
+            if not w.acked and self.requeued[task.key] < 1:  # it died before it saw the task
+                self.requeued[task.key] += 1
+                return "requeue", task
+            tail = _log_tail(w.log, w.log_offset)
+            return "failed", _failure(task, "crash", f"worker died ({_signal_name(code)})" + _crash_summary(tail),
+                                      now - w.started, signal=_signal_name(code), log_tail=tail[-20:])
+        if w.task is not None and now - w.started > self.timeout:
+            self.kill(w)
+            task, w.task = w.task, None
+            return "failed", _failure(task, "timeout", f"no result after {self.timeout:g} s", now - w.started)
+        if not w.ready and now - w.born > START_TIMEOUT:
+            self.kill(w)
+            self.failed_starts += 1
+            if self.failed_starts >= START_FAILURES:
+                raise RunnerError(f"worker processes hang in their imports for {START_TIMEOUT:g} s")
+            return "dead", None
+        return "", None
+
+    def kill(self, w: Worker) -> None:
+        with contextlib.suppress(Exception):
+            if w.process.is_alive():
+                w.process.kill()
+            w.process.join(5)
+        with contextlib.suppress(OSError):
+            w.conn.close()
+
+    def close(self, workers: list[Worker], graceful: bool = True) -> None:
+        """Stop `workers`: politely after finished work, at once after Ctrl-C or an error."""
+        if graceful:
+            for w in workers:
+                with contextlib.suppress(OSError, ValueError):
+                    w.conn.send(None)
+            deadline = time.monotonic() + 5
+            for w in workers:
+                with contextlib.suppress(Exception):
+                    w.process.join(max(0.0, deadline - time.monotonic()))
+        for w in workers:
+            self.kill(w)
+        shutil.rmtree(self.logdir, ignore_errors=True)
+
+
+def _size(path: str) -> int:
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return 0
+
+
+def _log_tail(path: str, offset: int) -> list[str]:
+    """The non-blank lines a worker wrote since `offset` (at most the last few KB)."""
+    try:
+        with open(path, "rb") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            fh.seek(max(offset, size - LOG_TAIL_BYTES))
+            text = fh.read().decode("utf-8", "replace")
+    except OSError:
+        return []
+    return [ln.rstrip()[:300] for ln in text.splitlines()
+            if ln.strip() and not ln.startswith("Extension modules:")]
+
+
+def _crash_summary(tail: list[str]) -> str:
+    """": Fatal Python error: Aborted, in f (file.py:12)" from a faulthandler dump, else its last line."""
+    fatal = next((i for i, ln in enumerate(tail) if ln.startswith("Fatal Python error")), None)
+    if fatal is None:
+        return f": {tail[-1]}" if tail else ""
+    where = ""
+    for ln in tail[fatal + 1:]:
+        m = re.match(r'\s*File "(.+)", line (\d+) in (.+)', ln)
+        if m:
+            where = f", in {m.group(3)} ({os.path.basename(m.group(1))}:{m.group(2)})"
+            break
+    return f": {tail[fatal]}{where}"
+
+
+def _failure(task: Task, verdict: str, message: str, seconds: float, **extra) -> dict:
+    record = base_record(task.spec, task.path)
+    record.update(verdict=verdict, message=message, seconds=round(seconds, 6), **extra)
+    return record

@@ -1,0 +1,69 @@
+"""The worker process: serves tasks, keeping prepared artifacts until told to drop them."""
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+
+from harness.core.spec import CaseSpec
+from harness.engine.execute import Executor, base_record
+from harness.engine.warm import warm
+from harness.paths.base import first_line
+
+
+def worker_main(conn, cfg: dict) -> None:
+    """Serve tasks until told to stop, keeping prepared artifacts until told to drop them."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
+    sys.path.extend(p for p in cfg["sys_path"] if p not in sys.path)  # e.g. a test's path module
+    if cfg["extra_paths"]:
+        os.environ["NORMDIFF_EXTRA_PATHS"] = cfg["extra_paths"]
+    else:
+        os.environ.pop("NORMDIFF_EXTRA_PATHS", None)
+    log = os.open(cfg["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(log, 1)
+    os.dup2(log, 2)
+    os.close(log)
+    import faulthandler
+    import warnings
+
+    faulthandler.enable(file=sys.stderr, all_threads=False)  # a crash leaves its stack in the log
+    warnings.filterwarnings("ignore")  # library deprecation chatter is not a finding
+    _watch_parent(os.getppid())
+    warm(cfg["warm"])  # no-op when forked from the warm forkserver
+    if cfg.get("threads"):  # jobs share the cores; one thread each also keeps sums in one order
+        import torch
+
+        torch.set_num_threads(cfg["threads"])
+        os.environ["TVM_NUM_THREADS"] = str(cfg["threads"])
+    executor = Executor()
+    conn.send(("ready", os.getpid()))
+    while True:
+        try:
+            msg = conn.recv()
+        except (EOFError, OSError):
+            return
+        if msg is None:
+            return
+        reset, spec_dict, path = msg
+        conn.send(("started", None))
+        if reset:  # a new group: drop the artifacts of the previous ones
+            executor = Executor()
+        try:
+            record = executor.execute(spec_dict, path)
+        except Exception as exc:  # noqa: BLE001 - a harness bug is still one record
+            record = base_record(CaseSpec.from_dict(spec_dict), path)
+            record.update(verdict="error", stage="run", message=f"harness: {first_line(exc)}")
+        conn.send(("record", record))
+
+
+def _watch_parent(ppid: int) -> None:
+    """Exit when the process that started us is gone (the run was killed)."""
+    def watch():
+        while True:
+            time.sleep(1.0)
+            if os.getppid() != ppid:
+                os._exit(0)
+
+    threading.Thread(target=watch, daemon=True).start()

@@ -1,0 +1,98 @@
+"""summary.md: verdict counts, the status against the baseline, the worst cases with their repro."""
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+from harness.core.verdicts import VERDICTS, Status, Verdict
+from harness.reports import baseline as gate
+from harness.reports.baseline import case_label
+from harness.reports.known import (
+    FAILING_LISTED,
+    Known,
+    badness,
+    cells,
+    fmt,
+    paths_of,
+    repro_command,
+    sort_key,
+    worst,
+)
+
+
+def summary_markdown(records: list[dict], title: str = "normdiff results", *, out_dir: str = ".",
+                     baseline: dict | None = None) -> str:
+    known = Known(baseline)
+    records = sorted(records, key=sort_key)
+    paths = paths_of(records)
+    counts = Counter(r["verdict"] for r in records)
+    lines = [f"# {title}", ""]
+    cases = len({r["case_id"] for r in records})
+    lines.append(f"{len(records)} executions of {cases} cases on {len(paths)} paths: "
+                 + ", ".join(f"{counts[v]} {v}" for v in VERDICTS if counts[v]) + ".")
+    if records:
+        v = records[0].get("versions", {})
+        lines.append("")
+        lines.append("Versions: " + ", ".join(f"{k} {v[k]}" for k in sorted(v) if v[k]) + ".")
+
+    if baseline is not None:
+        status = Counter(known.status(r) for r in records)
+        lines += ["", "## Against the baseline", "",
+                  ", ".join(f"{status[s]} {s}" for s in gate.STATUSES if s != Status.MISSING) + " "
+                  f"({len(baseline)} known failures; `normdiff gate` also reports those not run)."]
+        fixed = [r for r in records if known.status(r) == "FIXED"]
+        if fixed:
+            lines += ["", "Known failures that now pass (remove them from the baseline):", ""]
+            lines += [f"- {r['path']} on {case_label(r['case'], r['case_id'])}: {known.note(r)}" for r in fixed]
+
+    lines += ["", "## Verdicts by path", "", "| path | " + " | ".join(VERDICTS) + " |",
+              "|---|" + "---|" * len(VERDICTS)]
+    for p in paths:
+        c = Counter(r["verdict"] for r in records if r["path"] == p)
+        lines.append(f"| {p} | " + " | ".join(str(c[v]) if c[v] else "" for v in VERDICTS) + " |")
+
+    lines += ["", "## Pattern × dtype against path", "",
+              "Each cell: passing / all executions, then the other verdicts.", "",
+              "| pattern | dtype | " + " | ".join(paths) + " |", "|---|---|" + "---|" * len(paths)]
+    by_cell = cells(records)
+    for pattern, dtype in sorted({(k[0], k[1]) for k in by_cell}):
+        row = []
+        for p in paths:
+            c = Counter(r["verdict"] for r in by_cell.get((pattern, dtype, p), []))
+            total = sum(c.values())
+            if not total:
+                row.append("")
+                continue
+            other = ", ".join(f"{n} {v}" for v, n in sorted(c.items()) if v != Verdict.PASS)
+            row.append(f"{c['pass']}/{total}" + (f" ({other})" if other else ""))
+        lines.append(f"| {pattern} | {dtype} | " + " | ".join(row) + " |")
+
+    failing = sorted((r for r in records if r["verdict"] != Verdict.PASS), key=lambda r: (known.is_known(r), badness(r)))
+    top = worst(records, known)
+    lines += ["", f"## Worst cases ({len(top)} of {len(failing)} failing executions)", ""]
+    if not failing:
+        lines.append("None.")
+    for r in top:
+        note = known.note(r)
+        lines += [f"### {r['verdict']}: {r['path']} on {case_label(r['case'], r['case_id'])}", "",
+                  f"- message: {r.get('message', '')}",
+                  f"- max abs err {fmt(r.get('max_abs_err'))} ({fmt(r.get('max_ulp'))} ulp), "
+                  f"{fmt(r.get('max_err_over_tol'))}x the bound; eager's {fmt(r.get('eager_max_abs_err'))}; "
+                  f"out dtype {r.get('out_dtype')} (expected {r.get('expected_dtype')})"
+                  + (f", stage {r['stage']}" if r.get("stage") else "")]
+        if note:
+            lines.append(f"- baseline: {note}")
+        lines += [f"- spec: `{json.dumps(r['case'])}`",
+                  f"- reproduce: `{repro_command(out_dir, r)}`", ""]
+
+    if failing:
+        listed = failing[:FAILING_LISTED]
+        lines += ["", f"## All failing executions ({len(failing)})", "",
+                  "| path | case | verdict | error/bound | baseline |", "|---|---|---|---|---|"]
+        for r in listed:
+            note = known.note(r).replace("|", "/")
+            lines.append(f"| {r['path']} | {case_label(r['case'], r['case_id'])} | {r['verdict']} | "
+                         f"{fmt(r.get('max_err_over_tol'), '.3g')} | {note} |")
+        if len(failing) > len(listed):
+            lines.append(f"\n… and {len(failing) - len(listed)} more in results.jsonl.")
+    return "\n".join(lines) + "\n"
