@@ -20,7 +20,7 @@ import numpy as np
 
 from harness.core.dtypes import name_of
 from harness.core.tensors import to_numpy, to_torch
-from harness.paths.base import stage
+from harness.paths.base import example_args, input_arrays, stage
 
 # What a warm worker imports for an ExecuTorch path.
 EXECUTORCH_WARM = ("torch", "torch.export", "executorch.exir", "executorch.runtime")
@@ -50,7 +50,7 @@ def export(module, example):
     import torch
 
     with stage("export"), torch.no_grad():
-        return torch.export.export(module, (example,))
+        return torch.export.export(module, example_args(example))
 
 
 def op_name(target: Any) -> str:
@@ -108,7 +108,7 @@ def pte_runner(manager, spec) -> Callable[[np.ndarray], np.ndarray]:
 
     def run(x: np.ndarray) -> np.ndarray:
         keep_alive = program  # noqa: F841 - the method points into the program
-        inputs = (to_torch(x, layout),)
+        inputs = tuple(to_torch(a, layout) for a in input_arrays(x))
         log = io.StringIO()
         try:
             with contextlib.redirect_stderr(log):
@@ -174,7 +174,7 @@ def module_runner(module, spec) -> Callable[[np.ndarray], np.ndarray]:
 
     def run(x: np.ndarray) -> np.ndarray:
         with torch.no_grad():
-            out = single_output(module(to_torch(x, layout)))
+            out = single_output(module(*(to_torch(a, layout) for a in input_arrays(x))))
         return to_numpy(out)
 
     return run

@@ -44,6 +44,16 @@ def first_line(exc: BaseException) -> str:
 STAGES = ("export", "compile", "run")
 
 
+def example_args(example) -> tuple:
+    """The positional arguments of the model: `example` is one tensor, or a tuple for several inputs."""
+    return example if isinstance(example, tuple) else (example,)
+
+
+def input_arrays(x) -> tuple:
+    """The inputs of one run as a tuple: `x` is one array, or a tuple for several inputs (x, then y, r…)."""
+    return x if isinstance(x, tuple) else (x,)
+
+
 @contextlib.contextmanager
 def stage(name: str, step: str | None = None):
     """Re-raise anything from the block as a StageError of stage `name`.
@@ -67,7 +77,10 @@ class Prepared:
     """A compiled case: `run(x)` maps an input array to the output array.
 
     `x` is a NumPy array in the case's dtype (bfloat16 as ml_dtypes.bfloat16),
-    in logical (contiguous) order; the output is returned the same way.
+    in logical (contiguous) order; the output is returned the same way. A case
+    whose program reads extra inputs (DESIGN §7) passes a tuple of arrays
+    (x first, then the extra inputs in sorted order); `input_arrays` unpacks
+    both forms.
     `facts` holds JSON-able facts about what the path did (delegated or not,
     which rewrite fired, …); they are copied into every record.
     """
@@ -99,11 +112,11 @@ class Path:
         It runs in a standalone script that imports only torch, numpy,
         ml_dtypes and `script_imports`, with `to_torch`, `to_numpy` and
         `single` defined (see harness.repro.pieces). `model` is the eval-mode
-        module, `example` its input tensor, `x` the same input as NumPy.
-        The default runs the model as eager does.
+        module, `example` the tuple of its input tensors, `x` the same inputs
+        as a tuple of NumPy arrays. The default runs the model as eager does.
         """
         return (f'def run_path(model, example, x):\n    """{self.name}: {self.description}"""\n'
-                "    with torch.no_grad():\n        return to_numpy(model(example))\n")
+                "    with torch.no_grad():\n        return to_numpy(model(*example))\n")
 
     def structure_key(self, spec) -> str:
         """Cases with the same key share one prepared artifact."""
@@ -114,6 +127,8 @@ class Path:
 
         `module` is the eager torch module (parameters already set, in eval
         mode); `example` is a torch tensor of the case's input (dtype and
-        memory format as the spec says). Raise Unsupported or StageError.
+        memory format as the spec says), or a tuple of tensors when the case
+        has extra inputs (`example_args` gives the model's arguments either
+        way). Raise Unsupported or StageError.
         """
         raise NotImplementedError

@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 
 from harness.core.tensors import to_numpy, to_torch
-from harness.paths.base import Path, Prepared
+from harness.paths.base import Path, Prepared, input_arrays
 
 
 class EagerPath(Path):
@@ -15,6 +15,6 @@ class EagerPath(Path):
     def prepare(self, spec, module, example) -> Prepared:
         def run(x):
             with torch.no_grad():
-                return to_numpy(module(to_torch(x, spec.layout)))
+                return to_numpy(module(*(to_torch(a, spec.layout) for a in input_arrays(x))))
 
         return Prepared(run, {})

@@ -29,11 +29,11 @@ class ExecutorchPath(Path):
 def run_path(model, example, x):
     """{self.name}: {self.description}"""
     with torch.no_grad():
-        ep = torch.export.export(model, (example,))
+        ep = torch.export.export(model, example)
     program = to_edge(ep).to_executorch()
     loaded = Runtime.get().load_program(program.buffer)
     method = loaded.load_method("forward")
-    return to_numpy(single(method.execute((example,))))
+    return to_numpy(single(method.execute(example)))
 '''
 
     def prepare(self, spec, module, example) -> Prepared:

@@ -104,7 +104,7 @@ class RecomposePath(Path):
 def run_path(model, example, x):
     """{self.name}: {self.description}"""
     with torch.no_grad():
-        ep = torch.export.export(model, (example,))
+        ep = torch.export.export(model, example)
     # QNN lowers with _check_ir_validity=False, which keeps the rebuilt aten.rms_norm legal
     config = EdgeCompileConfig(_check_ir_validity=False, _skip_dim_order={self.skip_dim_order})
     edge_ep = to_edge(ep, compile_config=config).exported_program()
@@ -112,7 +112,7 @@ def run_path(model, example, x):
     RecomposeRmsNorm(quantization_capture=False)(edge_ep.graph_module)
     report_rms_norm(edge_ep.graph_module)
     with torch.no_grad():
-        return to_numpy(single(edge_ep.module()(example)))
+        return to_numpy(single(edge_ep.module()(*example)))
 '''
 
     def prepare(self, spec, module, example) -> Prepared:
@@ -155,13 +155,13 @@ class RecomposeCapturePath(Path):
 def run_path(model, example, x):
     """{self.name}: {self.description}"""
     with torch.no_grad():
-        ep = torch.export.export(model, (example,))
+        ep = torch.export.export(model, example)
     graph_module = ep.module()
     RemoveRedundancy(quantization_capture=True)(graph_module)
     RecomposeRmsNorm(quantization_capture=True)(graph_module)
     report_rms_norm(graph_module)
     with torch.no_grad():
-        return to_numpy(single(graph_module(example)))
+        return to_numpy(single(graph_module(*example)))
 '''
 
     def prepare(self, spec, module, example) -> Prepared:

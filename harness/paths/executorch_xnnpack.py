@@ -70,12 +70,12 @@ class XnnpackPath(Path):
 def run_path(model, example, x):
     """{self.name}: {self.description}"""
     with torch.no_grad():
-        ep = torch.export.export(model, (example,))
+        ep = torch.export.export(model, example)
     edge = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()])
     program = edge.to_executorch()
     loaded = Runtime.get().load_program(program.buffer)
     method = loaded.load_method("forward")
-    return to_numpy(single(method.execute((example,))))
+    return to_numpy(single(method.execute(example)))
 '''
 
     def prepare(self, spec, module, example) -> Prepared:

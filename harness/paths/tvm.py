@@ -34,7 +34,7 @@ import threading
 
 import numpy as np
 
-from harness.paths.base import Path, Prepared, stage
+from harness.paths.base import Path, Prepared, example_args, input_arrays, stage
 
 
 def relax_ops(mod, func: str = "main") -> list[str]:
@@ -113,13 +113,13 @@ class TvmPath(Path):
 
 def run_path(model, example, x):
     """{self.name}: {self.description}"""
-    ep = torch.export.export(model, (example,))
+    ep = torch.export.export(model, example)
     mod = from_exported_program(ep, keep_params_as_input=False)
 {decompose}    print("Relax ops:", ", ".join(relax_ops(mod)))
     with tvm.transform.PassContext(opt_level=3):
         executable = tvm.compile(mod, target="llvm")
     vm = relax.VirtualMachine(executable, tvm.cpu())
-    result = vm["main"](tvm.runtime.tensor(np.ascontiguousarray(x), tvm.cpu()))
+    result = vm["main"](*(tvm.runtime.tensor(np.ascontiguousarray(a), tvm.cpu()) for a in x))
     while not isinstance(result, tvm.runtime.Tensor):
         (result,) = list(result)  # the importer returns a one-element tuple
     out = result.numpy()
@@ -132,7 +132,7 @@ def run_path(model, example, x):
         import torch
 
         with stage("export"):
-            ep = torch.export.export(module, (example,))
+            ep = torch.export.export(module, example_args(example))
 
         with stage("compile", step="import"):
             import tvm
@@ -156,7 +156,7 @@ def run_path(model, example, x):
 
         def run_fn(x: np.ndarray) -> np.ndarray:
             with lock:
-                result = main(_to_tvm(x, device))
+                result = main(*(_to_tvm(a, device) for a in input_arrays(x)))
                 return _from_tvm(_unwrap(result))
 
         facts = {"tvm_decomposed": self.decompose, "tvm_ops": ops}

@@ -77,6 +77,7 @@ _digest = hashlib.sha256()
 for _a in (x, $param_tuple):
     _digest.update(np.ascontiguousarray(_a).tobytes())
 assert _digest.hexdigest() == INPUT_SHA256, "the inputs differ from normdiff's"
+INPUTS = (x,)  # the model's inputs, in its argument order
 '''
 
 # -- the report and the check -----------------------------------------------
@@ -160,15 +161,15 @@ def main():
     environment()
     print("case:", $case_repr)
     print(f"path: {PATH}:", $description_repr)
-    example = to_torch(x)$layout
+    example = tuple(to_torch(a)$layout for a in INPUTS)
     with torch.no_grad():
-        eager = to_numpy(model(example))
+        eager = to_numpy(model(*example))
     expected_dtype = EXPECTED_DTYPE if IS_EAGER else eager.dtype
     print("expected (FP64 reference):", first(ref))
     print(f"expected, rounded to {expected_dtype}:", first(ref.astype(expected_dtype)))
     print(f"eager ({eager.dtype}):", first(eager))
     try:
-        out = run_path(model, example, x)
+        out = run_path(model, example, INPUTS)
     except Exception as exc:  # the failure is the finding: show it, then fail
         traceback.print_exc()
         problems = [f"{PATH} raised {first_line(exc)}"]
