@@ -24,6 +24,11 @@ REGISTRY: dict[str, str] = {
     "executorch-recompose": "harness.paths.executorch_recompose:RecomposePath",
     "executorch-recompose-no-dim-order": "harness.paths.executorch_recompose:RecomposeNoDimOrderPath",
     "executorch-recompose-capture": "harness.paths.executorch_recompose:RecomposeCapturePath",
+    "tvm-decompose-inference": "harness.paths.tvm:TvmDecomposeInferencePath",
+    "inductor": "harness.paths.inductor:InductorPath",
+    "inductor-emulate": "harness.paths.inductor:InductorEmulatePath",
+    "onnxruntime": "harness.paths.onnxruntime:OnnxRuntimePath",
+    "onnxruntime-fused": "harness.paths.onnxruntime:OnnxRuntimeFusedPath",
 }
 
 ENV = "NORMDIFF_EXTRA_PATHS"

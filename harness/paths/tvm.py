@@ -3,6 +3,7 @@
     torch.export.export
       -> tvm.relax.frontend.torch.from_exported_program      (stage "compile", step "import")
       -> [relax.transform.DecomposeOpsForTraining]           (tvm-decompose only)
+      -> [relax.transform.DecomposeOpsForInference]          (tvm-decompose-inference only)
       -> tvm.compile(target="llvm") -> relax.VirtualMachine  (stage "compile")
       -> vm["main"](x)                                       (stage "run")
 
@@ -30,6 +31,8 @@ Choices, written down:
 """
 from __future__ import annotations
 
+import os
+import tempfile
 import threading
 
 import numpy as np
@@ -105,10 +108,11 @@ class TvmPath(Path):
     warm_imports = ("torch", "torch.export", "tvm", "tvm.relax", "tvm.relax.frontend.torch")
     script_imports = ("import tvm\nfrom tvm import relax\n"
                       "from tvm.relax.frontend.torch import from_exported_program\n")
-    decompose = False
+    # The relax.transform pass applied before compile (a name), or "" for none.
+    decompose = ""
 
     def script_code(self) -> str:
-        decompose = "    mod = relax.transform.DecomposeOpsForTraining()(mod)\n" if self.decompose else ""
+        decompose = f"    mod = relax.transform.{self.decompose}()(mod)\n" if self.decompose else ""
         return _SCRIPT_RELAX_OPS + f'''
 
 def run_path(model, example, x):
@@ -141,26 +145,54 @@ def run_path(model, example, x):
 
             mod = from_exported_program(ep, keep_params_as_input=False)
             if self.decompose:
-                mod = relax.transform.DecomposeOpsForTraining()(mod)
+                mod = getattr(relax.transform, self.decompose)()(mod)
             ops = relax_ops(mod)
 
         with stage("compile"):
             with tvm.transform.PassContext(opt_level=3):
                 executable = tvm.compile(mod, target="llvm")
-            device = tvm.cpu()
-            vm = relax.VirtualMachine(executable, device)
-            main = vm["main"]
+            run_fn = _vm_runner(executable)
 
-        # A VM keeps per-call state; serialise calls if threads share it.
-        lock = threading.Lock()
+        facts = {"tvm_decomposed": bool(self.decompose), "tvm_ops": ops}
+        return Prepared(run_fn, facts, built=executable)
 
-        def run_fn(x: np.ndarray) -> np.ndarray:
-            with lock:
-                result = main(*(_to_tvm(a, device) for a in input_arrays(x)))
-                return _from_tvm(_unwrap(result))
+    def artifact(self, prepared: Prepared) -> bytes | None:
+        """The compiled VM executable as one shared library (export_library links it with the C compiler)."""
+        if prepared.built is None:
+            return None
+        with tempfile.TemporaryDirectory(prefix="normdiff-tvm-") as tmp:
+            lib = os.path.join(tmp, "lib.so")
+            prepared.built.export_library(lib)
+            with open(lib, "rb") as fh:
+                return fh.read()
 
-        facts = {"tvm_decomposed": self.decompose, "tvm_ops": ops}
-        return Prepared(run_fn, facts)
+    def restore(self, spec, data: bytes) -> Prepared:
+        """The VM of a library `artifact` wrote, loaded with tvm.runtime.load_module."""
+        import tvm
+
+        with tempfile.TemporaryDirectory(prefix="normdiff-tvm-") as tmp:
+            lib = os.path.join(tmp, "lib.so")
+            with open(lib, "wb") as fh:
+                fh.write(data)
+            loaded = tvm.runtime.load_module(lib)  # dlopen'ed: the file may go
+        return Prepared(_vm_runner(loaded), {})
+
+
+def _vm_runner(executable):
+    """run_fn of a Relax VM over `executable` (tvm.compile's, or a loaded library)."""
+    import tvm
+    from tvm import relax
+
+    device = tvm.cpu()
+    main = relax.VirtualMachine(executable, device)["main"]
+    lock = threading.Lock()  # a VM keeps per-call state; serialise calls if threads share it
+
+    def run_fn(x: np.ndarray) -> np.ndarray:
+        with lock:
+            result = main(*(_to_tvm(a, device) for a in input_arrays(x)))
+            return _from_tvm(_unwrap(result))
+
+    return run_fn
 
 
 class TvmDecomposePath(TvmPath):
@@ -170,4 +202,19 @@ class TvmDecomposePath(TvmPath):
     name = "tvm-decompose"
     description = ("torch.export -> from_exported_program -> DecomposeOpsForTraining -> "
                    "tvm.compile(target='llvm') -> Relax VM")
-    decompose = True
+    decompose = "DecomposeOpsForTraining"
+
+
+class TvmDecomposeInferencePath(TvmPath):
+    """As `tvm`, with relax.transform.DecomposeOpsForInference before compile.
+
+    Relax's batch_norm is training mode by default (it normalizes with the
+    batch's statistics); DecomposeOpsForInference rewrites it with the moving
+    mean and variance, which is what an eval-mode torch BatchNorm means. Other
+    norms (layer_norm, group_norm, rms_norm) are left whole by this pass.
+    """
+
+    name = "tvm-decompose-inference"
+    description = ("torch.export -> from_exported_program -> DecomposeOpsForInference -> "
+                   "tvm.compile(target='llvm') -> Relax VM")
+    decompose = "DecomposeOpsForInference"

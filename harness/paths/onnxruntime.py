@@ -1,0 +1,230 @@
+"""The `onnxruntime` and `onnxruntime-fused` paths: torch.onnx.export -> ONNX Runtime on CPU.
+
+    torch.onnx.export(module, args, dynamo=True)                     (stage "export")
+      -> onnxruntime.InferenceSession(model, CPUExecutionProvider)    (stage "compile")
+           graph_optimization_level ORT_DISABLE_ALL (`onnxruntime`)
+                                    ORT_ENABLE_ALL  (`onnxruntime-fused`)
+      -> session.run                                                  (stage "run")
+
+Choices, written down:
+
+* `onnxruntime` turns every graph optimization off, so the exported graph's
+  own ops run as they are: it tests the exporter and ORT's kernels.
+  `onnxruntime-fused` turns them all on, as a deployment does: LayerNormFusion,
+  SimplifiedLayerNormFusion (RMSNorm), SkipLayerNormFusion, cast elimination,
+  constant folding and the NCHWc layout pass rewrite the norm. Which fusions
+  fired is read from the optimized model ORT writes
+  (SessionOptions.optimized_model_filepath): `facts` lists the op types of
+  the exported model, of the optimized one, and those the optimizer added.
+* The exporter's defaults are kept (its opset, its onnxscript optimizer, the
+  parameters as initializers): that is what `torch.onnx.export(..., dynamo=True)`
+  gives a user. Its progress prints, logs and warnings are kept quiet.
+* One intra-op thread (and one inter-op), as the harness's workers give torch:
+  sums in one order, no oversubscription of shared cores.
+* ONNX has no memory format: a channels_last case runs on its logical (NCHW)
+  values, which is what every path receives.
+* bfloat16 crosses as raw 16-bit words in an OrtValue typed BFLOAT16 (NumPy
+  has no bfloat16 ORT understands), in and out, bit for bit.
+* `unsupported`, with ORT's own message: a model the CPU provider has no
+  kernel for (NOT_IMPLEMENTED "Could not find an implementation for Mul(14)"
+  in bfloat16, checked with onnxruntime 1.32: Mul, BatchNormalization,
+  InstanceNormalization have no bfloat16 CPU kernel; the RMSNorm and
+  LayerNormalization kernels do), and an op the exporter emits in bfloat16 at
+  an opset whose ONNX schema has no bfloat16 for it (InstanceNormalization-6
+  at the exporter's opset 20; at opset 22 ORT's CPU provider still has no
+  bfloat16 kernel for it). Any other failure is an `error` of its stage.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import re
+import tempfile
+import warnings
+
+import numpy as np
+
+from harness.paths.base import Path, Prepared, Unsupported, example_args, input_arrays, stage
+
+_BF16 = "bfloat16"
+
+
+@contextlib.contextmanager
+def quiet_export():
+    """torch.onnx's progress prints, its registration warnings and library warnings, kept off the log."""
+    loggers = [logging.getLogger(n) for n in ("torch.onnx", "onnxscript", "onnx_ir")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
+                contextlib.redirect_stderr(io.StringIO()):
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
+
+
+def op_types(model) -> list[str]:
+    """Sorted unique op types of an ONNX ModelProto's graph ("com.microsoft." kept off)."""
+    return sorted({n.op_type for n in model.graph.node})
+
+
+def unsupported_reason(message: str, dtypes: set[str]) -> str | None:
+    """Why ORT cannot take the model, if its session error says so; None for any other error."""
+    kernel = re.search(r"Could not find an implementation for (\S+?) node", message)
+    if kernel:
+        return f"onnxruntime's CPU provider has no kernel for {kernel.group(1)} with these types ({', '.join(sorted(dtypes))})"
+    if _BF16 in dtypes and "Type Error: Type 'tensor(bfloat16)'" in message:
+        op = re.search(r"of operator \((\w+)\)", message)
+        where = op.group(1) if op else "an op"
+        return (f"the exported model has a bfloat16 {where}, which its ONNX opset does not allow "
+                "and onnxruntime's CPU provider does not run")
+    return None
+
+
+# ONNX element type -> (the NumPy dtype its bits are held in, onnx.TensorProto's enum name)
+_ELEMENT = {"tensor(float)": ("float32", "FLOAT"), "tensor(float16)": ("float16", "FLOAT16"),
+            "tensor(double)": ("float64", "DOUBLE"), "tensor(bfloat16)": ("uint16", "BFLOAT16")}
+
+
+def _ort_value(a: np.ndarray):
+    """An OrtValue on `a`'s memory with exactly its bits (bfloat16 as raw words typed BFLOAT16)."""
+    import onnxruntime as ort
+    from onnx import TensorProto
+
+    if a.dtype.name == _BF16:
+        return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(a.view(np.uint16), TensorProto.BFLOAT16)
+    return ort.OrtValue.ortvalue_from_numpy(a)
+
+
+def _runner(session):
+    """run(arrays) -> the one output as NumPy, written by ORT into a buffer of its declared type."""
+    import ml_dtypes
+    import onnxruntime as ort
+    from onnx import TensorProto
+
+    names = [i.name for i in session.get_inputs()]
+    outputs = session.get_outputs()
+    if len(outputs) != 1:
+        raise RuntimeError(f"expected one output, the model has {len(outputs)}")
+    out = outputs[0]
+    if out.type not in _ELEMENT or not all(isinstance(d, int) for d in out.shape):
+        raise RuntimeError(f"unexpected output {out.type} of shape {out.shape}")
+    np_name, onnx_name = _ELEMENT[out.type]
+
+    def run(arrays: tuple) -> np.ndarray:
+        arrays = tuple(np.ascontiguousarray(a) for a in arrays)
+        words = np.empty(out.shape, np_name)
+        binding = session.io_binding()
+        for name, a in zip(names, arrays):
+            binding.bind_ortvalue_input(name, _ort_value(a))
+        binding.bind_ortvalue_output(out.name, ort.OrtValue.ortvalue_from_numpy_with_onnx_type(
+            words, getattr(TensorProto, onnx_name)))
+        session.run_with_iobinding(binding)
+        return words.view(ml_dtypes.bfloat16) if onnx_name == "BFLOAT16" else words
+
+    return run
+
+
+class OnnxRuntimePath(Path):
+    """torch.onnx.export(dynamo=True) -> ONNX Runtime CPU, graph optimizations off."""
+
+    name = "onnxruntime"
+    description = ("torch.onnx.export(dynamo=True) -> onnxruntime CPU InferenceSession "
+                   "with graph optimizations off (ORT_DISABLE_ALL)")
+    packages = ("torch", "onnxruntime", "onnx", "onnxscript")
+    warm_imports = ("torch", "torch.export", "torch.onnx", "onnx", "onnxscript", "onnxruntime")
+    script_imports = "import tempfile\n\nimport onnx\nimport onnxruntime as ort\nfrom onnx import TensorProto\n"
+    level = "ORT_DISABLE_ALL"
+
+    def script_code(self) -> str:
+        optimized = listing = ""
+        if self.level != "ORT_DISABLE_ALL":  # the model after ORT's rewrites, to see which fusions fired
+            optimized = ('    optimized = tempfile.NamedTemporaryFile(suffix=".onnx", delete=False).name\n'
+                         "    options.optimized_model_filepath = optimized\n")
+            listing = ('    print("ONNX ops after ORT\'s optimizations:", '
+                       '", ".join(sorted({n.op_type for n in onnx.load(optimized).graph.node})))\n')
+        return f'''\
+def run_path(model, example, x):
+    """{self.name}: {self.description}"""
+    program = torch.onnx.export(model, example, dynamo=True, verbose=False)
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.{self.level}
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+{optimized}    session = ort.InferenceSession(program.model_proto.SerializeToString(), options,
+                                   providers=["CPUExecutionProvider"])
+    print("exported ONNX ops:", ", ".join(sorted({{n.op_type for n in program.model_proto.graph.node}})))
+{listing}    binding = session.io_binding()
+    for inp, a in zip(session.get_inputs(), x):
+        a = np.ascontiguousarray(a)
+        value = (ort.OrtValue.ortvalue_from_numpy_with_onnx_type(a.view(np.uint16), TensorProto.BFLOAT16)
+                 if a.dtype == ml_dtypes.bfloat16 else ort.OrtValue.ortvalue_from_numpy(a))
+        binding.bind_ortvalue_input(inp.name, value)
+    out = session.get_outputs()[0]
+    # ORT writes the output into a buffer of its declared type (bfloat16 as raw 16-bit words)
+    np_dtype, onnx_type = {{"tensor(float)": (np.float32, TensorProto.FLOAT),
+                           "tensor(float16)": (np.float16, TensorProto.FLOAT16),
+                           "tensor(bfloat16)": (np.uint16, TensorProto.BFLOAT16)}}[out.type]
+    words = np.empty(out.shape, np_dtype)
+    binding.bind_ortvalue_output(out.name, ort.OrtValue.ortvalue_from_numpy_with_onnx_type(words, onnx_type))
+    session.run_with_iobinding(binding)
+    return words.view(ml_dtypes.bfloat16) if onnx_type == TensorProto.BFLOAT16 else words
+'''
+
+    def _options(self, optimized_path: str | None):
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, self.level)
+        options.intra_op_num_threads = 1
+        options.inter_op_num_threads = 1
+        options.log_severity_level = 3  # errors only: no "serializing an NCHWc model" warning
+        if optimized_path:
+            options.optimized_model_filepath = optimized_path
+        return options
+
+    def prepare(self, spec, module, example) -> Prepared:
+        import torch
+
+        with stage("export"), quiet_export(), torch.no_grad():
+            program = torch.onnx.export(module, example_args(example), dynamo=True, verbose=False)
+            model = program.model_proto
+        exported_ops = op_types(model)
+        dtypes = {spec.dtype, spec.weight_dtype}
+
+        with stage("compile"), tempfile.TemporaryDirectory(prefix="normdiff-ort-") as tmp:
+            import onnx
+            import onnxruntime as ort
+
+            optimized_path = os.path.join(tmp, "optimized.onnx") if self.level != "ORT_DISABLE_ALL" else None
+            try:
+                session = ort.InferenceSession(model.SerializeToString(), self._options(optimized_path),
+                                               providers=["CPUExecutionProvider"])
+            except Exception as exc:  # noqa: BLE001 - sorted into unsupported or a compile error
+                reason = unsupported_reason(str(exc), dtypes)
+                if reason:
+                    raise Unsupported(reason) from exc
+                raise
+            run = _runner(session)
+            facts = {"onnx_opset": max(o.version for o in model.opset_import if o.domain in ("", "ai.onnx")),
+                     "onnx_ops": exported_ops, "ort_optimization": self.level}
+            if optimized_path:
+                optimized_ops = op_types(onnx.load(optimized_path))
+                facts["ort_ops"] = optimized_ops
+                facts["ort_fused"] = sorted(set(optimized_ops) - set(exported_ops))
+
+        return Prepared(lambda x: run(input_arrays(x)), facts)
+
+
+class OnnxRuntimeFusedPath(OnnxRuntimePath):
+    """As `onnxruntime`, with every graph optimization on (ORT_ENABLE_ALL)."""
+
+    name = "onnxruntime-fused"
+    description = ("torch.onnx.export(dynamo=True) -> onnxruntime CPU InferenceSession with every graph "
+                   "optimization on (ORT_ENABLE_ALL: LayerNormFusion, SimplifiedLayerNormFusion, ...)")
+    level = "ORT_ENABLE_ALL"
