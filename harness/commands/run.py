@@ -9,6 +9,7 @@ from harness.commands.common import load_specs, paths_arg, results_records, shar
 from harness.core.errors import UsageError
 from harness.core.records import ResultsWriter, latest_per_execution, read_results
 from harness.core.verdicts import DEFAULT_OUT, DEFAULT_TIMEOUT
+from harness.engine.cache import DEFAULT_MAX_GB, MAX_GB_ENV, ArtifactCache, default_dir, max_bytes_from_env
 from harness.engine.plan import shard
 from harness.engine.procs import RunnerError
 from harness.engine.run import run
@@ -28,9 +29,10 @@ def cmd_run(args) -> int:
     if part:
         specs = shard(specs, *part)
     results = os.path.join(args.out, "results.jsonl")
+    cache = cache_arg(args)
     try:
         run(specs, path_names, args.out, jobs=args.jobs, timeout=args.timeout,
-            resume=args.resume, progress=not args.quiet)
+            resume=args.resume, progress=not args.quiet, cache=cache)
     except KeyboardInterrupt:
         kept = len(read_results(results)) if os.path.exists(results) else 0
         _report(args.out)
@@ -49,6 +51,16 @@ def cmd_run(args) -> int:
     print(f"normdiff: {len(mine)} executions, {len(bad)} not passing"
           + (f", {missing} missing" if missing else "") + f"; reports in {args.out}", file=sys.stderr)
     return 1 if bad or missing else 0
+
+
+def cache_arg(args) -> ArtifactCache | None:
+    """The persistent artifact cache `--cache DIR` / `--no-cache` ask for (default: the user cache folder)."""
+    if args.no_cache:
+        return None
+    root = args.cache or default_dir()
+    if os.path.exists(root) and not os.path.isdir(root):
+        raise UsageError(f"--cache: {root} exists and is not a folder")
+    return ArtifactCache(root, max_bytes_from_env())
 
 
 def _report(out_dir: str) -> list[dict]:
@@ -113,6 +125,11 @@ def add_command(subparsers) -> None:
                    help=f"seconds per execution (default {DEFAULT_TIMEOUT:g})")
     p.add_argument("--resume", action="store_true", help="skip executions already in results.jsonl")
     p.add_argument("--quiet", action="store_true", help="no progress output")
+    cache = p.add_mutually_exclusive_group()
+    cache.add_argument("--cache", metavar="DIR",
+                       help=f"the compiled-artifact cache folder (default {default_dir()}; "
+                            f"size bound {MAX_GB_ENV}, default {DEFAULT_MAX_GB:g} GB)")
+    cache.add_argument("--no-cache", action="store_true", help="build every artifact, store none")
     p.set_defaults(func=cmd_run)
 
     p = subparsers.add_parser("cases", help="print a suite's specs as JSON lines")

@@ -2,11 +2,16 @@
 
 `Executor` keeps prepared artifacts keyed by (path, structure key), so cases
 that differ only in their input reuse one compiled artifact; a worker process
-holds one Executor for its whole life. `execute(spec, path)` is the one-shot
-form for scripts and tests.
+holds one Executor for its whole life. With an `ArtifactCache` it first looks
+for the artifact on disk (`restore`) and stores what it built (`artifact`);
+records say where the artifact came from in `artifact_cache`: "hit" (restored
+from disk), "miss" (built, and stored if the path could serialise it), "off"
+(no cache), "unsupported" (the path keeps no artifacts). `execute(spec, path)`
+is the one-shot form for scripts and tests.
 """
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -15,6 +20,7 @@ import numpy as np
 from harness import paths
 from harness.core.spec import CaseSpec
 from harness.core.tensors import to_torch
+from harness.engine.cache import ArtifactCache, cacheable
 from harness.oracle.compare import eager_row_errors, score
 from harness.oracle.inputs import make_inputs
 from harness.oracle.modules import build_module
@@ -42,38 +48,78 @@ def base_record(spec: CaseSpec, path: str) -> dict[str, Any]:
         "max_ulp": None, "worst_row": None, "eager_max_abs_err": None,
         "out_dtype": None, "expected_dtype": None, "seconds": 0.0,
         "versions": _versions(path), "structure_key": None, "cache_hit": False,
-        "prepare_seconds": 0.0, "run_seconds": 0.0, "facts": {},
+        "prepare_seconds": 0.0, "run_seconds": 0.0, "facts": {}, "artifact_cache": None,
     }
 
 
 class Executor:
-    """Runs executions in this process, reusing prepared artifacts."""
+    """Runs executions in this process, reusing prepared artifacts (and the disk cache, if given)."""
 
-    def __init__(self):
-        self._prepared: dict[tuple[str, str], Prepared | Exception] = {}
+    def __init__(self, cache: ArtifactCache | None = None):
+        self.cache = cache
+        self._prepared: dict[tuple[str, str], tuple[Prepared | Exception, str]] = {}
         self.hits = 0
         self.misses = 0
 
-    def _prepare(self, path, spec: CaseSpec, inputs) -> tuple[Prepared | Exception, bool, float]:
+    def _prepare(self, path, spec: CaseSpec, inputs) -> tuple[Prepared | Exception, bool, float, str]:
+        """(artifact or its exception, reused in memory, seconds, where it came from)."""
         key = (path.name, path.structure_key(spec))
         if key in self._prepared:
             self.hits += 1
-            return self._prepared[key], True, 0.0
+            return (*self._prepared[key][:1], True, 0.0, self._prepared[key][1])
         self.misses += 1
         start = time.perf_counter()
+        prepared, origin = self._from_disk(path, spec)
+        if prepared is None:
+            prepared = self._build(path, spec, inputs)
+            origin = self._store(path, spec, prepared) if origin == "miss" else origin
+        self._prepared[key] = (prepared, origin)
+        return prepared, False, time.perf_counter() - start, origin
+
+    def _from_disk(self, path, spec: CaseSpec) -> tuple[Prepared | None, str]:
+        """The cached artifact restored, or None and what the cache status will be."""
+        if self.cache is None:
+            return None, "off"
+        if not cacheable(path):
+            return None, "unsupported"
+        ckey = self.cache.key(path, spec)
+        entry = self.cache.get(ckey)
+        if entry is None:
+            return None, "miss"
+        try:
+            prepared = path.restore(spec, entry.data)
+        except Exception:  # noqa: BLE001 - an entry that does not restore is not trusted
+            self.cache.discard(ckey)
+            return None, "miss"
+        prepared.facts = dict(entry.facts)
+        return prepared, "hit"
+
+    def _store(self, path, spec: CaseSpec, prepared: Prepared | Exception) -> str:
+        """Put what was built into the cache: "miss", or "unsupported" if the path could not serialise it."""
+        if isinstance(prepared, Exception):
+            return "miss"  # failures are rebuilt every time: they may come from the moment
+        try:
+            data = path.artifact(prepared)
+            facts = json.loads(json.dumps(prepared.facts))
+        except Exception:  # noqa: BLE001 - e.g. no C compiler to link TVM's library
+            data = None
+        if data is None:
+            return "unsupported"
+        self.cache.put(self.cache.key(path, spec), path.name, data, facts)
+        return "miss"
+
+    def _build(self, path, spec: CaseSpec, inputs) -> Prepared | Exception:
         try:
             module = build_module(spec, inputs.params)
             example = to_torch(inputs.x, spec.layout)
-            prepared: Prepared | Exception = path.prepare(spec, module, example)
+            return path.prepare(spec, module, example)
         except (StageError, Unsupported) as exc:
-            prepared = exc
+            return exc
         except Exception as exc:  # noqa: BLE001 - a path bug is still one record
-            prepared = StageError("compile", first_line(exc))
-        self._prepared[key] = prepared
-        return prepared, False, time.perf_counter() - start
+            return StageError("compile", first_line(exc))
 
     def _eager(self, spec: CaseSpec, inputs) -> np.ndarray | None:
-        prepared, _, _ = self._prepare(paths.get("eager"), spec, inputs)
+        prepared = self._prepare(paths.get("eager"), spec, inputs)[0]
         if isinstance(prepared, Exception):
             return None
         try:
@@ -102,8 +148,9 @@ class Executor:
             record["eager_max_abs_err"] = eager_row_errors(eager_out, ref)
             record["expected_dtype"] = str(eager_out.dtype)
 
-        prepared, hit, prep_s = self._prepare(path, spec, inputs)
+        prepared, hit, prep_s, origin = self._prepare(path, spec, inputs)
         record["cache_hit"] = hit
+        record["artifact_cache"] = origin
         record["prepare_seconds"] = round(prep_s, 6)
         if isinstance(prepared, Unsupported):
             record.update(verdict="unsupported", message=str(prepared))

@@ -59,8 +59,10 @@ def _signal_name(code: int | None) -> str:
 class Procs:
     """Starts, feeds, watches and stops worker processes; turns deaths and hangs into records."""
 
-    def __init__(self, path_names: Iterable[str], timeout: float, start_method: str = "forkserver"):
+    def __init__(self, path_names: Iterable[str], timeout: float, start_method: str = "forkserver",
+                 cache: dict | None = None):
         self.timeout = timeout
+        self.cache = cache  # ArtifactCache.config() for the workers, None: no persistent cache
         self.warm = warm_modules(sorted(set(path_names)))
         self.start_method = start_method
         self.ctx = None
@@ -83,7 +85,8 @@ class Procs:
         self.count += 1
         log = os.path.join(self.logdir, f"worker-{self.count}.log")
         cfg = {"extra_paths": os.environ.get("NORMDIFF_EXTRA_PATHS", ""), "log": log,
-               "sys_path": list(sys.path), "warm": self.warm, "threads": 1}
+               "sys_path": list(sys.path), "warm": self.warm, "threads": 1,
+               "cache": self.cache}
         for attempt in range(2):
             ctx = self._context()
             parent, child = ctx.Pipe()

@@ -37,6 +37,7 @@ from typing import Callable, Iterable
 from harness.core.records import ResultsWriter, read_results
 from harness.core.spec import CaseSpec
 from harness.core.verdicts import DEFAULT_TIMEOUT
+from harness.engine.cache import ArtifactCache, library_cache_env
 from harness.engine.execute import Executor
 from harness.engine.plan import Task, plan
 from harness.engine.progress import Progress
@@ -44,13 +45,15 @@ from harness.engine.scheduler import Runner
 
 
 def run(specs: list[CaseSpec], path_names: list[str], out_dir: str, *, jobs: int | None = None,
-        timeout: float = DEFAULT_TIMEOUT, resume: bool = False, progress: bool = True) -> list[dict]:
+        timeout: float = DEFAULT_TIMEOUT, resume: bool = False, progress: bool = True,
+        cache: ArtifactCache | None = None) -> list[dict]:
     """Run specs × paths, appending records to out_dir/results.jsonl; return this run's records.
 
     With `resume`, executions already recorded in results.jsonl are skipped
     and the file is appended to; otherwise it is started afresh. Ctrl-C or
     SIGTERM raises KeyboardInterrupt after the workers are stopped; every
     record written so far stays.
+    `cache` is the persistent artifact cache (None: every artifact is built).
     """
     os.makedirs(out_dir, exist_ok=True)
     results_path = os.path.join(out_dir, "results.jsonl")
@@ -72,28 +75,32 @@ def run(specs: list[CaseSpec], path_names: list[str], out_dir: str, *, jobs: int
             bar.update(record)
 
         try:
-            execute_tasks(tasks, on_record, jobs=jobs, timeout=timeout, path_names=path_names)
+            execute_tasks(tasks, on_record, jobs=jobs, timeout=timeout, path_names=path_names,
+                          cache=cache)
         finally:
             bar.close()
     return records
 
 
 def execute_tasks(tasks: list[Task], on_record: Callable[[dict], None], *, jobs: int,
-                  timeout: float = DEFAULT_TIMEOUT, path_names: Iterable[str] | None = None) -> None:
+                  timeout: float = DEFAULT_TIMEOUT, path_names: Iterable[str] | None = None,
+                  cache: ArtifactCache | None = None) -> None:
     """Hand each task's record to `on_record`: in this process (jobs 0) or on warm workers."""
     if not tasks:
         return
     if jobs == 0:
         import warnings
 
-        executor = Executor()
+        executor = Executor(cache)
+        for name, value in library_cache_env(cache).items():  # Inductor's own cache under ours
+            os.environ.setdefault(name, value)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # library deprecation chatter is not a finding
             for t in tasks:
                 on_record(executor.execute(t.spec, t.path))
         return
     names = sorted(set(path_names) if path_names is not None else {t.path for t in tasks})
-    Runner(jobs, timeout, names).run(tasks, on_record)
+    Runner(jobs, timeout, names, cache=cache).run(tasks, on_record)
 
 
 @contextlib.contextmanager

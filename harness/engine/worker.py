@@ -8,6 +8,7 @@ import threading
 import time
 
 from harness.core.spec import CaseSpec
+from harness.engine.cache import ArtifactCache, library_cache_env
 from harness.engine.execute import Executor, base_record
 from harness.engine.warm import warm
 from harness.paths.base import first_line
@@ -37,7 +38,10 @@ def worker_main(conn, cfg: dict) -> None:
 
         torch.set_num_threads(cfg["threads"])
         os.environ["TVM_NUM_THREADS"] = str(cfg["threads"])
-    executor = Executor()
+    cache = ArtifactCache.from_config(cfg.get("cache"))
+    for name, value in library_cache_env(cache).items():  # Inductor's own cache under ours
+        os.environ.setdefault(name, value)
+    executor = Executor(cache)
     conn.send(("ready", os.getpid()))
     while True:
         try:
@@ -49,7 +53,7 @@ def worker_main(conn, cfg: dict) -> None:
         reset, spec_dict, path = msg
         conn.send(("started", None))
         if reset:  # a new group: drop the artifacts of the previous ones
-            executor = Executor()
+            executor = Executor(cache)
         try:
             record = executor.execute(spec_dict, path)
         except Exception as exc:  # noqa: BLE001 - a harness bug is still one record

@@ -20,7 +20,7 @@ import numpy as np
 
 from harness.core.dtypes import name_of
 from harness.core.tensors import to_numpy, to_torch
-from harness.paths.base import example_args, input_arrays, stage
+from harness.paths.base import Prepared, example_args, input_arrays, stage
 
 # What a warm worker imports for an ExecuTorch path.
 EXECUTORCH_WARM = ("torch", "torch.export", "executorch.exir", "executorch.runtime")
@@ -93,15 +93,33 @@ def load_forward(buffer: bytes):
     return program, method
 
 
-def pte_runner(manager, spec) -> Callable[[np.ndarray], np.ndarray]:
-    """to_executorch() of an edge manager, loaded into the runtime ("compile").
+def pte_bytes(manager) -> bytes:
+    """The .pte program of an edge manager: to_executorch().buffer ("compile")."""
+    with stage("compile"):
+        return bytes(manager.to_executorch().buffer)
+
+
+class PteArtifact:
+    """artifact/restore (the persistent cache) of a path whose product is a .pte program.
+
+    The program bytes are the whole artifact: XNNPACK's delegate blobs are
+    inside them, and executorch.runtime loads them as prepare does.
+    """
+
+    def artifact(self, prepared: Prepared) -> bytes | None:
+        return bytes(prepared.built) if isinstance(prepared.built, (bytes, bytearray)) else None
+
+    def restore(self, spec, data: bytes) -> Prepared:
+        return Prepared(pte_runner(data, spec), {}, built=data)
+
+
+def pte_runner(buffer: bytes, spec) -> Callable[[np.ndarray], np.ndarray]:
+    """A .pte program loaded into the runtime ("compile").
 
     The returned function runs the .pte on a NumPy input (the "run" stage is
     wrapped by Prepared.run).
     """
     with stage("compile"):
-        et_program = manager.to_executorch()
-        buffer = et_program.buffer
         with contextlib.redirect_stderr(io.StringIO()):  # cpuinfo chatter on first load
             program, method = load_forward(buffer)
     layout = spec.layout

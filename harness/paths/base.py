@@ -83,10 +83,13 @@ class Prepared:
     both forms.
     `facts` holds JSON-able facts about what the path did (delegated or not,
     which rewrite fired, …); they are copied into every record.
+    `built` is the path's own handle on what it compiled (a TVM executable,
+    an ExecuTorch program buffer), for its `artifact()`; None if it has none.
     """
 
     run_fn: Callable[[np.ndarray], np.ndarray]
     facts: dict[str, Any] = field(default_factory=dict)
+    built: Any = None
 
     def run(self, x: np.ndarray) -> np.ndarray:
         with stage("run"):
@@ -121,6 +124,26 @@ class Path:
     def structure_key(self, spec) -> str:
         """Cases with the same key share one prepared artifact."""
         return spec.structure_key()
+
+    # Bump when what artifact() writes changes meaning: older cache entries then miss.
+    artifact_version: int = 1
+
+    def artifact(self, prepared: Prepared) -> bytes | None:
+        """What `prepare` built, as bytes for the persistent cache; None: not cacheable.
+
+        Optional (the default caches nothing). A path that overrides it also
+        overrides `restore`, and `restore(spec, artifact(p))` must run exactly
+        as `p` does; the facts are kept by the cache beside the bytes.
+        """
+        return None
+
+    def restore(self, spec, data: bytes) -> Prepared:
+        """A Prepared rebuilt from `artifact()`'s bytes, without exporting or compiling.
+
+        Raise anything if the bytes cannot be used: the cache entry is then
+        dropped and the case prepared afresh.
+        """
+        raise NotImplementedError(f"path {self.name!r} keeps no artifacts")
 
     def prepare(self, spec, module, example) -> Prepared:
         """Build the artifact for `spec`.

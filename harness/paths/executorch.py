@@ -11,13 +11,15 @@ from harness.paths._executorch_common import (
     EXECUTORCH_WARM,
     call_ops,
     export,
+    PteArtifact,
+    pte_bytes,
     pte_runner,
     quiet_imports,
 )
 from harness.paths.base import Path, Prepared, stage
 
 
-class ExecutorchPath(Path):
+class ExecutorchPath(PteArtifact, Path):
     name = "executorch"
     description = "torch.export -> to_edge -> to_executorch -> executorch.runtime (portable/optimized kernels)"
     packages = ("torch", "executorch")
@@ -44,5 +46,5 @@ def run_path(model, example, x):
         with stage("compile"):
             edge = to_edge(ep)
             ops = call_ops(edge.exported_program().graph)
-        run = pte_runner(edge, spec)
-        return Prepared(run, {"edge_ops": ops})
+        buffer = pte_bytes(edge)
+        return Prepared(pte_runner(buffer, spec), {"edge_ops": ops}, built=buffer)

@@ -18,6 +18,8 @@ from harness.paths._executorch_common import (
     EXECUTORCH_WARM,
     export,
     op_name,
+    PteArtifact,
+    pte_bytes,
     pte_runner,
     quiet_imports,
 )
@@ -56,7 +58,7 @@ def delegation_facts(edge) -> dict:
     }
 
 
-class XnnpackPath(Path):
+class XnnpackPath(PteArtifact, Path):
     name = "executorch-xnnpack"
     description = "torch.export -> to_edge_transform_and_lower(XnnpackPartitioner) -> executorch.runtime"
     packages = ("torch", "executorch")
@@ -89,5 +91,5 @@ def run_path(model, example, x):
         with stage("compile"):
             edge = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()])
             facts = delegation_facts(edge)
-        run = pte_runner(edge, spec)
-        return Prepared(run, facts)
+        buffer = pte_bytes(edge)
+        return Prepared(pte_runner(buffer, spec), facts, built=buffer)
