@@ -1,4 +1,11 @@
-"""`normdiff run`, `cases` and `merge`: cases × paths into results.jsonl and its reports."""
+"""`normdiff run`, `cases` and `merge`: cases × paths into results.jsonl, its reports and the run history.
+
+A run holds the lock on its output folder from the first check to the last
+report (a second run into it exits 2 naming the pid that writes it); merge
+takes the same lock. Both append what they end with to the run history
+(reports/history.sqlite unless --history PATH or --no-history): results.jsonl
+stays the primary output, and a history that cannot be written is a warning.
+"""
 from __future__ import annotations
 
 import os
@@ -7,13 +14,24 @@ import sys
 from cases.suites import suite
 from harness.commands.common import load_specs, paths_arg, results_records, shard_arg
 from harness.core.errors import UsageError
-from harness.core.records import ResultsWriter, latest_per_execution, read_results
+from harness.core.records import dumps, latest_per_execution, read_results, write_atomic
 from harness.core.verdicts import DEFAULT_OUT, DEFAULT_TIMEOUT
 from harness.engine.cache import DEFAULT_MAX_GB, MAX_GB_ENV, ArtifactCache, default_dir, max_bytes_from_env
+from harness.engine.lock import folder_lock
 from harness.engine.plan import shard
-from harness.engine.procs import RunnerError
+from harness.engine.procs import RunnerError, default_max_memory_gb
 from harness.engine.run import run
+from harness.reports import baseline as gate
+from harness.reports.history import DEFAULT_HISTORY, HistoryError, append, pass_rates
 from harness.reports.write import write_reports
+
+
+def _history_arg(args) -> str | None:
+    if args.no_history:
+        return None
+    if os.path.isdir(args.history):
+        raise UsageError(f"--history: {args.history} is a folder, not a history file")
+    return args.history
 
 
 def cmd_run(args) -> int:
@@ -24,28 +42,35 @@ def cmd_run(args) -> int:
         raise UsageError(f"--jobs: must be >= 0, got {args.jobs}")
     if not args.timeout > 0:
         raise UsageError(f"--timeout: must be > 0, got {args.timeout}")
+    if args.max_memory is not None and not args.max_memory > 0:
+        raise UsageError(f"--max-memory: must be > 0 GB, got {args.max_memory:g}")
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         raise UsageError(f"--out: {args.out} exists and is not a folder")
+    history = _history_arg(args)
     if part:
         specs = shard(specs, *part)
     results = os.path.join(args.out, "results.jsonl")
+    jobs = args.jobs if args.jobs is not None else (os.cpu_count() or 1)
+    max_memory = args.max_memory if args.max_memory is not None else default_max_memory_gb(jobs)
     cache = cache_arg(args)
-    try:
-        run(specs, path_names, args.out, jobs=args.jobs, timeout=args.timeout,
-            resume=args.resume, progress=not args.quiet, cache=cache)
-    except KeyboardInterrupt:
-        kept = len(read_results(results)) if os.path.exists(results) else 0
-        _report(args.out)
-        print(f"normdiff: interrupted; {kept} records kept in {results}; "
-              "run again with --resume to finish", file=sys.stderr)
-        return 130
-    except RunnerError as exc:
-        _report(args.out)
-        print(f"normdiff: error: {exc}", file=sys.stderr)
-        return 1
-    _report(args.out)
-    wanted = {(s.case_id, p) for s in specs for p in path_names}
-    mine = [r for r in latest_per_execution(read_results(results)) if (r["case_id"], r["path"]) in wanted]
+    with folder_lock(args.out):
+        try:
+            run(specs, path_names, args.out, jobs=jobs, timeout=args.timeout,
+                resume=args.resume, progress=not args.quiet, max_memory=max_memory, cache=cache)
+        except KeyboardInterrupt:
+            kept = len(read_results(results)) if os.path.exists(results) else 0
+            _report(args.out, history)
+            print(f"normdiff: interrupted; {kept} records kept in {results}; "
+                  "run again with --resume to finish", file=sys.stderr)
+            return 130
+        except RunnerError as exc:
+            _report(args.out, history)
+            print(f"normdiff: error: {exc}", file=sys.stderr)
+            return 1
+        wanted = {(s.case_id, p) for s in specs for p in path_names}
+        mine = [r for r in latest_per_execution(read_results(results)) if (r["case_id"], r["path"]) in wanted]
+        _record_history(history, mine, "run", args.out)
+        _report(args.out, history)
     bad = [r for r in mine if r["verdict"] != "pass"]
     missing = len(wanted) - len(mine)
     print(f"normdiff: {len(mine)} executions, {len(bad)} not passing"
@@ -63,10 +88,26 @@ def cache_arg(args) -> ArtifactCache | None:
     return ArtifactCache(root, max_bytes_from_env())
 
 
-def _report(out_dir: str) -> list[dict]:
+def _record_history(history: str | None, records: list[dict], kind: str, out_dir: str) -> None:
+    """Append a finished run to the history; a history that cannot be written is a warning, not a failure."""
+    if not history or not records:
+        return
+    try:
+        append(history, records, kind=kind, out_dir=out_dir, baseline=gate.default_baseline())
+    except HistoryError as exc:
+        print(f"normdiff: warning: run history not recorded: {exc}", file=sys.stderr)
+
+
+def _report(out_dir: str, history: str | None = None) -> list[dict]:
     """The reports of everything results.jsonl in `out_dir` holds (one record per execution)."""
     records = results_records(out_dir)
-    write_reports(records, out_dir)
+    rates = None
+    if history:
+        try:
+            rates = pass_rates(history)
+        except HistoryError as exc:
+            print(f"normdiff: warning: pass rates not shown: {exc}", file=sys.stderr)
+    write_reports(records, out_dir, history=rates)
     return records
 
 
@@ -94,22 +135,24 @@ def cmd_merge(args) -> int:
             raise UsageError(f"merge: cannot read {path}: {exc}") from None
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         raise UsageError(f"--out: {args.out} exists and is not a folder")
+    history = _history_arg(args)
     merged = sorted(latest_per_execution(records), key=lambda r: (r["case_id"], r["path"]))
-    os.makedirs(args.out, exist_ok=True)
-    target = os.path.join(args.out, "results.jsonl")
-    tmp = target + ".tmp"
-    if os.path.exists(tmp):
-        os.remove(tmp)
-    with ResultsWriter(tmp) as w:
-        for r in merged:
-            w.write(r)
-    os.replace(tmp, target)  # an input may be the output folder: read everything first
-    _report(args.out)
+    with folder_lock(args.out):
+        # an input may be the output folder: everything was read first
+        write_atomic(os.path.join(args.out, "results.jsonl"), "".join(dumps(r) + "\n" for r in merged))
+        _record_history(history, merged, "merge", args.out)
+        _report(args.out, history)
     repeated = len(records) - len(merged)
     print(f"normdiff: merged {len(merged)} records from {len(args.dirs)} inputs into {args.out}"
           + (f" ({repeated} repeated executions: the last one read kept)" if repeated else ""),
           file=sys.stderr)
     return 0
+
+
+def _history_options(p) -> None:
+    p.add_argument("--history", default=DEFAULT_HISTORY, metavar="PATH",
+                   help=f"append the records to this run history (default {DEFAULT_HISTORY})")
+    p.add_argument("--no-history", action="store_true", help="do not record the run in the history")
 
 
 def add_command(subparsers) -> None:
@@ -123,13 +166,19 @@ def add_command(subparsers) -> None:
     p.add_argument("--shard", help="run part K of N (by case_id), e.g. 2/4")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
                    help=f"seconds per execution (default {DEFAULT_TIMEOUT:g})")
-    p.add_argument("--resume", action="store_true", help="skip executions already in results.jsonl")
+    p.add_argument("--max-memory", type=float, default=None, metavar="GB",
+                   help="each worker's memory (address space) limit; one that grows past it ends as one "
+                        "error or crash record (default: 60%% of the machine's memory / jobs, at least 2; "
+                        "not applied with --jobs 0)")
+    p.add_argument("--resume", action="store_true",
+                   help="skip executions already in results.jsonl (refused if written with other library versions)")
     p.add_argument("--quiet", action="store_true", help="no progress output")
     cache = p.add_mutually_exclusive_group()
     cache.add_argument("--cache", metavar="DIR",
                        help=f"the compiled-artifact cache folder (default {default_dir()}; "
                             f"size bound {MAX_GB_ENV}, default {DEFAULT_MAX_GB:g} GB)")
     cache.add_argument("--no-cache", action="store_true", help="build every artifact, store none")
+    _history_options(p)
     p.set_defaults(func=cmd_run)
 
     p = subparsers.add_parser("cases", help="print a suite's specs as JSON lines")
@@ -139,4 +188,5 @@ def add_command(subparsers) -> None:
     p = subparsers.add_parser("merge", help="combine shard outputs into one results file and reports")
     p.add_argument("dirs", nargs="+", metavar="DIR")
     p.add_argument("--out", default=DEFAULT_OUT)
+    _history_options(p)
     p.set_defaults(func=cmd_merge)

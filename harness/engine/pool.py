@@ -20,8 +20,9 @@ class Pool:
     """
 
     def __init__(self, path_names: Iterable[str], timeout: float = DEFAULT_TIMEOUT,
-                 start_method: str = "forkserver", keep: int = 32):
+                 start_method: str = "forkserver", keep: int = 32, max_memory: float | None = None):
         self.path_names = list(dict.fromkeys(path_names))
+        self.max_memory = max_memory  # GB per worker (None: unbounded)
         self.timeout = timeout
         self.start_method = start_method
         self.keep = keep
@@ -29,7 +30,7 @@ class Pool:
         self.lanes: dict[str, Worker] = {}
 
     def __enter__(self) -> "Pool":
-        self.procs = Procs(self.path_names, self.timeout, self.start_method)
+        self.procs = Procs(self.path_names, self.timeout, self.start_method, self.max_memory)
         try:
             for name in self.path_names:
                 self.lanes[name] = self.procs.start()

@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 from typing import Iterable
 
+from harness.core.verdicts import DEFAULT_MEMORY_FRACTION, MIN_MEMORY_GB
 from harness.engine.execute import base_record
 from harness.engine.plan import Group, Task
 from harness.engine.warm import start_forkserver, warm_modules
-from harness.engine.worker import worker_main
+from harness.engine.worker import OUT_OF_MEMORY, memory_note, worker_main
 
 START_TIMEOUT = 600.0  # a worker that is not ready by then is hung in its imports
 START_FAILURES = 3  # consecutive workers dying before ready: the environment is broken
@@ -27,6 +28,15 @@ LOG_TAIL_BYTES = 4000
 
 class RunnerError(RuntimeError):
     """The run cannot go on (workers cannot even start)."""
+
+
+def machine_memory_gb() -> float:
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+
+
+def default_max_memory_gb(jobs: int) -> float:
+    """Each worker's share of DEFAULT_MEMORY_FRACTION of the machine, at least MIN_MEMORY_GB."""
+    return round(max(MIN_MEMORY_GB, DEFAULT_MEMORY_FRACTION * machine_memory_gb() / max(1, jobs)), 1)
 
 
 @dataclass
@@ -60,9 +70,10 @@ class Procs:
     """Starts, feeds, watches and stops worker processes; turns deaths and hangs into records."""
 
     def __init__(self, path_names: Iterable[str], timeout: float, start_method: str = "forkserver",
-                 cache: dict | None = None):
+                 max_memory: float | None = None, cache: dict | None = None):
         self.timeout = timeout
         self.cache = cache  # ArtifactCache.config() for the workers, None: no persistent cache
+        self.max_memory = int(max_memory * 2**30) if max_memory else None  # bytes per worker, None: unbounded
         self.warm = warm_modules(sorted(set(path_names)))
         self.start_method = start_method
         self.ctx = None
@@ -86,7 +97,7 @@ class Procs:
         log = os.path.join(self.logdir, f"worker-{self.count}.log")
         cfg = {"extra_paths": os.environ.get("NORMDIFF_EXTRA_PATHS", ""), "log": log,
                "sys_path": list(sys.path), "warm": self.warm, "threads": 1,
-               "cache": self.cache}
+               "max_memory": self.max_memory, "cache": self.cache}
         for attempt in range(2):
             ctx = self._context()
             parent, child = ctx.Pipe()
@@ -154,8 +165,9 @@ class Procs:
                 self.requeued[task.key] += 1
                 return "requeue", task
             tail = _log_tail(w.log, w.log_offset)
-            return "failed", _failure(task, "crash", f"worker died ({_signal_name(code)})" + _crash_summary(tail),
-                                      now - w.started, signal=_signal_name(code), log_tail=tail[-20:])
+            message = f"worker died ({_signal_name(code)})" + _crash_summary(tail) + self._memory_hint(code, tail)
+            return "failed", _failure(task, "crash", message, now - w.started, signal=_signal_name(code),
+                                      log_tail=tail[-20:])
         if w.task is not None and now - w.started > self.timeout:
             self.kill(w)
             task, w.task = w.task, None
@@ -167,6 +179,14 @@ class Procs:
                 raise RunnerError(f"worker processes hang in their imports for {START_TIMEOUT:g} s")
             return "dead", None
         return "", None
+
+    def _memory_hint(self, code: int | None, tail: list[str]) -> str:
+        """A death that looks like a refused allocation (or the kernel's OOM kill) names the limit."""
+        if not self.max_memory:
+            return ""
+        if code == -signal.SIGKILL or any(OUT_OF_MEMORY.search(ln) for ln in tail):
+            return f" [likely {memory_note(self.max_memory)}]"
+        return ""
 
     def kill(self, w: Worker) -> None:
         with contextlib.suppress(Exception):

@@ -34,58 +34,78 @@ import signal
 import threading
 from typing import Callable, Iterable
 
+from harness import paths
+from harness.core.errors import UsageError
 from harness.core.records import ResultsWriter, read_results
 from harness.core.spec import CaseSpec
 from harness.core.verdicts import DEFAULT_TIMEOUT
 from harness.engine.cache import ArtifactCache, library_cache_env
 from harness.engine.execute import Executor
+from harness.engine.lock import folder_lock
 from harness.engine.plan import Task, plan
+from harness.engine.procs import default_max_memory_gb
 from harness.engine.progress import Progress
 from harness.engine.scheduler import Runner
 
 
 def run(specs: list[CaseSpec], path_names: list[str], out_dir: str, *, jobs: int | None = None,
         timeout: float = DEFAULT_TIMEOUT, resume: bool = False, progress: bool = True,
-        cache: ArtifactCache | None = None) -> list[dict]:
+        max_memory: float | None = None, cache: ArtifactCache | None = None) -> list[dict]:
     """Run specs × paths, appending records to out_dir/results.jsonl; return this run's records.
 
-    With `resume`, executions already recorded in results.jsonl are skipped
-    and the file is appended to; otherwise it is started afresh. Ctrl-C or
-    SIGTERM raises KeyboardInterrupt after the workers are stopped; every
-    record written so far stays.
+    The folder is locked for the run (FolderBusy, a UsageError, if another
+    process writes it). With `resume`, executions already recorded in
+    results.jsonl are skipped and the file is appended to (UsageError if it was
+    written with other library versions); otherwise it is started afresh.
+    `max_memory` is each worker's limit in GB (default: default_max_memory_gb).
     `cache` is the persistent artifact cache (None: every artifact is built).
+    Ctrl-C or SIGTERM raises KeyboardInterrupt after the workers are stopped;
+    every record written so far stays.
     """
-    os.makedirs(out_dir, exist_ok=True)
-    results_path = os.path.join(out_dir, "results.jsonl")
-    tasks = plan(specs, path_names)
-    if resume and os.path.exists(results_path):
-        _trim_torn_line(results_path)
-        done = {(r["case_id"], r["path"]) for r in read_results(results_path)}
-        tasks = [t for t in tasks if t.key not in done]
-    elif os.path.exists(results_path):
-        os.remove(results_path)
-    if jobs is None:
-        jobs = os.cpu_count() or 1
-    records: list[dict] = []
-    bar = Progress(len(tasks), progress)
-    with ResultsWriter(results_path) as writer, _sigterm_as_interrupt():
-        def on_record(record: dict) -> None:
-            writer.write(record)
-            records.append(record)
-            bar.update(record)
+    with folder_lock(out_dir):
+        results_path = os.path.join(out_dir, "results.jsonl")
+        tasks = plan(specs, path_names)
+        if resume and os.path.exists(results_path):
+            _trim_torn_line(results_path)
+            earlier = read_results(results_path)
+            _check_versions(earlier, results_path)
+            done = {(r["case_id"], r["path"]) for r in earlier}
+            tasks = [t for t in tasks if t.key not in done]
+        elif os.path.exists(results_path):
+            os.remove(results_path)
+        if jobs is None:
+            jobs = os.cpu_count() or 1
+        records: list[dict] = []
+        bar = Progress(len(tasks), progress)
+        with ResultsWriter(results_path) as writer, _sigterm_as_interrupt():
+            def on_record(record: dict) -> None:
+                writer.write(record)
+                records.append(record)
+                bar.update(record)
 
-        try:
-            execute_tasks(tasks, on_record, jobs=jobs, timeout=timeout, path_names=path_names,
-                          cache=cache)
-        finally:
-            bar.close()
-    return records
+            try:
+                execute_tasks(tasks, on_record, jobs=jobs, timeout=timeout, path_names=path_names,
+                              max_memory=max_memory, cache=cache)
+            finally:
+                bar.close()
+        return records
+
+
+def _check_versions(records: list[dict], where: str) -> None:
+    """Resuming mixes records of two runs: refuse if any was made with other library versions."""
+    now = paths.record_versions()
+    for r in records:
+        for name, version in (r.get("versions") or {}).items():
+            if name in now and version != now[name]:
+                raise UsageError(f"--resume: {where} was written with {name} {version}, but {name} "
+                                 f"{now[name]} is installed; run without --resume to start afresh")
 
 
 def execute_tasks(tasks: list[Task], on_record: Callable[[dict], None], *, jobs: int,
                   timeout: float = DEFAULT_TIMEOUT, path_names: Iterable[str] | None = None,
-                  cache: ArtifactCache | None = None) -> None:
-    """Hand each task's record to `on_record`: in this process (jobs 0) or on warm workers."""
+                  max_memory: float | None = None, cache: ArtifactCache | None = None) -> None:
+    """Hand each task's record to `on_record`: in this process (jobs 0, no memory limit) or on warm
+    workers, each limited to `max_memory` GB (default: default_max_memory_gb(jobs))."""
     if not tasks:
         return
     if jobs == 0:
@@ -100,7 +120,9 @@ def execute_tasks(tasks: list[Task], on_record: Callable[[dict], None], *, jobs:
                 on_record(executor.execute(t.spec, t.path))
         return
     names = sorted(set(path_names) if path_names is not None else {t.path for t in tasks})
-    Runner(jobs, timeout, names, cache=cache).run(tasks, on_record)
+    if max_memory is None:
+        max_memory = default_max_memory_gb(jobs)
+    Runner(jobs, timeout, names, max_memory=max_memory, cache=cache).run(tasks, on_record)
 
 
 @contextlib.contextmanager

@@ -47,8 +47,9 @@ class Runner:
     """Runs a list of tasks on `jobs` warm workers, a group at a time, handing each record to `on_record`."""
 
     def __init__(self, jobs: int, timeout: float = DEFAULT_TIMEOUT, path_names: Iterable[str] = (),
-                 start_method: str = "forkserver", cache=None):
+                 start_method: str = "forkserver", max_memory: float | None = None, cache=None):
         self.jobs = max(1, jobs)
+        self.max_memory = max_memory  # GB per worker (None: unbounded)
         self.cache = cache  # the persistent ArtifactCache, or None
         self.timeout = timeout
         self.path_names = sorted(set(path_names))
@@ -62,7 +63,7 @@ class Runner:
         if not self.pending:
             return
         names = self.path_names or sorted({t.path for t in tasks})
-        self.procs = Procs(names, self.timeout, self.start_method,
+        self.procs = Procs(names, self.timeout, self.start_method, self.max_memory,
                            cache=self.cache.config() if self.cache else None)
         graceful = False
         try:

@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import os
+import re
+import resource
 import signal
 import sys
 import threading
@@ -38,6 +40,9 @@ def worker_main(conn, cfg: dict) -> None:
 
         torch.set_num_threads(cfg["threads"])
         os.environ["TVM_NUM_THREADS"] = str(cfg["threads"])
+    limit = cfg.get("max_memory")
+    if limit:
+        limit_memory(limit)
     cache = ArtifactCache.from_config(cfg.get("cache"))
     for name, value in library_cache_env(cache).items():  # Inductor's own cache under ours
         os.environ.setdefault(name, value)
@@ -59,7 +64,33 @@ def worker_main(conn, cfg: dict) -> None:
         except Exception as exc:  # noqa: BLE001 - a harness bug is still one record
             record = base_record(CaseSpec.from_dict(spec_dict), path)
             record.update(verdict="error", stage="run", message=f"harness: {first_line(exc)}")
+        if limit:
+            note_memory_limit(record, limit)
         conn.send(("record", record))
+
+
+# What an allocation refused under RLIMIT_AS looks like from Python, numpy, torch and C++.
+OUT_OF_MEMORY = re.compile(r"MemoryError|Unable to allocate|can't allocate memory|Cannot allocate memory|"
+                           r"bad_alloc|out of memory", re.IGNORECASE)
+
+
+def limit_memory(limit: int) -> None:
+    """Cap this process's address space at `limit` bytes: a larger allocation fails here, not the machine."""
+    _, hard = resource.getrlimit(resource.RLIMIT_AS)
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
+
+
+def memory_note(limit: int) -> str:
+    return f"over the worker memory limit of {limit / 2**30:g} GB (--max-memory)"
+
+
+def note_memory_limit(record: dict, limit: int) -> None:
+    """An error that is a refused allocation says so, with the limit that refused it."""
+    if record.get("verdict") == "error" and OUT_OF_MEMORY.search(record.get("message") or ""):
+        record["message"] = f"{record['message']} [{memory_note(limit)}]"
+        record["memory_limit_gb"] = round(limit / 2**30, 3)
 
 
 def _watch_parent(ppid: int) -> None:

@@ -7,15 +7,17 @@ record is then one of
 
   PASS      passes and is not in the baseline
   XFAIL     fails with exactly the verdict the baseline expects
+  FLAKY     its entry says `"flaky": true`: whatever it gives, never fails the gate
   NEW_FAIL  fails but is not in the baseline, or fails with another verdict
   FIXED     the baseline expects a failure and it now passes
-  MISSING   in the baseline but not in the results
+  MISSING   in the baseline but not in the results (not judged with --subset)
 
 and the gate exits 1 on any NEW_FAIL, FIXED or MISSING, so that both a
-regression and a fix force a reviewed change to the baseline. `--update`
-rewrites the baseline from the results, keeping the upstream report and
-reason of every entry that stays. The gate table goes to stdout (it is the
-command's output); one line per problem and the totals go to stderr.
+regression and a fix force a reviewed change to the baseline. Flaky entries
+(as the PyTorch accuracy gate keeps a flaky list) are counted, so the list
+stays short. `--update` rewrites the baseline from the results, keeping the
+upstream report, reason and flaky mark of every entry that stays. Old files
+(without "flaky") load unchanged.
 """
 from __future__ import annotations
 
@@ -33,9 +35,17 @@ from harness.core.verdicts import VERDICTS, Status, Verdict
 FORMAT = "normdiff-baseline"
 VERSION = 1
 DEFAULT_BASELINE = os.path.join("reports", "baseline.json")
-# The statuses in table order (FLAKY comes with flaky baseline entries).
-STATUSES: tuple[str, ...] = (Status.PASS, Status.XFAIL, Status.NEW_FAIL, Status.FIXED, Status.MISSING)
+# The statuses in the order of the totals; the rows come problems first (ROW_ORDER).
+STATUSES: tuple[str, ...] = (Status.PASS, Status.XFAIL, Status.NEW_FAIL, Status.FIXED, Status.MISSING,
+                             Status.FLAKY)
+ROW_ORDER: tuple[str, ...] = (Status.NEW_FAIL, Status.FIXED, Status.MISSING, Status.FLAKY, Status.XFAIL,
+                              Status.PASS)
+MEANING = {Status.PASS: "pass, not in the baseline", Status.XFAIL: "fail as the baseline expects",
+           Status.FLAKY: "flaky baseline entries (never fail the gate)",
+           Status.NEW_FAIL: "fail, not as the baseline expects", Status.FIXED: "known failures that now pass",
+           Status.MISSING: "baseline entries not run"}
 ENTRY_KEYS = ("case_id", "path", "verdict", "upstream", "reason", "case")
+OPTIONAL_KEYS = ("flaky",)
 _UPSTREAM = re.compile(r"^(new|[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+#[0-9]+)$")
 _ABOUT = ("Known failing executions (case x path) for `normdiff gate`. Edit upstream and reason "
           "by hand; `normdiff gate RESULTS --baseline FILE --update` rewrites the entries and "
@@ -56,6 +66,7 @@ class Entry:
     upstream: str
     reason: str
     case: dict
+    flaky: bool = False
 
     @property
     def key(self) -> tuple[str, str]:
@@ -81,6 +92,8 @@ class Row:
         """What a reader needs to act on the row, in one line."""
         if self.status == Status.XFAIL:
             return f"{self.upstream}: {self.reason}"
+        if self.status == Status.FLAKY:
+            return f"flaky, gave {self.verdict} ({self.upstream}: {self.reason})"
         if self.status == Status.FIXED:
             return f"now passes; remove from the baseline ({self.upstream}: {self.reason})"
         if self.status == Status.MISSING:
@@ -103,8 +116,10 @@ def _entry(raw, where: str) -> Entry:
     if not isinstance(raw, dict):
         raise BaselineError(f"{where}: expected an object, got {type(raw).__name__}")
     for key in raw:
-        if key not in ENTRY_KEYS:
-            raise BaselineError(f"{where}: unknown key {key!r} (known: {', '.join(ENTRY_KEYS)})")
+        if key not in ENTRY_KEYS + OPTIONAL_KEYS:
+            raise BaselineError(f"{where}: unknown key {key!r} (known: {', '.join(ENTRY_KEYS + OPTIONAL_KEYS)})")
+    if not isinstance(raw.get("flaky", False), bool):
+        raise BaselineError(f"{where}: key 'flaky' must be true or false")
     for key in ENTRY_KEYS:
         if key not in raw:
             raise BaselineError(f"{where}: missing key {key!r}")
@@ -126,7 +141,7 @@ def _entry(raw, where: str) -> Entry:
         raise BaselineError(f"{where}: case_id {raw['case_id']!r} does not match its case "
                             f"(which hashes to {spec.case_id!r}); rewrite with --update")
     return Entry(raw["case_id"], raw["path"], raw["verdict"], raw["upstream"], raw["reason"].strip(),
-                 spec.to_dict())
+                 spec.to_dict(), raw.get("flaky", False))
 
 
 def parse_baseline(text: str, name: str = "baseline") -> dict[tuple[str, str], Entry]:
@@ -178,7 +193,8 @@ def dump_baseline(entries) -> str:
     lines = ["{", f'  "format": {json.dumps(FORMAT)},', f'  "version": {VERSION},',
              f'  "about": {json.dumps(_ABOUT)},', '  "entries": [']
     for n, e in enumerate(items):
-        fields = [f'"{k}": {json.dumps(getattr(e, k))}' for k in ENTRY_KEYS]  # case in DESIGN order
+        keys = ENTRY_KEYS[:5] + (("flaky",) if e.flaky else ()) + ENTRY_KEYS[5:]  # "flaky" only when true
+        fields = [f'"{k}": {json.dumps(getattr(e, k))}' for k in keys]  # case in DESIGN order
         body = ",\n      ".join(fields)
         lines.append("    {\n      " + body + "\n    }" + ("," if n < len(items) - 1 else ""))
     lines += ["  ]", "}"]
@@ -200,6 +216,8 @@ def default_baseline() -> dict[tuple[str, str], Entry] | None:
 
 def judge(record: dict, entry: Entry | None) -> str:
     """The status of one result record given its baseline entry (or None)."""
+    if entry and entry.flaky:
+        return Status.FLAKY
     if record["verdict"] == Verdict.PASS:
         return Status.FIXED if entry else Status.PASS
     if entry and record["verdict"] == entry.verdict:
@@ -207,8 +225,12 @@ def judge(record: dict, entry: Entry | None) -> str:
     return Status.NEW_FAIL
 
 
-def classify(records: list[dict], baseline: dict[tuple[str, str], Entry]) -> list[Row]:
-    """One row per execution in `records` (the last record wins) plus one per MISSING entry."""
+def classify(records: list[dict], baseline: dict[tuple[str, str], Entry], subset: bool = False) -> list[Row]:
+    """One row per execution in `records` (the last record wins) plus one per MISSING entry.
+
+    With `subset` (a PR job, one shard), only the entries the results hold are
+    judged: none is MISSING.
+    """
     latest = {(r["case_id"], r["path"]): r for r in latest_per_execution(records)}
     rows = []
     for key, r in latest.items():
@@ -217,9 +239,9 @@ def classify(records: list[dict], baseline: dict[tuple[str, str], Entry]) -> lis
                         entry.verdict if entry else Verdict.PASS, entry.upstream if entry else None,
                         entry.reason if entry else None, one_line(r.get("message") or "")))
     for key, e in baseline.items():
-        if key not in latest:
+        if key not in latest and not subset:
             rows.append(Row(Status.MISSING, e.case_id, e.path, e.case, None, e.verdict, e.upstream, e.reason))
-    order = {s: i for i, s in enumerate(reversed(STATUSES))}
+    order = {s: i for i, s in enumerate(ROW_ORDER)}
     rows.sort(key=lambda w: (order[w.status], case_label(w.case, w.case_id), w.path))
     return rows
 
@@ -233,10 +255,14 @@ def updated(records: list[dict], baseline: dict[tuple[str, str], Entry]) -> dict
     out: dict[tuple[str, str], Entry] = {}
     for r in records:
         key = (r["case_id"], r["path"])
+        old = baseline.get(key)
+        if old and old.flaky:  # a flaky entry stays, with its last failing verdict
+            verdict = old.verdict if r["verdict"] == Verdict.PASS else r["verdict"]
+            out[key] = Entry(old.case_id, old.path, verdict, old.upstream, old.reason, old.case, True)
+            continue
         if r["verdict"] == Verdict.PASS:
             out.pop(key, None)
             continue
-        old = baseline.get(key)
         case = CaseSpec.from_dict(r["case"]).to_dict()
         upstream = old.upstream if old else "new"
         if old:

@@ -1,17 +1,22 @@
-"""report.html: one self-contained offline file, plots embedded as PNG (matplotlib, no pyplot state)."""
+"""report.html: one self-contained offline file (plots embedded as PNG, the table's script inline).
+
+What a CI team reads first: the failures by bug family (one row per upstream
+report or triage reason, with its simplest case and the command that
+reproduces it), the pass rate of each path over the recorded runs, then the
+plots, the worst cases and every failing execution in a table to sort and
+filter.
+"""
 from __future__ import annotations
 
-import base64
 import html
-import io
 from collections import Counter
 
-from harness.core.verdicts import VERDICTS, Status, Verdict
+from harness.core.verdicts import VERDICTS, Status
 from harness.reports import baseline as gate
-from harness.reports.baseline import case_label
+from harness.reports.failure_table import failure_table
+from harness.reports.families import Family, elements, families
 from harness.reports.known import (
     Known,
-    cells,
     counts_failing,
     fmt,
     paths_of,
@@ -20,113 +25,16 @@ from harness.reports.known import (
     spec_lines,
     worst,
 )
+from harness.reports.plots import plot_err_bound, plot_heatmap, plot_worst
+from harness.reports.baseline import case_label
 
-
-def _png(fig) -> str:
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=100, bbox_inches="tight", metadata={"Software": None})
-    return base64.b64encode(buf.getvalue()).decode("ascii")
-
-
-def plot_heatmap(records: list[dict], known: Known) -> str:
-    """Pass fraction per (pattern, dtype) × path, each cell annotated passing/total (and new failures)."""
-    import numpy as np
-    from matplotlib import colormaps
-    from matplotlib.figure import Figure
-
-    paths = paths_of(records)
-    by_cell = cells(records)
-    rows = sorted({(k[0], k[1]) for k in by_cell})
-    data = np.full((len(rows), len(paths)), np.nan)
-    fig = Figure(figsize=(2.2 + 1.25 * len(paths), 1.0 + 0.45 * len(rows)))
-    ax = fig.add_subplot()
-    for i, row in enumerate(rows):
-        for j, p in enumerate(paths):
-            rs = by_cell.get((*row, p), [])
-            if not rs:
-                continue
-            passing = sum(r["verdict"] == Verdict.PASS for r in rs)
-            data[i, j] = passing / len(rs)
-            new = sum(known.status(r) in ("NEW_FAIL", "FIXED") for r in rs) if known.baseline is not None else 0
-            ax.text(j, i, f"{passing}/{len(rs)}" + (f"\n{new} new" if new else ""),
-                    ha="center", va="center", fontsize=8)
-    cmap = colormaps["RdYlGn"].with_extremes(bad="#dddddd")  # grey: nothing ran there
-    im = ax.imshow(np.ma.masked_invalid(data), cmap=cmap, vmin=0.0, vmax=1.0, aspect="auto")
-    ax.set_xticks(range(len(paths)), paths, rotation=30, ha="right")
-    ax.set_yticks(range(len(rows)), [f"{p} {d}" for p, d in rows])
-    ax.set_title("Verdicts: passing / executions per pattern × dtype and path")
-    fig.colorbar(im, ax=ax, label="fraction passing", fraction=0.04)
-    return _png(fig)
-
-
-def plot_ulps(records: list[dict]) -> str:
-    """Per path, every execution's max error in ULPs of its output dtype (symlog), coloured by dtype."""
-    import numpy as np
-    from matplotlib.figure import Figure
-
-    paths = paths_of(records)
-    dtypes = sorted({r["case"]["dtype"] for r in records})
-    colours = {d: c for d, c in zip(dtypes, ("tab:blue", "tab:orange", "tab:green", "tab:purple"))}
-    rng = np.random.default_rng(0)  # jitter only; fixed so the picture is reproducible
-    fig = Figure(figsize=(2.5 + 1.1 * len(paths), 4.5))
-    ax = fig.add_subplot()
-    boxes, positions, labelled = [], [], set()
-    for j, p in enumerate(paths):
-        rs = [r for r in records if r["path"] == p]
-        vals = [r for r in rs if r.get("max_ulp") is not None]
-        if vals:
-            boxes.append([r["max_ulp"] for r in vals])
-            positions.append(j)
-        for d in dtypes:
-            ys = [r["max_ulp"] for r in vals if r["case"]["dtype"] == d]
-            if ys:
-                ax.scatter(j + rng.uniform(-0.3, 0.3, len(ys)), ys, s=10, alpha=0.7, color=colours[d],
-                           label=None if d in labelled else d)
-                labelled.add(d)
-        missing = len(rs) - len(vals)
-        if missing:
-            ax.annotate(f"{missing} without\na result", (j, 1.0), xycoords=("data", "axes fraction"),
-                        ha="center", va="bottom", fontsize=7)
-    if boxes:
-        ax.boxplot(boxes, positions=positions, widths=0.6, showfliers=False)
-    ax.set_yscale("symlog", linthresh=1.0)
-    ax.set_xticks(range(len(paths)), paths, rotation=30, ha="right")
-    ax.set_xlim(-0.6, len(paths) - 0.4)
-    ax.set_ylabel("max error (ULPs of the output dtype)")
-    ax.set_title("Error distribution per path", pad=24)
-    handles, labels = ax.get_legend_handles_labels()
-    if handles:
-        ax.legend(handles, labels, title="dtype", fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    return _png(fig)
-
-
-def plot_worst(top: list[dict], known: Known) -> str | None:
-    """The worst cases' error over the bound (log scale), new failures in red, known in orange."""
-    from matplotlib.figure import Figure
-
-    rated = [r for r in top if r.get("max_err_over_tol")]
-    if not rated:
-        return None
-    fig = Figure(figsize=(9, 1.0 + 0.32 * len(rated)))
-    ax = fig.add_subplot()
-    labels = [f"{r['path']} · {case_label(r['case'], r['case_id'])}" for r in rated]
-    colours = ["tab:orange" if known.is_known(r) else "tab:red" for r in rated]
-    ax.barh(range(len(rated)), [r["max_err_over_tol"] for r in rated], color=colours)
-    ax.set_yticks(range(len(rated)), labels, fontsize=8)
-    ax.invert_yaxis()
-    ax.set_xscale("log")
-    ax.axvline(1.0, color="black", linewidth=1, linestyle="--")
-    ax.set_xlabel("max error / tolerance bound (1 = the bound)")
-    ax.set_title("Worst cases (red: not in the baseline, orange: known)")
-    return _png(fig)
-
-
-# -- report.html ------------------------------------------------------------------
+RECENT_RUNS = 10  # runs shown one by one in the pass-rate table
 
 _CSS = """body{font-family:sans-serif;margin:2em;max-width:1400px}table{border-collapse:collapse;margin:1em 0}
 td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top;font-size:13px}
-th{background:#eee}pre{white-space:pre-wrap;margin:0;font-size:12px}img{max-width:100%}
-.NEW_FAIL,.FIXED{color:#b00;font-weight:bold}.XFAIL{color:#a60}.PASS{color:#070}"""
+th{background:#eee}#failures th{cursor:pointer}pre{white-space:pre-wrap;margin:0;font-size:12px}img{max-width:100%}
+.filters label{margin-right:1em}.filters select{max-width:28em}
+.NEW_FAIL,.FIXED{color:#b00;font-weight:bold}.XFAIL,.FLAKY{color:#a60}.PASS{color:#070}"""
 
 
 def _img(b64: str | None, alt: str) -> str:
@@ -135,14 +43,54 @@ def _img(b64: str | None, alt: str) -> str:
     return f'<p><img alt="{html.escape(alt)}" src="data:image/png;base64,{b64}"></p>'
 
 
+def family_table(groups: list[Family], out_dir: str) -> str:
+    e = html.escape
+    if not groups:
+        return "<p>No failing executions.</p>"
+    out = ['<table id="families"><thead><tr><th>executions</th><th>family (upstream: reason)</th><th>paths</th>'
+           "<th>dtypes</th><th>patterns</th><th>verdicts</th><th>worst error / bound</th>"
+           "<th>simplest case and its reproduction</th></tr></thead><tbody>"]
+    for f in groups:
+        r = f.simplest
+        verdicts = ", ".join(f"{n} {v}" for v, n in sorted(f.verdicts.items()))
+        out.append(
+            f'<tr data-family="{f.slug}"><td>{len(f.records)}</td>'
+            f'<td><a href="#family={f.slug}">{e(f.label)}</a></td><td>{e(", ".join(f.paths))}</td>'
+            f'<td>{e(", ".join(f.dtypes))}</td><td>{e(", ".join(f.patterns))}</td><td>{e(verdicts)}</td>'
+            f"<td>{fmt(f.worst_ratio, '.3g')}</td>"
+            f"<td>{e(r['path'])} on {e(case_label(r['case'], r['case_id']))} ({elements(r['case'])} elements)"
+            f"<pre>{e(repro_command(out_dir, r))}</pre></td></tr>")
+    out.append("</tbody></table>")
+    return "\n".join(out)
+
+
+def pass_rate_table(history: dict[str, list[tuple]] | None, paths: list[str]) -> str:
+    """Per path: runs, executions and pass rate over the recorded runs, then the last few runs' rates."""
+    e = html.escape
+    if not history:
+        return "<p>No run history recorded (see <code>--history</code>).</p>"
+    shown = [p for p in paths if p in history] + sorted(p for p in history if p not in paths)
+    out = ['<table id="pass-rates"><thead><tr><th>path</th><th>runs</th><th>executions</th><th>pass rate</th>'
+           f"<th>last {RECENT_RUNS} runs (oldest first: run id, passing/executions)</th></tr></thead><tbody>"]
+    for p in shown:
+        runs = history[p]
+        passed, total = sum(r[2] for r in runs), sum(r[3] for r in runs)
+        recent = ", ".join(f"#{r[0]} {r[2]}/{r[3]}" for r in runs[-RECENT_RUNS:])
+        out.append(f'<tr data-path="{e(p)}"><td>{e(p)}</td><td>{len(runs)}</td><td>{total}</td>'
+                   f"<td>{100.0 * passed / total if total else 0.0:.1f}%</td><td>{e(recent)}</td></tr>")
+    out.append("</tbody></table>")
+    return "\n".join(out)
+
+
 def report_html(records: list[dict], title: str = "normdiff results", *, out_dir: str = ".",
-                baseline: dict | None = None) -> str:
-    """One self-contained page: counts, three embedded plots, the worst cases with their specs."""
+                baseline: dict | None = None, history: dict | None = None) -> str:
+    """One self-contained page; `history` is harness.reports.history.pass_rates() (or None)."""
     e = html.escape
     known = Known(baseline)
     records = sorted(records, key=sort_key)
     paths = paths_of(records)
     counts = Counter(r["verdict"] for r in records)
+    groups = families(records, known)
     top = worst(records, known)
     parts = [f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{e(title)}</title>"
              f"<style>{_CSS}</style></head><body>", f"<h1>{e(title)}</h1>"]
@@ -156,16 +104,20 @@ def report_html(records: list[dict], title: str = "normdiff results", *, out_dir
         parts.append("<p>Against the baseline of " + str(len(baseline)) + " known failures: " + ", ".join(
             f'<span class="{s}">{status[s]} {s}</span>' for s in gate.STATUSES if s != Status.MISSING) + ".</p>")
 
+    parts.append(f"<h2>Failures by family ({len(groups)} families, {counts_failing(records)} executions)</h2>")
+    parts.append(family_table(groups, out_dir))
     parts.append("<h2>Verdicts by path</h2><table><tr><th>path</th>"
                  + "".join(f"<th>{v}</th>" for v in VERDICTS) + "</tr>")
     for p in paths:
         c = Counter(r["verdict"] for r in records if r["path"] == p)
         parts.append(f"<tr><td>{e(p)}</td>" + "".join(f"<td>{c[v] or ''}</td>" for v in VERDICTS) + "</tr>")
     parts.append("</table>")
+    parts.append("<h2>Pass rate per path over the recorded runs</h2>" + pass_rate_table(history, paths))
 
     if records:
         parts.append("<h2>Pattern × dtype against path</h2>" + _img(plot_heatmap(records, known), "verdict heatmap"))
-        parts.append("<h2>Error distribution per path</h2>" + _img(plot_ulps(records), "error in ULPs per path"))
+        parts.append("<h2>Error over the bound per path</h2>"
+                     + _img(plot_err_bound(records), "error over bound per path"))
     parts.append(f"<h2>Worst cases ({len(top)} of {counts_failing(records)} failing)</h2>")
     parts.append(_img(plot_worst(top, known), "worst cases"))
     if top:
@@ -179,5 +131,7 @@ def report_html(records: list[dict], title: str = "normdiff results", *, out_dir
                 f'<td class="{status}">{e(known.note(r))}</td><td>{e(r.get("message") or "")}</td>'
                 f"<td><pre>{e(spec_lines(r['case']))}</pre><pre>{e(repro_command(out_dir, r))}</pre></td></tr>")
         parts.append("</table>")
+    parts.append(f"<h2>Every failing execution ({counts_failing(records)})</h2>")
+    parts.append(failure_table(records, known, groups))
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"

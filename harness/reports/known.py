@@ -47,6 +47,8 @@ class Known:
             return ""
         if e is None:
             return "new (not in the baseline)"
+        if e.flaky:
+            return f"flaky ({e.upstream}): {e.reason}"
         if r["verdict"] == e.verdict:
             return f"known ({e.upstream}): {e.reason}"
         return f"baseline expects {e.verdict} ({e.upstream}: {e.reason})"

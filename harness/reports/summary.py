@@ -1,4 +1,4 @@
-"""summary.md: verdict counts, the status against the baseline, the worst cases with their repro."""
+"""summary.md: verdict counts, the status against the baseline, the failures by bug family, the worst cases."""
 from __future__ import annotations
 
 import json
@@ -7,6 +7,7 @@ from collections import Counter
 from harness.core.verdicts import VERDICTS, Status, Verdict
 from harness.reports import baseline as gate
 from harness.reports.baseline import case_label
+from harness.reports.families import elements, families, family_label, family_of
 from harness.reports.known import (
     FAILING_LISTED,
     Known,
@@ -67,6 +68,22 @@ def summary_markdown(records: list[dict], title: str = "normdiff results", *, ou
             row.append(f"{c['pass']}/{total}" + (f" ({other})" if other else ""))
         lines.append(f"| {pattern} | {dtype} | " + " | ".join(row) + " |")
 
+    groups = families(records, known)
+    lines += ["", f"## Failures by family ({len(groups)} families)", ""]
+    if not groups:
+        lines.append("None.")
+    else:
+        lines += ["One row per upstream report or triage reason; the simplest case is the one with the fewest "
+                  "elements.", "",
+                  "| executions | family | paths | dtypes | patterns | verdicts | simplest case | reproduce |",
+                  "|---|---|---|---|---|---|---|---|"]
+    for f in groups:
+        r = f.simplest
+        verdicts = ", ".join(f"{n} {v}" for v, n in sorted(f.verdicts.items()))
+        lines.append(f"| {len(f.records)} | {_cell(f.label)} | {', '.join(f.paths)} | {', '.join(f.dtypes)} | "
+                     f"{', '.join(f.patterns)} | {verdicts} | {case_label(r['case'], r['case_id'])} "
+                     f"({elements(r['case'])} elements) | `{repro_command(out_dir, r)}` |")
+
     failing = sorted((r for r in records if r["verdict"] != Verdict.PASS), key=lambda r: (known.is_known(r), badness(r)))
     top = worst(records, known)
     lines += ["", f"## Worst cases ({len(top)} of {len(failing)} failing executions)", ""]
@@ -88,11 +105,17 @@ def summary_markdown(records: list[dict], title: str = "normdiff results", *, ou
     if failing:
         listed = failing[:FAILING_LISTED]
         lines += ["", f"## All failing executions ({len(failing)})", "",
-                  "| path | case | verdict | error/bound | baseline |", "|---|---|---|---|---|"]
+                  "| path | case | verdict | error/bound | family | gate |", "|---|---|---|---|---|---|"]
         for r in listed:
-            note = known.note(r).replace("|", "/")
+            note = known.status(r) if baseline is not None else ""
             lines.append(f"| {r['path']} | {case_label(r['case'], r['case_id'])} | {r['verdict']} | "
-                         f"{fmt(r.get('max_err_over_tol'), '.3g')} | {note} |")
+                         f"{fmt(r.get('max_err_over_tol'), '.3g')} | {_cell(family_label(*family_of(r, known)))} | "
+                         f"{note} |")
         if len(failing) > len(listed):
             lines.append(f"\n… and {len(failing) - len(listed)} more in results.jsonl.")
     return "\n".join(lines) + "\n"
+
+
+def _cell(text: str) -> str:
+    """Text safe inside a Markdown table cell."""
+    return text.replace("|", "/").replace("\n", " ")

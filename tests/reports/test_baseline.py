@@ -55,7 +55,10 @@ def test_as_expected_exits_0_and_hides_pass_rows(cli, tmp_path):
     assert r.returncode == 0, r.stderr
     assert table_rows(r.stdout) == [("XFAIL", "tvm-decompose", SPECS["b"].case_id)]
     assert "total: 1 PASS, 1 XFAIL, 0 NEW_FAIL, 0 FIXED, 0 MISSING" in r.stdout
-    assert "as expected" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    # stderr: no problem line, one summary line per status, then the gate's verdict
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == len(gate.STATUSES) + 1 and lines[-1].endswith("as expected")
+    assert [line.split()[3] for line in lines[:-1]] == list(gate.STATUSES)
 
 
 @pytest.mark.parametrize("records, entries, status", [
