@@ -1,4 +1,4 @@
-"""The `tvm` and `tvm-decompose` paths against the real TVM (apache-tvm 0.27).
+"""The `tvm`, `tvm-decompose` and `tvm-decompose-inference` paths against the real TVM (apache-tvm 0.27).
 
 The seed apache/tvm#20909 first, then the verdict every layer_norm / rms_norm
 style gets today in each dtype. Where the verdict is not `pass`, the test id
@@ -161,3 +161,58 @@ def test_tensor_crossing_is_bit_exact(dtype):
     back = _from_tvm(_to_tvm(x, tvm.cpu()))
     assert back.dtype == np.dtype(dtype)
     np.testing.assert_array_equal(back.view(np.uint16), bits)
+
+
+# -- tvm-decompose-inference: relax's batch_norm in inference mode ------------
+
+EVAL_BN = {"pattern": "batch_norm", "dtype": "float32", "shape": [2, 4, 3, 3], "params": {"kind": "normal"}}
+
+
+def test_eval_batch_norm_float32_passes_with_decompose_for_inference():
+    """Relax's batch_norm is training mode unless told otherwise (its doc): DecomposeOpsForTraining
+    normalizes with the batch's statistics by design, DecomposeOpsForInference with the running ones,
+    which is what an eval-mode torch BatchNorm means."""
+    rec = execute(EVAL_BN, "tvm-decompose-inference")
+    assert rec["verdict"] == "pass", rec["message"]
+    assert rec["out_dtype"] == "float32"
+    ops = rec["facts"]["tvm_ops"]
+    assert "relax.nn.batch_norm" not in ops and "relax.mean" not in ops and "relax.variance" not in ops
+    assert {"relax.subtract", "relax.sqrt", "relax.divide"} <= set(ops)
+
+    training = execute(EVAL_BN, "tvm-decompose")
+    assert training["verdict"] == "inaccurate", training["message"]
+    assert {"relax.mean", "relax.variance"} <= set(training["facts"]["tvm_ops"])
+
+
+def test_eval_batch_norm_output_is_the_running_statistics_norm():
+    spec = CaseSpec.from_dict(EVAL_BN)
+    inputs = make_inputs(spec)
+    out = _run_path(EVAL_BN, "tvm-decompose-inference")
+    p = {k: v.astype(np.float64).reshape(1, -1, 1, 1) for k, v in inputs.params.items()}
+    expected = (inputs.x - p["running_mean"]) / np.sqrt(p["running_var"] + spec.eps) * p["weight"] + p["bias"]
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-6)
+    batch = _run_path(EVAL_BN, "tvm-decompose")
+    assert np.max(np.abs(batch - expected)) > 0.1  # batch statistics: another function
+
+
+def test_decompose_for_inference_keeps_layer_norm_whole():
+    """The pass rewrites batch_norm only: the seed's layer_norm stays R.nn.layer_norm and passes."""
+    rec = execute(SEED, "tvm-decompose-inference")
+    assert rec["verdict"] == "pass", rec["message"]
+    assert rec["facts"] == {"tvm_decomposed": True, "tvm_ops": ["relax.nn.layer_norm"]}
+
+
+def test_repro_script_of_eval_batch_norm_exits_0(cli, tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    spec = tmp_path / "bn.json"
+    spec.write_text(json.dumps(EVAL_BN))
+    script = tmp_path / "repro.py"
+    proc = cli("repro", str(spec), "--path", "tvm-decompose-inference", "-o", str(script))
+    assert proc.returncode == 0, proc.stderr
+    assert "relax.transform.DecomposeOpsForInference()(mod)" in script.read_text()
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    assert "OK: tvm-decompose-inference matches the FP64 reference" in run.stdout

@@ -1,0 +1,120 @@
+"""The `inductor` and `inductor-emulate` paths against the real torch.compile (torch 2.13, CPU).
+
+Known-good cases pass on both; the bfloat16 Qwen norm where Inductor skips
+eager's intermediate rounding (and so lands closer to FP64) passes on
+`inductor`, and `inductor-emulate` keeps that rounding; each prepare is its
+own compile, with its own config, even for two paths on one structure.
+The first compile in a process warms Inductor up (about 12 s); later ones
+take about a second.
+"""
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from harness import paths
+from harness.core.spec import CaseSpec
+from harness.core.tensors import to_torch
+from harness.engine.execute import execute
+from harness.oracle.inputs import make_inputs
+from harness.oracle.modules import build_module
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.xdist_group("inductor"),
+    pytest.mark.filterwarnings("ignore::DeprecationWarning"),  # torch.jit, imported by Inductor, not ours
+]
+
+INDUCTOR = ["inductor", "inductor-emulate"]
+
+# The bfloat16 Qwen norm: eager rounds h.to(bfloat16) before the weight multiply;
+# Inductor fuses the two and rounds once.
+QWEN_BF16 = {"pattern": "rms_norm", "style": "qwen", "dtype": "bfloat16", "shape": [4, 4096],
+             "params": {"kind": "normal"}}
+
+KNOWN_GOOD = [
+    {"pattern": "layer_norm", "dtype": "float16", "shape": [1, 4096],
+     "input": {"kind": "alternating", "amplitude": 0.25, "offset": 0}},      # the TVM seed
+    {"pattern": "rms_norm", "style": "qwen", "dtype": "float16", "shape": [2, 8, 64],
+     "params": {"kind": "normal"}},                                            # the ExecuTorch seed
+    {"pattern": "layer_norm", "style": "upcast", "dtype": "bfloat16", "shape": [2, 64]},
+    {"pattern": "group_norm", "dtype": "float32", "shape": [2, 8, 4, 4], "groups": 2},
+    {"pattern": "batch_norm", "dtype": "float16", "shape": [2, 4, 3, 3], "params": {"kind": "normal"}},
+]
+
+
+def _prepare(raw: dict, path: str):
+    spec = CaseSpec.from_dict(raw)
+    inputs = make_inputs(spec)
+    module = build_module(spec, inputs.params)
+    return inputs, paths.get(path).prepare(spec, module, to_torch(inputs.x, spec.layout))
+
+
+@pytest.mark.parametrize("path", INDUCTOR)
+@pytest.mark.parametrize("raw", KNOWN_GOOD, ids=lambda r: f"{r['pattern']}-{r.get('style', 'module')}-{r['dtype']}")
+def test_known_good_cases_pass(raw, path):
+    rec = execute(raw, path)
+    assert rec["verdict"] == "pass", rec["message"]
+    assert rec["out_dtype"] == rec["expected_dtype"]
+    # one graph, no graph break: the whole norm went through Inductor
+    assert rec["facts"]["inductor_graphs"] == 1 and rec["facts"]["inductor_graph_breaks"] == 0
+    assert rec["facts"]["inductor_emulate_precision_casts"] is (path == "inductor-emulate")
+
+
+def test_bfloat16_qwen_closer_to_fp64_than_eager_passes():
+    """Inductor skips eager's rounding of h before the weight multiply: closer to FP64, not blamed."""
+    rec = execute(QWEN_BF16, "inductor")
+    assert rec["verdict"] == "pass", rec["message"]
+    assert rec["max_abs_err"] < 0.9 * rec["eager_max_abs_err"], (rec["max_abs_err"], rec["eager_max_abs_err"])
+    assert rec["max_ulp"] <= 0.5 + 1e-6  # correctly rounded: one rounding, at the end
+
+    emu = execute(QWEN_BF16, "inductor-emulate")
+    assert emu["verdict"] == "pass", emu["message"]
+    # with eager's roundings kept, the error is eager's (the order of the sum may differ slightly)
+    assert emu["max_abs_err"] == pytest.approx(emu["eager_max_abs_err"], rel=0.05)
+    assert emu["max_abs_err"] > 1.1 * rec["max_abs_err"]
+
+
+def test_each_prepare_is_its_own_compile_with_its_own_config():
+    """Dynamo's cache would hand `inductor-emulate` the kernels `inductor` compiled for the same
+    forward; each prepare resets it, and a prepared case whose kernels a later prepare dropped
+    is compiled again with its own config before it runs."""
+    inputs, plain = _prepare(QWEN_BF16, "inductor")
+    first = plain.run(inputs.x)
+    _, emulate = _prepare(QWEN_BF16, "inductor-emulate")
+    emulated = emulate.run(inputs.x)
+    assert not np.array_equal(first.view(np.uint16), emulated.view(np.uint16))
+    # back to the first artifact: the same bits as before, not the emulating kernels
+    np.testing.assert_array_equal(plain.run(inputs.x).view(np.uint16), first.view(np.uint16))
+    np.testing.assert_array_equal(emulate.run(inputs.x).view(np.uint16), emulated.view(np.uint16))
+
+
+def test_a_new_input_reuses_the_compiled_artifact():
+    """Runs forbid recompiling: the same structure with another input runs the prepared kernels."""
+    spec = CaseSpec.from_dict({**QWEN_BF16, "input": {"kind": "uniform", "low": -3, "high": 3}})
+    base = CaseSpec.from_dict(QWEN_BF16)
+    assert spec.structure_key() == base.structure_key()
+    inputs, prepared = _prepare(QWEN_BF16, "inductor")
+    other = make_inputs(spec)
+    out = prepared.run(other.x)
+    assert out.dtype == inputs.x.dtype and out.shape == tuple(spec.shape)
+    assert not np.array_equal(out.view(np.uint16), prepared.run(inputs.x).view(np.uint16))
+
+
+@pytest.mark.parametrize("path", INDUCTOR)
+def test_repro_script_of_a_passing_case_exits_0(path, cli, tmp_path):
+    spec = tmp_path / "qwen.json"
+    spec.write_text('{"pattern": "rms_norm", "style": "qwen", "dtype": "bfloat16", "shape": [4, 4096], '
+                    '"params": {"kind": "normal"}}')
+    script = tmp_path / "repro.py"
+    proc = cli("repro", str(spec), "--path", path, "-o", str(script))
+    assert proc.returncode == 0, proc.stderr
+    text = script.read_text()
+    assert "torch.compile(model, dynamic=False)" in text
+    assert ("emulate_precision_casts=True" in text) is (path == "inductor-emulate")
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    assert f"OK: {path} matches the FP64 reference" in run.stdout
