@@ -87,3 +87,20 @@ class AbortOnLongRows(EagerPath):
             return eager.run_fn(x)
 
         return Prepared(run, {})
+
+
+HOG_GB = 6  # HogPath asks for this much at once on the trigger input: past a `run --max-memory 4` worker
+
+
+class HogPath(_Wrapped):
+    """A runaway allocation (a compile that blows up): HOG_GB of address space at once.
+
+    Under a worker memory limit below HOG_GB the allocation is refused
+    (MemoryError). Without one it succeeds and the path answers as eager
+    does; it touches one page per MB only, so a test that lost its limit
+    fails by a pass, not by taking the machine's memory.
+    """
+
+    def misbehave(self) -> None:
+        hog = np.empty(HOG_GB * 2**30, dtype=np.uint8)
+        hog[:: 2**20] = 1

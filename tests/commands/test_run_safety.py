@@ -1,0 +1,155 @@
+"""Runs that cannot lose each other's results: the folder lock, --resume across versions, bounded workers."""
+import json
+import os
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import pytest
+
+from harness.core.records import read_results
+from harness.core.spec import CaseSpec
+from harness.engine.lock import folder_lock
+from harness.engine.procs import Procs, default_max_memory_gb
+from helpers import ROOT, seed
+
+SEED = seed("tvm-20909.json")
+HOG_ENV = {"NORMDIFF_EXTRA_PATHS": "hog=tests.crashy_paths:HogPath", "PYTHONPATH": ROOT}
+
+
+def one_line(stderr: str) -> str:
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in stderr, stderr[-2000:]
+    return lines[0]
+
+
+def test_a_busy_folder_is_refused_before_anything_is_touched(cli, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "results.jsonl").write_text('{"kept": true}\n')
+    with folder_lock(str(out)):  # this process is "the other run"
+        r = cli("run", "--case", SEED, "--paths", "eager", "--out", str(out), "--jobs", "0", "--no-history")
+        assert r.returncode == 2
+        line = one_line(r.stderr)
+        assert str(out) in line and f"pid {os.getpid()}" in line
+        m = cli("merge", str(out), "--out", str(out), "--no-history")
+        assert m.returncode == 2 and f"pid {os.getpid()}" in one_line(m.stderr)
+    assert (out / "results.jsonl").read_text() == '{"kept": true}\n'
+    assert not (out / "summary.md").exists()
+    # once the holder is gone the folder is free again
+    assert cli("run", "--case", SEED, "--paths", "eager", "--out", str(out), "--jobs", "0",
+               "--no-history").returncode == 0
+
+
+def test_the_lock_is_reentrant_in_one_process_and_exclusive_across_processes(tmp_path):
+    with folder_lock(str(tmp_path)):
+        with folder_lock(str(tmp_path)):  # the command and the engine both take it
+            pass
+        probe = ("import sys; from harness.engine.lock import folder_lock, FolderBusy\n"
+                 "try:\n    folder_lock(sys.argv[1]).__enter__()\nexcept FolderBusy as e:\n"
+                 "    print(e); sys.exit(3)\n")
+        r = subprocess.run([sys.executable, "-c", probe, str(tmp_path)], cwd=ROOT, capture_output=True, text=True)
+        assert r.returncode == 3 and f"pid {os.getpid()}" in r.stdout
+    r = subprocess.run([sys.executable, "-c", probe, str(tmp_path)], cwd=ROOT, capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.slow
+def test_two_concurrent_runs_into_one_folder_keep_the_first_runs_records_whole(cli, tmp_path):
+    """The smoke suite on eager and tvm is 60 executions; the second run exits 2 naming the first's pid."""
+    out = tmp_path / "out"
+    history = tmp_path / "history.sqlite"
+    args = ["run", "--suite", "smoke", "--paths", "eager,tvm", "--out", str(out), "--quiet", "--history", str(history)]
+    # --no-cache: the first run compiles every TVM case, so it is surely still writing when the second starts
+    first = subprocess.Popen([sys.executable, "-m", "harness", *args, "--jobs", "2", "--no-cache"], cwd=ROOT,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    results = out / "results.jsonl"
+    deadline = time.monotonic() + 300
+    while not (results.exists() and results.read_text().count("\n") >= 1):
+        assert first.poll() is None, first.communicate()[1][-2000:]
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    second = cli(*args, "--jobs", "1")
+    assert first.poll() is None, "the first run ended before the second started: nothing was tested"
+    assert second.returncode == 2, second.stderr[-2000:]
+    line = one_line(second.stderr)
+    assert str(out) in line and f"pid {first.pid}" in line
+    _, err = first.communicate(timeout=900)
+    assert first.returncode in (0, 1), err[-2000:]
+    lines = results.read_text().splitlines()
+    records = [json.loads(x) for x in lines]  # every line whole
+    cases = [json.loads(x) for x in cli("cases", "--suite", "smoke").stdout.splitlines()]
+    wanted = {(CaseSpec.from_dict(c).case_id, p) for c in cases for p in ("eager", "tvm")}
+    assert len(wanted) == 60
+    assert Counter((r["case_id"], r["path"]) for r in records) == Counter(wanted)
+    assert "60 executions" in err
+    # only the first run reached the history
+    import sqlite3
+    with sqlite3.connect(str(history)) as con:
+        assert con.execute("SELECT COUNT(*), SUM(executions) FROM runs").fetchone() == (1, 60)
+
+
+def test_resume_refuses_records_of_other_library_versions(cli, tmp_path):
+    out = tmp_path / "out"
+    assert cli("run", "--case", SEED, "--paths", "eager", "--out", str(out), "--jobs", "0",
+               "--no-history").returncode == 0
+    results = out / "results.jsonl"
+    (rec,) = read_results(str(results))
+    rec["versions"]["torch"] = "2.0.0"
+    results.write_text(json.dumps(rec) + "\n")
+    before = results.read_text()
+    r = cli("run", "--case", SEED, "--paths", "eager,tvm", "--out", str(out), "--jobs", "0", "--resume",
+            "--no-history")
+    assert r.returncode == 2
+    line = one_line(r.stderr)
+    assert "--resume" in line and "torch 2.0.0" in line and str(results) in line
+    assert results.read_text() == before
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--max-memory", "0"], "--max-memory"),
+    (["--max-memory", "-3"], "--max-memory"),
+    (["--max-memory", "lots"], "--max-memory"),
+])
+def test_bad_max_memory_is_one_line_and_exit_2(cli, args, words):
+    r = cli("run", "--case", SEED, "--paths", "eager", *args)
+    assert r.returncode == 2 and words in one_line(r.stderr)
+
+
+def test_the_default_limit_is_a_share_of_the_machine_and_at_least_two_gb():
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
+    assert default_max_memory_gb(1) == pytest.approx(max(2.0, 0.6 * total), abs=0.06)
+    assert default_max_memory_gb(1000) == 2.0
+    procs = Procs(["eager"], 5.0, max_memory=4)
+    try:  # a worker killed outright (the kernel's OOM killer) says the limit may be why
+        assert "memory limit of 4 GB" in procs._memory_hint(-9, [])
+        assert "memory limit of 4 GB" in procs._memory_hint(-6, ["terminate called after throwing std::bad_alloc"])
+        assert procs._memory_hint(-6, ["Fatal Python error: Aborted"]) == ""
+    finally:
+        procs.close([])
+
+
+def test_a_worker_past_max_memory_is_one_error_record_and_the_run_goes_on(tmp_path):
+    """tests.crashy_paths.HogPath asks for 6 GB on its trigger input; under --max-memory 4 that is refused."""
+    specs = [{"pattern": "layer_norm", "dtype": "float32", "shape": [2, 16]},
+             {"pattern": "layer_norm", "dtype": "float32", "shape": [2, 16],
+              "input": {"kind": "constant", "value": 7.0}},  # tests.crashy_paths.TRIGGER
+             {"pattern": "rms_norm", "dtype": "float16", "shape": [2, 16]}]
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text("".join(json.dumps(s) + "\n" for s in specs))
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, "-m", "harness", "run", "--case", str(cases), "--paths", "eager,hog",
+                        "--max-memory", "4", "--out", str(out), "--jobs", "2", "--quiet", "--no-history"],
+                       cwd=ROOT, env=dict(os.environ, **HOG_ENV), capture_output=True, text=True, timeout=600)
+    assert r.returncode == 1, r.stderr[-2000:]
+    records = {(x["case_id"], x["path"]): x for x in read_results(str(out / "results.jsonl"))}
+    assert len(records) == 6
+    trigger = CaseSpec.from_dict(specs[1]).case_id
+    hog = records.pop((trigger, "hog"))
+    assert hog["verdict"] in ("error", "crash")
+    assert "memory limit of 4 GB" in hog["message"] and "--max-memory" in hog["message"]
+    assert all(x["verdict"] == "pass" for x in records.values())  # eager everywhere, hog elsewhere
+    for s in (specs[0], specs[2]):
+        cid = CaseSpec.from_dict(s).case_id
+        assert records[(cid, "hog")]["max_abs_err"] == records[(cid, "eager")]["max_abs_err"]
