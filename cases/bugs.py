@@ -63,6 +63,8 @@ _MANUAL_FP16 = {**SEED_TVM, "style": "manual"}
 _LN_BF16_SMALL = {"pattern": "layer_norm", "dtype": "bfloat16", "shape": [2, 64]}
 _MANUAL_BF16 = {"pattern": "layer_norm", "style": "manual", "dtype": "bfloat16", "shape": [2, 64]}
 _QWEN_BF16 = {**SEED_EXECUTORCH, "dtype": "bfloat16"}
+_BN_FP16 = {"pattern": "batch_norm", "dtype": "float16", "shape": [2, 4, 3, 3], "params": {"kind": "normal"}}
+_IN_FP16_BIG = {"pattern": "instance_norm", "dtype": "float16", "shape": [1, 2, 256, 256]}
 _QWEN_FP32 = {**SEED_EXECUTORCH, "dtype": "float32"}
 _LLAMA_FP16 = {**SEED_EXECUTORCH, "style": "llama", "cast": "type_as"}
 _T5_FP16 = {**SEED_EXECUTORCH, "style": "t5"}
@@ -97,21 +99,31 @@ BUGS: tuple[Bug, ...] = (
          models do) reach Relax as R.mean, whose legalized sum accumulates in
          float16, so the seed's input gives the seed's ±1.414 even without
          DecomposeOpsForTraining; eager accumulates in float32. Relay cast large
-         float16 mean/var to float32 in apache/tvm#13289; Relax does not.""",
+         float16 mean/var to float32 in apache/tvm#13289; Relax does not.
+         Re-checked with the 0.27 source: legalize_ops/statistical.py's _te_mean
+         is topi.sum in the input dtype divided by the count (which, at 65,536,
+         also overflows a float16 constant). Not by design: TOPI's own
+         layer_norm/group_norm upcast float16 to float32 (#14264).""",
          controls=[(SEED_TVM, "tvm")]),
     _bug("tvm-new-bf16-layer-norm", None,
          "Relax layer_norm legalization rejects bfloat16: 'only support float32 and float16'",
          [_LN_BF16_SMALL], ["tvm"], "error", "reproduced",
          """Not reported upstream yet. nn.LayerNorm in bfloat16 imports as
          R.nn.layer_norm and fails in LegalizeOps (TOPI layer_norm checks for
-         float32/float16).""",
+         float32/float16). Re-checked: an explicit guard ("only support float32
+         and float16 for now") in layer_norm.h, group_norm.h and instance_norm.h,
+         from #14264, which added the float16 upcast: a missing feature that
+         fails loudly, not a wrong result.""",
          controls=[({**_LN_BF16_SMALL, "dtype": "float16"}, "tvm")]),
     _bug("tvm-new-bf16-power", None,
          "Relax power legalization rejects bfloat16: 'power only applies to float'",
          [_MANUAL_BF16], ["tvm", "tvm-decompose"], "error", "reproduced",
          """Not reported upstream yet. (x - mean) ** 2 in bfloat16 imports as
          R.power, whose legalization only accepts IsFloatType, which excludes
-         bfloat16 (apache/tvm#19550 is the same guard for integers).""",
+         bfloat16 (apache/tvm#19550 is the same guard for integers). Re-checked:
+         tirx pow tests the DLPack type code kDLFloat, and bfloat16 carries its
+         own code kDLBfloat, so the check excludes it by accident, not by
+         design.""",
          controls=[({**_MANUAL_BF16, "dtype": "float16"}, "tvm")]),
     _bug("tvm-19592", f"{_TVM}/issues/19592",
          "LayerNorm lacks numerical stability for large float32 inputs (E[x²]−E[x]² → NaN)",
@@ -129,6 +141,25 @@ BUGS: tuple[Bug, ...] = (
          """Merged 2023; a regression guard. R.nn.group_norm (kept whole by
          DecomposeOpsForTraining) on 8192-element float16 groups: a float16
          reduction would stall as in tvm-20909."""),
+    _bug("tvm-new-batch-norm-dtype", None,
+         "topi.nn.batch_norm returns float32 for a float16/bfloat16 batch_norm",
+         [_BN_FP16, {**_BN_FP16, "dtype": "bfloat16"}], ["tvm"], "dtype_mismatch", "reproduced",
+         """Not reported upstream yet. Relax declares the input dtype, but the
+         legalized TOPI batch_norm adds epsilon as a Python float, which TE makes
+         a float32 constant, so sqrt(moving_var + epsilon) and everything after
+         it is float32 (checked on TE placeholders: float16 and bfloat16 both
+         give float32). The inference decomposition keeps the dtype.""",
+         controls=[(_BN_FP16, "tvm-decompose-inference"), ({**_BN_FP16, "dtype": "float32"}, "tvm")]),
+    _bug("tvm-new-instance-norm-count", None,
+         "TOPI instance_norm takes its element count in float16: 65,536 elements overflow to inf",
+         [_IN_FP16_BIG], ["tvm"], "inaccurate", "reproduced",
+         """Not reported upstream yet. instance_norm.h builds the count as
+         MakeConst(data dtype, 1) times the extents, so a float16 instance of
+         256 x 256 has count inf, mean = var = 0, and the output is exactly
+         x * rsqrt(eps) (checked bit for bit). group_norm.h counts in float32.
+         Its variance is E[x^2] - E[x]^2 in one pass as well (apache/tvm#19592's
+         pattern, fixed for layer_norm only by #19643).""",
+         controls=[({**_IN_FP16_BIG, "shape": [1, 2, 128, 128]}, "tvm")]),
     # -- ExecuTorch: the seed, PR 24428, and its variants ----------------
     _bug("executorch-24428-qwen-fp16", f"{_ET}/pull/24428",
          "Qualcomm RecomposeRmsNorm rebuilds a float16 Qwen RMSNorm on its float32 upcast",
