@@ -97,7 +97,7 @@ def plot_err_bound(records: list[dict]) -> str:
             ax.scatter(xs, [p[2] for p in sel], s=12, alpha=0.6, marker=marker,
                        color=VERDICT_COLOURS.get(verdict, "tab:gray"), label=verdict if marker == "o" else None)
     for p, n in unmeasured.items():
-        ax.annotate(f"{n} without\nan output", (column[p], 1.0), xycoords=("data", "axes fraction"),
+        ax.annotate(f"{n} without\nan error/bound", (column[p], 1.0), xycoords=("data", "axes fraction"),
                     ha="center", va="bottom", fontsize=7)
     ax.axhline(1.0, color="black", linewidth=1, linestyle="--")
     ax.text(-0.55, 1.0, "the bound", va="bottom", ha="left", fontsize=8)

@@ -1,10 +1,11 @@
 """`normdiff gate`: the five statuses and exit codes on hand-made results, --update, bad baselines."""
 import json
+import os
 
 import pytest
 
 from harness.reports import baseline as gate
-from helpers import SPECS, entry, record, write_baseline, write_results  # noqa: F401
+from helpers import ROOT, SPECS, entry, record, write_baseline, write_results  # noqa: F401
 
 def table_rows(stdout):
     """(status, path, case_id) of each row of the gate table on stdout."""
@@ -175,3 +176,81 @@ def test_bad_usage_is_one_line_and_exit_2(cli, tmp_path, args, words):
             str(tmp_path / "garbage.jsonl") if a == "GARBAGE" else a for a in args]
     r = cli(*args)
     assert r.returncode == 2 and words in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+# -- --subset, flaky entries, a readable stderr ---------------------------------------------
+
+def gate_in_process(capsys, *args):
+    """`normdiff gate …` in this process: (exit code, stdout, stderr lines)."""
+    from harness.commands.main import main
+
+    code = main(["gate", *args])
+    out = capsys.readouterr()
+    return code, out.out, out.err.strip().splitlines()
+
+
+def test_subset_judges_only_the_entries_the_results_hold(capsys, tmp_path):
+    results = write_results(tmp_path, RESULTS[:2])  # a pass and the known failure b
+    base = write_baseline(tmp_path, BASELINE)        # also knows d, e and f, which did not run
+    code, out, err = gate_in_process(capsys, results, "--baseline", base, "--subset")
+    assert code == 0, err
+    assert "total: 1 PASS, 1 XFAIL, 0 NEW_FAIL, 0 FIXED, 0 MISSING, 0 FLAKY" in out
+    assert any("MISSING" in line and "not judged (--subset): 3 baseline entries not run" in line for line in err)
+    assert err[-1].endswith("as expected")
+    # without --subset the same results are three MISSING entries and a failing gate
+    code, out, err = gate_in_process(capsys, results, "--baseline", base)
+    assert code == 1 and "3 MISSING" in out
+    assert sum(line.startswith("normdiff gate: MISSING ") for line in err) == 3
+    # --subset still judges what ran: a regression among the executions run fails it
+    code, _, err = gate_in_process(capsys, write_results(tmp_path, RESULTS), "--baseline", base, "--subset")
+    assert code == 1 and any(line.startswith("normdiff gate: NEW_FAIL ") for line in err)
+
+
+def test_flaky_entries_never_fail_the_gate_and_are_counted(capsys, tmp_path):
+    flaky = [{**entry("b", "tvm-decompose", "inaccurate", "new", "passes one night in three"), "flaky": True},
+             {**entry("c", "executorch-recompose", "nonfinite", "new", "NaN on some nights"), "flaky": True}]
+    results = write_results(tmp_path, [record("b", "tvm-decompose", "pass"),             # flaky, passed
+                                       record("c", "executorch-recompose", "inaccurate")])  # flaky, other verdict
+    code, out, err = gate_in_process(capsys, results, "--baseline", write_baseline(tmp_path, flaky))
+    assert code == 0, err
+    assert "0 FIXED, 0 MISSING, 2 FLAKY" in out and "passes one night in three" in out
+    assert any(line.split()[2:4] == ["2", "FLAKY"] for line in err)
+    rows = {(s, p) for s, p, _ in table_rows(out)}
+    assert rows == {("FLAKY", "tvm-decompose"), ("FLAKY", "executorch-recompose")}
+    # --update keeps flaky entries (with their mark), whatever the night gave
+    gate_in_process(capsys, results, "--baseline", str(tmp_path / "baseline.json"), "--update")
+    kept = gate.load_baseline(str(tmp_path / "baseline.json"))
+    assert {k[1]: (e.flaky, e.verdict) for k, e in kept.items()} == {
+        "tvm-decompose": (True, "inaccurate"), "executorch-recompose": (True, "inaccurate")}
+    assert (tmp_path / "baseline.json").read_text().count('"flaky": true') == 2
+
+
+def test_old_baselines_load_and_round_trip_byte_for_byte(tmp_path):
+    """A file written before "flaky" existed loads as is, and --update would not add the key."""
+    old = gate.dump_baseline(gate.parse_baseline(json.dumps({"format": "normdiff-baseline", "version": 1,
+                                                             "entries": BASELINE})))
+    assert '"flaky"' not in old
+    entries = gate.parse_baseline(old)
+    assert not any(e.flaky for e in entries.values()) and gate.dump_baseline(entries) == old
+    committed = gate.load_baseline(os.path.join(ROOT, "reports", "baseline.json"))
+    assert len(committed) > 100
+
+
+@pytest.mark.parametrize("value", ["yes", 1, None])
+def test_flaky_must_be_a_boolean(cli, tmp_path, value):
+    bad = write_baseline(tmp_path, [{**entry("b", "tvm", "inaccurate"), "flaky": value}])
+    r = cli("gate", write_results(tmp_path, RESULTS), "--baseline", bad)
+    assert r.returncode == 2 and "'flaky'" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_stderr_shows_at_most_twenty_problems_then_the_count_of_the_rest(capsys, tmp_path):
+    entries = [entry(n, p, "inaccurate") for n in "abcdef" for p in ("tvm", "tvm-decompose", "executorch",
+                                                                     "executorch-xnnpack")]
+    results = write_results(tmp_path, [record("a", "eager", "pass")])
+    code, out, err = gate_in_process(capsys, results, "--baseline", write_baseline(tmp_path, entries))
+    assert code == 1 and "24 MISSING" in out
+    problems = [line for line in err if line.startswith("normdiff gate: MISSING ")]
+    assert len(problems) == 20
+    assert "normdiff gate: … and 4 more problems" in "\n".join(err)
+    assert any("--subset judges only what ran" in line for line in err)
+    assert len(out.splitlines()) == 1 + 24 + 2  # the table on stdout keeps every row
