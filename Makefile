@@ -6,7 +6,7 @@ STAMP  := $(VENV)/.installed-stamp
 OUT    ?= reports/latest
 JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: install run test nightly bench fuzz bugs baseline clean
+.PHONY: install run test nightly bench fuzz bugs baseline clean oracle-check
 
 install: $(STAMP)
 
@@ -44,3 +44,7 @@ bugs: $(STAMP)
 # After `make nightly`: rewrite the baseline from its results, keeping the reasons it had.
 baseline: $(STAMP)
 	$(BIN)/normdiff gate reports/nightly/results.jsonl --baseline reports/baseline.json --update
+
+# The oracle's own test: correct and deliberately wrong norms, scored by normdiff and the anchors' oracles.
+oracle-check: $(STAMP)
+	$(BIN)/python -m harness.benchmark.bench
