@@ -18,8 +18,9 @@ parameter draw puts the seed into the structure key).
 """
 from __future__ import annotations
 
+from cases import nearmiss
 from cases.pairwise import pairwise, product
-from harness.core.spec import CASTS, PATTERNS, STYLES, CaseSpec, SpecError
+from harness.core.spec import CASTS, CATALOG_STYLES, PATTERNS, STYLES, CaseSpec, SpecError
 
 # The two seeds and their controls come first: every suite must show them.
 SEED_TVM = {"pattern": "layer_norm", "dtype": "float16", "shape": [1, 4096],
@@ -53,12 +54,29 @@ def inputs_for(dtype: str) -> list[dict]:
 
 # -- smoke ------------------------------------------------------------------
 
+def _nearmiss() -> list[dict]:
+    """Every near miss and legitimate variant (cases/nearmiss.py) in float16 and float32, the canonical
+    Qwen program in bfloat16 too; each on its own input and on an outlier input (LLM activations)."""
+    out = []
+    for n in nearmiss.CATALOG:
+        dtypes = ["float16", "float32"] + (["bfloat16"] if n.name == "qwen" else [])
+        for dtype in dtypes:
+            base = nearmiss.spec_of(n, dtype)
+            out.append(base)
+            if "input" not in n.extra:
+                out.append({**base, "input": {"kind": "outlier", "std": 1.0, "scale": 100.0}})
+    return out
+
+
 def _smoke() -> list[dict]:
     ln = {"pattern": "layer_norm", "shape": [4, 256], "params": {"kind": "normal"}}
     rms = {"pattern": "rms_norm", "shape": [4, 256], "params": {"kind": "normal"}}
     gn = {"pattern": "group_norm", "shape": [2, 8, 4, 4], "groups": 4, "layout": "channels_last",
           "params": {"kind": "normal"}}
     return SEEDS + [
+        # programs: a near miss a rewrite must leave alone, and the canonical Qwen norm it comes from
+        nearmiss.spec_of(nearmiss.get("scaled-not-squared"), "float32"),
+        nearmiss.spec_of(nearmiss.get("qwen"), "float32"),
         {**SEED_TVM, "input": {"kind": "offset", "offset": 1000, "std": 1}},
         {**SEED_TVM, "dtype": "float32", "input": {"kind": "alternating", "amplitude": 1, "offset": 80000}},
         {**SEED_EXECUTORCH, "input": {"kind": "overflow", "magnitude": 300}},
@@ -114,7 +132,8 @@ def variants() -> list[tuple[str, str, str | None]]:
     """Every (pattern, style, cast): casting styles once per cast style."""
     out = []
     for pattern in PATTERNS:
-        for style, (patterns, default_cast) in STYLES.items():
+        for style in CATALOG_STYLES:
+            patterns, default_cast = STYLES[style]
             if pattern in patterns:
                 out += [(pattern, style, c) for c in (CASTS if default_cast else (None,))]
     return out
@@ -183,15 +202,15 @@ def _extras() -> list[dict]:
 def _nightly() -> list[dict]:
     # smoke is part of nightly, so the baseline made from a nightly run covers smoke runs too
     rows = pairwise(factors(), _valid)
-    return _extras() + _with_inputs([structure(r) for r in rows]) + _smoke()
+    return _extras() + _with_inputs([structure(r) for r in rows]) + _smoke() + _nearmiss()
 
 
 def _full() -> list[dict]:
     rows = product(factors(), _valid)
-    return _extras() + _with_inputs([structure(r) for r in rows]) + _smoke()
+    return _extras() + _with_inputs([structure(r) for r in rows]) + _smoke() + _nearmiss()
 
 
-SUITES = {"smoke": _smoke, "nightly": _nightly, "full": _full}
+SUITES = {"smoke": _smoke, "nightly": _nightly, "full": _full, "nearmiss": _nearmiss}
 
 
 def suite_names() -> list[str]:

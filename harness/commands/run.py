@@ -21,6 +21,7 @@ from harness.engine.lock import folder_lock
 from harness.engine.plan import shard
 from harness.engine.procs import RunnerError, default_max_memory_gb
 from harness.engine.run import run
+from harness.oracle.twins import program_twin
 from harness.reports import baseline as gate
 from harness.reports.history import DEFAULT_HISTORY, HistoryError, append, pass_rates
 from harness.reports.write import write_reports
@@ -118,6 +119,8 @@ def cmd_cases(args) -> int:
         raise UsageError(f"--suite: {exc.args[0]}") from None
     out = sys.stdout
     for s in specs:
+        if args.programs:
+            s = program_twin(s) or s
         out.write(s.to_json() + "\n")
     return 0
 
@@ -183,6 +186,8 @@ def add_command(subparsers) -> None:
 
     p = subparsers.add_parser("cases", help="print a suite's specs as JSON lines")
     p.add_argument("--suite", required=True)
+    p.add_argument("--programs", action="store_true",
+                   help="print each layer/rms style case as its program twin (same inputs, same bits)")
     p.set_defaults(func=cmd_cases)
 
     p = subparsers.add_parser("merge", help="combine shard outputs into one results file and reports")

@@ -111,7 +111,8 @@ class Executor:
     def _build(self, path, spec: CaseSpec, inputs) -> Prepared | Exception:
         try:
             module = build_module(spec, inputs.params)
-            example = to_torch(inputs.x, spec.layout)
+            example = (tuple(to_torch(a, spec.layout) for a in inputs.run_arg) if inputs.extra
+                       else to_torch(inputs.x, spec.layout))
             return path.prepare(spec, module, example)
         except (StageError, Unsupported) as exc:
             return exc
@@ -123,7 +124,7 @@ class Executor:
         if isinstance(prepared, Exception):
             return None
         try:
-            return prepared.run(inputs.x)
+            return prepared.run(inputs.run_arg)
         except StageError:
             return None
 
@@ -160,7 +161,7 @@ class Executor:
             record["facts"] = dict(prepared.facts)
             run_start = time.perf_counter()
             try:
-                out = prepared.run(inputs.x)
+                out = prepared.run(inputs.run_arg)
             except StageError as exc:
                 record.update(verdict="error", stage=exc.stage, message=exc.message)
             else:

@@ -25,10 +25,21 @@ from harness.core.spec import CaseSpec
 
 @dataclass(frozen=True)
 class Inputs:
-    """The rounded input `x` and parameters of a case (NumPy, case dtypes)."""
+    """The rounded input `x`, a program's extra inputs and the parameters of a case (NumPy, case dtypes)."""
 
     x: np.ndarray
     params: dict[str, np.ndarray] = field(default_factory=dict)
+    extra: dict[str, np.ndarray] = field(default_factory=dict)  # a program's y, r
+
+    @property
+    def arrays(self) -> dict[str, np.ndarray]:
+        """Every input by the name a program reads it under."""
+        return {"x": self.x, **self.extra}
+
+    @property
+    def run_arg(self):
+        """What a path's `Prepared.run` takes: `x`, or (x, then the extra inputs in sorted order)."""
+        return (self.x, *(self.extra[k] for k in sorted(self.extra))) if self.extra else self.x
 
 
 def _rng(seed: int, stream: int) -> np.random.Generator:
@@ -164,8 +175,34 @@ def draw_x(spec: CaseSpec) -> np.ndarray:
     return KINDS[p["kind"]](_rng(spec.seed, 0), n, p, spec).reshape(spec.shape)
 
 
+# Each extra input of a program draws from its own stream (x is 0, the parameters 1).
+EXTRA_STREAMS = {"y": 2, "r": 3}
+
+
+def draw_extra(spec: CaseSpec) -> dict[str, np.ndarray]:
+    """A program's extra inputs (x's shape and dtype, their own input objects), in float64."""
+    n = int(np.prod(spec.shape))
+    return {name: KINDS[p["kind"]](_rng(spec.seed, EXTRA_STREAMS[name]), n, p, spec).reshape(spec.shape)
+            for name, p in spec.inputs_dict.items()}
+
+
+def draw_program_params(spec: CaseSpec) -> dict[str, np.ndarray]:
+    """A program's parameters: `ones` gives w = s = 1 and b = 0; `normal` draws N(0, 1) in name order."""
+    ones = spec.params_dict["kind"] == "ones"
+    rng = _rng(spec.seed, 1)
+    out: dict[str, np.ndarray] = {}
+    for name, shape in spec.param_shapes:
+        if ones:
+            out[name] = np.full(shape, 0.0 if name == "b" else 1.0)
+        else:
+            out[name] = rng.normal(0.0, 1.0, int(np.prod(shape))).reshape(shape)
+    return out
+
+
 def draw_params(spec: CaseSpec) -> dict[str, np.ndarray]:
     """Weight, bias and (batch_norm) running statistics, in float64."""
+    if spec.program is not None:
+        return draw_program_params(spec)
     channels = spec.shape[channel_axis(spec)]
     ones = spec.params_dict["kind"] == "ones"
     rng = _rng(spec.seed, 1)
@@ -184,4 +221,5 @@ def make_inputs(spec: CaseSpec) -> Inputs:
     """The case's input and parameters, rounded to the spec's dtypes."""
     x = cast(draw_x(spec), spec.dtype)
     params = {k: cast(v, spec.weight_dtype) for k, v in draw_params(spec).items()}
-    return Inputs(x=x, params=params)
+    extra = {k: cast(v, spec.dtype) for k, v in draw_extra(spec).items()}
+    return Inputs(x=x, params=params, extra=extra)

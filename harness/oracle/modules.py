@@ -16,7 +16,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from harness.core.dtypes import torch_dtype
-from harness.core.spec import CaseSpec
+from harness.core.spec import CaseSpec, program_case
+from harness.program import build_program_module, parse
 from harness.core.tensors import to_torch
 
 
@@ -175,6 +176,8 @@ def _torch_module(spec: CaseSpec) -> nn.Module:
 
 def build_module(spec: CaseSpec, params: dict[str, np.ndarray]) -> nn.Module:
     """The eval-mode torch module of `spec` holding exactly `params`."""
+    if spec.program is not None:
+        return build_program_module(parse(spec.program, case=program_case(spec)), program_case(spec), params)
     if spec.style == "module":
         module = _torch_module(spec)
     else:

@@ -16,7 +16,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.core.dtypes import narrowest, promote
-from harness.core.spec import CaseSpec
+from harness.core.spec import CaseSpec, program_case
+from harness.program import evaluate, parse
 from harness.oracle.inputs import Inputs
 
 
@@ -32,6 +33,10 @@ class Reference:
     out_dtype: str           # the output dtype torch promotion gives
     rounding_dtype: str      # narrowest dtype the model deliberately rounds through
     stat_dtype: str          # dtype the model deliberately computes statistics in
+    # A program's own first-order bound (harness.program.evaluate), per element; None for catalog
+    # styles, whose bound is the closed-form model of harness.oracle.compare.tolerance.
+    bound: np.ndarray | None = None
+    stages: tuple = ()       # a program's intermediates (name, op, dtype, value, err), in program order
 
 
 def expected_dtypes(spec: CaseSpec) -> tuple[str, str, str]:
@@ -66,8 +71,22 @@ def _broadcast_channel(v: np.ndarray, shape: tuple[int, ...], axis: int) -> np.n
     return np.broadcast_to(v.reshape(view), shape)
 
 
+def program_reference(spec: CaseSpec, inputs: Inputs) -> Reference:
+    """The FP64 interpretation of a program case, with its running error bound and intermediates."""
+    ev = evaluate(parse(spec.program, case=program_case(spec)), program_case(spec), {**inputs.arrays, **inputs.params})
+    out = np.ascontiguousarray(np.asarray(ev.out, dtype=np.float64))
+    zeros = np.zeros_like(out)
+    return Reference(
+        out=out, rows=np.ascontiguousarray(ev.rows), z=zeros, kappa=zeros, weight=zeros, bias=zeros,
+        row_len=int(ev.row_len), out_dtype=ev.out_dtype, rounding_dtype=ev.out_dtype, stat_dtype="float32",
+        bound=np.ascontiguousarray(np.asarray(ev.bound, dtype=np.float64)), stages=tuple(ev.stages),
+    )
+
+
 def reference(spec: CaseSpec, inputs: Inputs) -> Reference:
     """The FP64 reference output of `spec` on `inputs`, with its error-model terms."""
+    if spec.program is not None:
+        return program_reference(spec, inputs)
     x = inputs.x.astype(np.float64)
     p = {k: v.astype(np.float64) for k, v in inputs.params.items()}
     shape = x.shape

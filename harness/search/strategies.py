@@ -34,13 +34,13 @@ import math
 from hypothesis import strategies as st
 
 from harness.core.dtypes import DTYPES
-from harness.core.spec import AFFINES, CASTS, INPUT_KINDS, PATTERNS, STYLES, CaseSpec
+from harness.core.spec import AFFINES, CASTS, CATALOG_STYLES, INPUT_KINDS, PATTERNS, STYLES, CaseSpec
 
 # (pattern, style) pairs, simplest first; drawn uniformly, so every way a
 # model writes a norm gets as many examples as the plain modules.
 PAIRS: tuple[tuple[str, str], ...] = tuple(
     [(p, "module") for p in PATTERNS]
-    + [(p, s) for s, (ps, _) in STYLES.items() if s != "module" for p in ps]
+    + [(p, s) for s in CATALOG_STYLES if s != "module" for p in STYLES[s][0]]
 )
 
 # Input kinds in shrink order (simplest first) with their search weights; a
@@ -249,7 +249,7 @@ def case_specs(*, patterns=None, styles=None, dtypes=None, input_kinds=None, lay
     Raises ValueError (one line) when a restriction is unknown or leaves nothing.
     """
     patterns = _check("patterns", patterns, PATTERNS)
-    styles = _check("styles", styles, tuple(STYLES))
+    styles = _check("styles", styles, CATALOG_STYLES)
     dtypes = _check("dtypes", dtypes, DTYPES)
     layouts = _check("layouts", layouts, ("contiguous", "channels_last"))
     kinds = resolve_inputs(input_kinds)

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from harness.core.dtypes import DTYPES
 from harness.core.verdicts import WRONG_OUTPUT, Verdict
 from harness.engine.execute import Executor
-from harness.core.spec import AFFINES, CASTS, INPUT_KINDS, PATTERNS, STYLES, CaseSpec
+from harness.core.spec import AFFINES, CASTS, CATALOG_STYLES, INPUT_KINDS, PATTERNS, CaseSpec
 from harness.search.strategies import (
     ADVERSARIAL_INPUTS, BENIGN_INPUTS, SIMPLE_INPUTS, case_specs, input_specs, resolve_inputs, row_length,
 )
@@ -69,7 +69,7 @@ def _reachable():
     checks = []
     for pattern in PATTERNS:
         checks.append((f"pattern={pattern}", lambda s, v=pattern: s.pattern == v))
-    for style, (patterns, _) in STYLES.items():
+    for style in CATALOG_STYLES:
         checks.append((f"style={style}", lambda s, v=style: s.style == v))
     for dtype in DTYPES:
         checks.append((f"dtype={dtype}", lambda s, v=dtype: s.dtype == v))

@@ -1,0 +1,35 @@
+"""A catalog case's program twin: the same norm written as its style's program (DESIGN §7).
+
+The twin draws the same input and the same parameters (w and b from the
+stream weight and bias come from, in that order), and its program computes
+the same bits as the style's module (tests/program/test_styles.py), so a
+style case and its twin give the same output through every path. What may
+differ is the bound: the twin's comes from the program's running error
+analysis, the style case's from the closed-form model (README, "Tolerance").
+"""
+from __future__ import annotations
+
+from harness.core.spec import CaseSpec
+from harness.program import style_program
+
+# The catalog styles that have a program: every hand-written style, and the
+# layer_norm/rms_norm modules (as F.layer_norm / F.rms_norm).
+TWIN_PATTERNS = ("layer_norm", "rms_norm")
+
+
+def has_twin(spec: CaseSpec) -> bool:
+    return spec.program is None and spec.pattern in TWIN_PATTERNS and spec.layout == "contiguous"
+
+
+def program_twin(spec: CaseSpec) -> CaseSpec | None:
+    """The program twin of a catalog case, or None (a program already, or a style with no program)."""
+    if not has_twin(spec):
+        return None
+    raw = {
+        "pattern": spec.pattern, "dtype": spec.dtype, "shape": list(spec.shape), "eps": spec.eps,
+        "input": spec.input_dict, "params": spec.params_dict, "seed": spec.seed,
+        "program": style_program(spec.pattern, spec.style, spec.cast, spec.affine, spec.dtype, spec.weight_dtype),
+    }
+    if spec.weight_dtype != spec.dtype:
+        raw["weight_dtype"] = spec.weight_dtype
+    return CaseSpec.from_dict(raw)

@@ -1,0 +1,43 @@
+"""The vocabulary of the program language (DESIGN §7): every name, call and keyword it allows.
+
+A whitelist: parse.py accepts exactly what these tables list and names
+anything else in its error (the label tables give the construct's name).
+"""
+import ast
+
+from harness.program.ir import INPUTS, PARAMS
+
+MAX_SOURCE = 20_000  # characters
+MAX_DEPTH = 100  # nesting of expressions: every walker recurses on it
+RESERVED = frozenset(INPUTS + PARAMS + ("eps", "torch", "F", "nn"))
+DTYPE_ATTRS = {"torch.float32": "float32", "torch.float16": "float16", "torch.bfloat16": "bfloat16"}
+CONTIGUOUS = "torch.contiguous_format"
+UNARY = ("rsqrt", "sqrt", "abs", "square", "reciprocal")
+REDUCE = ("mean", "sum", "var")
+CASTS = {"float": "float32", "half": "float16", "bfloat16": "bfloat16"}
+METHODS = frozenset(UNARY + REDUCE + tuple(CASTS) + ("to", "type_as", "pow"))
+FUNCTIONS = frozenset(UNARY + REDUCE + ("pow",))
+NORM_SIGNATURES = {
+    "layer_norm": ("input", "normalized_shape", "weight", "bias", "eps"),
+    "rms_norm": ("input", "normalized_shape", "weight", "eps"),
+    "group_norm": ("input", "num_groups", "weight", "bias", "eps"),
+}
+BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.Pow: "pow"}
+OPERATOR_TEXT = {ast.FloorDiv: "//", ast.Mod: "%", ast.MatMult: "@", ast.LShift: "<<", ast.RShift: ">>",
+                 ast.BitOr: "|", ast.BitXor: "^", ast.BitAnd: "&", ast.Not: "not", ast.Invert: "~"}
+STATEMENTS = {
+    "Import": "import", "ImportFrom": "import", "For": "for loop", "AsyncFor": "for loop",
+    "While": "while loop", "If": "if statement", "With": "with statement", "AsyncWith": "with statement",
+    "FunctionDef": "def", "AsyncFunctionDef": "def", "ClassDef": "class", "AugAssign": "augmented assignment",
+    "AnnAssign": "annotated assignment", "Expr": "expression statement", "Delete": "del", "Try": "try",
+    "TryStar": "try", "Raise": "raise", "Assert": "assert", "Global": "global", "Nonlocal": "nonlocal",
+    "Pass": "pass", "Break": "break", "Continue": "continue", "Match": "match", "TypeAlias": "type alias",
+}
+EXPRESSIONS = {
+    "Lambda": "lambda", "ListComp": "comprehension", "SetComp": "comprehension", "DictComp": "comprehension",
+    "GeneratorExp": "comprehension", "JoinedStr": "f-string", "FormattedValue": "f-string",
+    "NamedExpr": "walrus (:=)", "Starred": "starred expression", "IfExp": "conditional expression",
+    "Compare": "comparison", "BoolOp": "'and'/'or'", "Dict": "dict", "Set": "set", "Await": "await",
+    "Yield": "yield", "YieldFrom": "yield", "Slice": "slice", "Tuple": "tuple", "List": "list",
+    "Subscript": "subscript",
+}

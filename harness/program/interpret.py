@@ -1,0 +1,269 @@
+"""The FP64 reference of a program: exact math in float64 plus a running error bound.
+
+Each tensor value carries its FP64 value (no intermediate rounding), the
+dtype torch computes it in (check.py's rules: explicit casts, promotion with
+0-dim and Python-number priority, reductions keeping their dtype) and `err`,
+a bound on how far a correct implementation's value may be from it
+(bounds.py: first-order propagation plus one rounding per op into its dtype).
+Everything is vectorised NumPy. Every intermediate is kept as a Stage, in
+program order, for attribution of compiled intermediates.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import ml_dtypes
+import numpy as np
+
+from harness.core.dtypes import name_of, ulp
+from harness.program import bounds
+from harness.program.check import (
+    RMS_DEFAULT_EPS,
+    TensorType,
+    binary_type,
+    cast_is_exact,
+    check,
+    norm_info,
+    reduce_axes,
+)
+from harness.program.ir import Program, ProgramCase
+from harness.program.walk import Walker, is_scalar
+
+_MAX = {"float16": 65504.0, "bfloat16": float(ml_dtypes.finfo(ml_dtypes.bfloat16).max),
+        "float32": float(np.finfo(np.float32).max)}
+
+
+class Stage(NamedTuple):
+    """One intermediate: the statement it belongs to ("return" for the last), op, dtype, value, bound."""
+    name: str
+    op: str
+    dtype: str
+    value: np.ndarray
+    err: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """The statistics behind a value: `dims` reduced (negative, None = all), `length` elements each."""
+    seq: int
+    dims: tuple[int, ...] | None
+    length: int
+    groups: tuple[int, int] | None = None  # group_norm: (groups, channels); channels at dims[0]
+
+
+@dataclass
+class _V:
+    value: np.ndarray
+    err: np.ndarray
+    dtype: str
+    rows: _Rows | None = None
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """A program evaluated in FP64 with its error bound.
+
+    `rows[i]` is element i's normalization row (elements sharing the
+    non-reduced indices of the statistics that reach the output), `row_len`
+    the elements a row's statistics are taken over. `finite` is False where
+    FP64 itself is inf/nan (`nonfinite_stage` names the first such stage);
+    `overflow_stage` is the first stage whose value lies beyond its dtype's
+    range (torch gives inf there).
+    """
+    out: np.ndarray
+    out_dtype: str
+    bound: np.ndarray
+    stages: tuple[Stage, ...]
+    rows: np.ndarray
+    row_len: int
+    finite: bool = True
+    nonfinite_stage: str | None = None
+    overflow_stage: str | None = None
+
+
+def _later(a: _Rows | None, b: _Rows | None) -> _Rows | None:
+    if a is None or b is None:
+        return a or b
+    return a if a.seq >= b.seq else b
+
+
+class Fp64Walker(Walker):
+    """Evaluates the IR on _V values."""
+
+    def __init__(self, env, keep_stages=True):
+        super().__init__(env)
+        self.stages: list[Stage] = []
+        self.keep = keep_stages
+        self.seq = 0
+        self.nonfinite = None
+        self.overflow = None
+
+    def shape(self, v):
+        return v.value.shape
+
+    def dtype(self, v):
+        return v.dtype
+
+    def _type(self, v):
+        return v if is_scalar(v) else TensorType(v.value.shape, v.dtype)
+
+    def _emit(self, op, value, err, dtype, rows, exact=False):
+        value = np.asarray(value, dtype=np.float64)
+        err = np.broadcast_to(np.asarray(err, dtype=np.float64), value.shape)
+        if not exact:
+            err = err + bounds.rounding(value, dtype)
+        finite = np.isfinite(value)
+        err = np.where(finite & ~np.isnan(err), err, np.inf)
+        label = f"{self.target}:{op}"
+        if self.nonfinite is None and not finite.all():
+            self.nonfinite = label
+        if self.overflow is None and dtype in _MAX:
+            limit = _MAX[dtype] + 0.5 * float(ulp(np.float64(_MAX[dtype]), dtype))
+            if (np.abs(value[finite]) >= limit).any():
+                self.overflow = label
+        if self.keep:
+            self.stages.append(Stage(self.target, op, dtype, value, err))
+        return _V(value, err, dtype, rows)
+
+    def _operand(self, v, dtype):
+        """(value, err) of an operand inside a `dtype` op."""
+        if is_scalar(v):
+            return float(v), bounds.scalar_error(v, dtype)
+        if cast_is_exact(v.dtype, dtype):
+            return v.value, v.err
+        return v.value, v.err + bounds.rounding(v.value, dtype)  # a wider 0-dim operand
+
+    # ---------------------------------------------------------------- ops
+    def binop(self, op, a, b):
+        dtype = binary_type(op, self._type(a), self._type(b), self.line).dtype
+        av, ae = self._operand(a, dtype)
+        bv, be = self._operand(b, dtype)
+        with np.errstate(all="ignore"):
+            if op in ("add", "sub"):
+                z, e = bounds.add(av, ae, bv, be, 1.0 if op == "add" else -1.0)
+            elif op == "mul":
+                z, e = bounds.mul(av, ae, bv, be)
+            elif op == "div":
+                z, e = bounds.div(np.asarray(av), np.asarray(ae), np.asarray(bv), np.asarray(be))
+            elif is_scalar(a):
+                z, e = bounds.rpower(av, ae, bv, be)
+            else:
+                z, e = bounds.power(av, ae, bv, be, is_scalar(b))
+        rows = _later(None if is_scalar(a) else a.rows, None if is_scalar(b) else b.rows)
+        return self._emit(op, z, e, dtype, rows)
+
+    def neg(self, v):
+        return self._emit("neg", -v.value, v.err, v.dtype, v.rows, exact=True)
+
+    def cast(self, node, v, dtype, like):
+        return self._emit("cast", v.value, v.err, dtype, v.rows, exact=cast_is_exact(v.dtype, dtype))
+
+    def unary(self, op, v):
+        with np.errstate(all="ignore"):
+            if op == "abs":
+                return self._emit(op, np.abs(v.value), v.err, v.dtype, v.rows, exact=True)
+            z, e = getattr(bounds, op)(v.value, v.err)
+        return self._emit(op, z, e, v.dtype, v.rows)
+
+    def reduce(self, node, v):
+        axes, n, shape = reduce_axes(node, self._type(v), self.line)
+        with np.errstate(all="ignore"):
+            z, e = bounds.reduction(node.op, v.value, v.err, axes, node.correction)
+        rank = v.value.ndim
+        if node.keepdim:
+            rows = _Rows(self._next(), tuple(a - rank for a in axes), n)
+        else:
+            rows = _Rows(self._next(), None, n) if len(axes) == rank else None
+            z, e = z.reshape(shape), e.reshape(shape)
+        return self._emit(node.op, z, e, v.dtype, rows)
+
+    def _next(self):
+        self.seq += 1
+        return self.seq
+
+    def norm(self, node, v, normalized_shape, groups, weight, bias, eps):
+        types = [None if p is None else self._type(p) for p in (weight, bias)]
+        info = norm_info(node, self._type(v), normalized_shape, groups, *types, eps, self.line)
+        shape, rank = v.value.shape, v.value.ndim
+        if eps is None:
+            eps = RMS_DEFAULT_EPS if node.kind == "rms_norm" else bounds.DEFAULT_EPS
+        a, ea, axes = v.value, v.err, info.axes
+        pshape = shape[rank - len(normalized_shape):] if normalized_shape is not None else (shape[1],) + (1,) * (rank - 2)
+        if node.kind == "group_norm":
+            a, ea, axes = a.reshape(shape[0], info.groups, -1), ea.reshape(shape[0], info.groups, -1), (2,)
+        with np.errstate(all="ignore"):
+            z, e = bounds.normalize(node.kind, a, ea, axes, float(eps))
+            z, e = z.reshape(shape), e.reshape(shape)
+            out, err = z, e
+            if weight is not None:
+                wv, we = weight.value.reshape(pshape), weight.err.reshape(pshape)
+                out, err = z * wv, np.abs(wv) * e + np.abs(z) * we + bounds.rounding(z * wv, v.dtype)
+            if bias is not None:
+                bv, be = bias.value.reshape(pshape), bias.err.reshape(pshape)
+                out, err = out + bv, err + be
+        groups_info = (info.groups, shape[1]) if node.kind == "group_norm" else None
+        rows = _Rows(self._next(), tuple(a - rank for a in info.axes), info.n, groups_info)
+        return self._emit(node.kind, out, err, v.dtype, rows)
+
+
+def row_ids(shape: tuple[int, ...], rows: _Rows | None) -> tuple[np.ndarray, int]:
+    """Each element's row (as Evaluation.rows) and the row length."""
+    rank = len(shape)
+    if rows is None:
+        reduced, length = ({rank - 1} if rank else set()), (shape[-1] if rank else 1)
+    elif rows.dims is None:
+        reduced, length = set(range(rank)), rows.length
+    else:
+        reduced, length = {d + rank for d in rows.dims if -rank <= d < 0}, rows.length
+    keys = [(i, np.arange(shape[i]), shape[i]) for i in range(rank) if i not in reduced]
+    if rows is not None and rows.groups is not None and rows.dims and -rank <= rows.dims[0]:
+        g, channels = rows.groups
+        axis = rows.dims[0] + rank
+        if shape[axis] == channels:
+            keys.append((axis, np.arange(channels) // (channels // g), g))
+            keys.sort(key=lambda k: k[0])
+    ids = np.zeros(shape, dtype=np.int64)
+    stride = 1
+    for axis, coord, size in reversed(keys):
+        ids = ids + (coord * stride).reshape([-1 if i == axis else 1 for i in range(rank)])
+        stride *= size
+    return np.ascontiguousarray(np.broadcast_to(ids, shape)), int(length)
+
+
+def _array(arrays, name, shape, dtype, default=None):
+    if name not in arrays:
+        if default is None:
+            raise ValueError(f"evaluate: no array for {name!r}")
+        return np.full(shape, default, dtype=np.float64)
+    a = np.asarray(arrays[name])
+    if name_of(a.dtype) != dtype:
+        raise ValueError(f"evaluate: {name!r} is {name_of(a.dtype)}, the case says {dtype}")
+    if tuple(a.shape) != tuple(shape):
+        raise ValueError(f"evaluate: {name!r} has shape {list(a.shape)}, the case says {list(shape)}")
+    return a.astype(np.float64)
+
+
+def evaluate(program: Program, info: ProgramCase, arrays: dict, *, keep_stages: bool = True) -> Evaluation:
+    """Evaluate `program` in FP64 from the rounded arrays of x (y, r) and w, b, s.
+
+    A parameter the program reads but `arrays` lacks is ones (w, s) or zeros (b),
+    as in the torch module. `keep_stages=False` drops the intermediates (memory).
+    """
+    check(program, info)
+    env = {"eps": info.eps}
+    for name in ("x",) + info.extra_inputs:
+        if name not in program.reads and name not in arrays:
+            continue
+        value = _array(arrays, name, info.shape, info.dtype)
+        env[name] = _V(value, np.zeros_like(value), info.dtype)
+    for name in program.params:
+        value = _array(arrays, name, info.param_shapes[name], info.weight_dtype, 0.0 if name == "b" else 1.0)
+        env[name] = _V(value, np.zeros_like(value), info.weight_dtype)
+    walker = Fp64Walker(env, keep_stages)
+    out = walker.run(program)
+    rows, row_len = row_ids(out.value.shape, out.rows)
+    finite = bool(np.isfinite(out.value).all())
+    return Evaluation(out.value, out.dtype, out.err, tuple(walker.stages), rows, row_len,
+                      finite, walker.nonfinite, walker.overflow)
+
