@@ -74,10 +74,10 @@ x = x64.reshape(SHAPE).astype(DTYPE)
 $draw_params
 INPUT_SHA256 = "$digest"
 _digest = hashlib.sha256()
-for _a in (x, $param_tuple):
+for _a in ($digest_tuple):
     _digest.update(np.ascontiguousarray(_a).tobytes())
 assert _digest.hexdigest() == INPUT_SHA256, "the inputs differ from normdiff's"
-INPUTS = (x,)  # the model's inputs, in its argument order
+INPUTS = ($input_tuple)  # the model's inputs, in its argument order
 '''
 
 # -- the report and the check -----------------------------------------------

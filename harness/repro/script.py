@@ -28,6 +28,7 @@ from harness.oracle.compare import C_ACC, C_OUT, C_ROUND, tolerance
 from harness.oracle.inputs import channel_axis, make_inputs
 from harness.oracle.reference import reference
 from harness.repro import pieces as T
+from harness.repro import program_script as P
 
 _NP = {"float32": "np.float32", "float16": "np.float16", "bfloat16": "ml_dtypes.bfloat16"}
 _TORCH = {"float32": "torch.float32", "float16": "torch.float16", "bfloat16": "torch.bfloat16"}
@@ -40,52 +41,63 @@ def _f(v) -> str:
 
 # -- inputs -------------------------------------------------------------------
 
-def _draw_x(spec: CaseSpec) -> str:
-    """Code setting x64 (float64, flat or shaped) as harness.oracle.inputs.draw_x does."""
-    p = spec.input_dict
+def draw_input(spec: CaseSpec, p: dict, stream: int, name: str, rounded: np.ndarray) -> str:
+    """Code setting NAME64 (float64, flat or shaped) as harness.oracle.inputs draws input `p` from `stream`.
+
+    `rounded` is the input as normdiff rounds it: a kind without a recipe here embeds its bytes.
+    """
     n = math.prod(spec.shape)
     kind = p["kind"]
     if kind == "normal":
-        return f"x64 = rng(0).normal({_f(p['mean'])}, {_f(p['std'])}, {n})"
+        return f"{name}64 = rng({stream}).normal({_f(p['mean'])}, {_f(p['std'])}, {n})"
     if kind == "alternating":
-        return (f"x64 = {_f(p['offset'])} + {_f(p['amplitude'])} * "
+        return (f"{name}64 = {_f(p['offset'])} + {_f(p['amplitude'])} * "
                 f"np.where(np.arange({n}) % 2 == 0, -1.0, 1.0)  # -a, +a, -a, ... plus the offset")
     if kind == "uniform":
-        return f"x64 = rng(0).uniform({_f(p['low'])}, {_f(p['high'])}, {n})"
+        return f"{name}64 = rng({stream}).uniform({_f(p['low'])}, {_f(p['high'])}, {n})"
     if kind == "constant":
-        return f"x64 = np.full({n}, {_f(p['value'])})"
+        return f"{name}64 = np.full({n}, {_f(p['value'])})"
     if kind == "offset":
-        return f"x64 = {_f(p['offset'])} + rng(0).normal(0.0, {_f(p['std'])}, {n})"
+        return f"{name}64 = {_f(p['offset'])} + rng({stream}).normal(0.0, {_f(p['std'])}, {n})"
     if kind == "overflow":
-        return ("g = rng(0)\n"
+        return (f"g = rng({stream})\n"
                 f"sign = np.where(g.random({n}) < 0.5, -1.0, 1.0)\n"
-                f"x64 = sign * {_f(p['magnitude'])} * g.uniform(0.5, 1.0, {n})")
+                f"{name}64 = sign * {_f(p['magnitude'])} * g.uniform(0.5, 1.0, {n})")
     if kind == "tiny":
-        return f"x64 = {_f(p['scale'])} * rng(0).normal(0.0, 1.0, {n})"
+        return f"{name}64 = {_f(p['scale'])} * rng({stream}).normal(0.0, 1.0, {n})"
     if kind == "outlier":
         axis = channel_axis(spec)
         channels = spec.shape[axis]
         count = max(1, min(4, channels // 16))
-        return ("g = rng(0)\n"
-                f"x64 = g.normal(0.0, {_f(p['std'])}, {n}).reshape(SHAPE)\n"
+        return (f"g = rng({stream})\n"
+                f"{name}64 = g.normal(0.0, {_f(p['std'])}, {n}).reshape(SHAPE)\n"
                 f"index = [slice(None)] * {len(spec.shape)}\n"
                 f"index[{axis}] = np.sort(g.choice({channels}, size={count}, replace=False))  # outlier channels\n"
-                f"x64[tuple(index)] *= {_f(p['scale'])}")
+                f"{name}64[tuple(index)] *= {_f(p['scale'])}")
     if kind == "subnormal":
         info = ml_dtypes.finfo(np_dtype(spec.dtype))
         smallest = float(info.smallest_subnormal)
         below_normal = round(float(info.smallest_normal) / smallest)
-        return ("g = rng(0)\n"
+        return (f"g = rng({stream})\n"
                 f"steps = g.integers(1, {below_normal}, {n}).astype(np.float64)  # subnormals of {spec.dtype}\n"
                 f"sign = np.where(g.random({n}) < 0.5, -1.0, 1.0)\n"
                 f"picked = g.random({n}) < {_f(p['fraction'])}\n"
-                f"x64 = np.where(picked, sign * steps * {_f(smallest)}, g.normal(0.0, 1.0, {n}))")
+                f"{name}64 = np.where(picked, sign * steps * {_f(smallest)}, g.normal(0.0, 1.0, {n}))")
     # A kind without a recipe here: embed normdiff's rounded bytes (exact in float64).
-    data = base64.b64encode(np.ascontiguousarray(make_inputs(spec).x).tobytes()).decode()
+    data = base64.b64encode(np.ascontiguousarray(rounded).tobytes()).decode()
     lines = textwrap.wrap(data, 76)
     return ("import base64  # input kind %r has no recipe in normdiff repro: its bytes\n" % kind
-            + "x64 = np.frombuffer(base64.b64decode(\n" + "".join(f'    "{c}"\n' for c in lines)
+            + f"{name}64 = np.frombuffer(base64.b64decode(\n" + "".join(f'    "{c}"\n' for c in lines)
             + "), dtype=DTYPE).astype(np.float64)")
+
+
+def _draw_x(spec: CaseSpec) -> str:
+    """Code setting x64 as harness.oracle.inputs.draw_x does."""
+    return draw_input(spec, spec.input_dict, 0, "x", make_inputs(spec).x)
+
+
+def _extra_names(spec: CaseSpec) -> list[str]:
+    return sorted(spec.inputs_dict)
 
 
 def _param_names(spec: CaseSpec) -> list[str]:
@@ -94,6 +106,8 @@ def _param_names(spec: CaseSpec) -> list[str]:
 
 def _draw_params(spec: CaseSpec) -> str:
     """Code setting each parameter, in harness.oracle.inputs.draw_params's order and streams."""
+    if spec.program is not None:
+        return P.param_code(spec)
     channels = spec.shape[-1] if spec.pattern in ("layer_norm", "rms_norm") else spec.shape[channel_axis(spec)]
     ones = spec.params_dict["kind"] == "ones"
     draws = {
@@ -112,18 +126,22 @@ def _draw_params(spec: CaseSpec) -> str:
 def _digest(spec: CaseSpec) -> str:
     inputs = make_inputs(spec)
     h = hashlib.sha256()
-    for a in (inputs.x, *inputs.params.values()):
+    for a in (inputs.x, *(inputs.extra[k] for k in _extra_names(spec)), *inputs.params.values()):
         h.update(np.ascontiguousarray(a).tobytes())
     return h.hexdigest()
 
 
 def input_code(spec: CaseSpec) -> str:
     """Code setting `x` and each parameter to normdiff's bytes (checked by a SHA-256)."""
-    names = _param_names(spec)
+    extra = _extra_names(spec)
+    draw_x = _draw_x(spec)
+    if extra:
+        draw_x += "\nx = x64.reshape(SHAPE).astype(DTYPE)\n" + P.extra_input_code(spec, draw_input)
     return Template(T.INPUTS).substitute(
         shape=repr(tuple(spec.shape)), seed=spec.seed, np_dtype=_NP[spec.dtype],
-        np_weight_dtype=_NP[spec.weight_dtype], draw_x=_draw_x(spec), draw_params=_draw_params(spec),
-        digest=_digest(spec), param_tuple=", ".join(names),
+        np_weight_dtype=_NP[spec.weight_dtype], draw_x=draw_x, draw_params=_draw_params(spec),
+        digest=_digest(spec), digest_tuple=", ".join(["x", *extra, *_param_names(spec)]) + ",",
+        input_tuple=", ".join(["x", *extra]) + ",",
     )
 
 
@@ -229,6 +247,8 @@ def _style_forward(spec: CaseSpec) -> tuple[str, str, str]:
 
 def model_code(spec: CaseSpec) -> str:
     """Code defining `model`: the eval-mode torch module holding the case's parameters."""
+    if spec.program is not None:
+        return P.model_code(spec)
     names = _param_names(spec)
     lines = ["# -- the model, written as the model code writes it"]
     if spec.style == "module":
@@ -261,7 +281,9 @@ def model_code(spec: CaseSpec) -> str:
 # -- the reference ------------------------------------------------------------------
 
 def reference_code(spec: CaseSpec) -> str:
-    """Code defining `ref`: normdiff's FP64 reference in plain NumPy."""
+    """Code defining `ref`: normdiff's FP64 reference in plain NumPy (a program: in float64 torch)."""
+    if spec.program is not None:
+        return P.reference_code(spec)
     shape = spec.shape
     lines = ["# -- the FP64 reference: the norm's exact mathematics on the rounded inputs",
              "def reference():", "    X = x.astype(np.float64)"]
@@ -315,6 +337,14 @@ def plain_tolerance(spec: CaseSpec) -> tuple[float, float, str]:
     ref = reference(spec, make_inputs(spec))
     r = ref.rounding_dtype
     u_r = unit_roundoff(r)
+    if ref.bound is not None:  # a program: RTOL from where the bound is relative, ATOL the rest
+        bound = tolerance(ref, r)
+        big = np.abs(ref.out) >= np.median(np.abs(ref.out))
+        rtol = _round_up(float(np.max(bound[big] / np.abs(ref.out[big]))) if big.any() and np.all(ref.out[big])
+                         else C_OUT * u_r)
+        atol = _round_up(float(max(0.0, (bound - rtol * np.abs(ref.out)).max())))
+        return rtol, atol, (f"normdiff's bound for this program: each of its roundings and its float32 "
+                            f"accumulations over {ref.row_len} elements, carried to the output")
     u_eff = C_ROUND * unit_roundoff(ref.stat_dtype) + C_ACC * unit_roundoff("float32") * math.sqrt(ref.row_len)
     rtol = _round_up(C_OUT * u_r * (1 + 2 * u_r) + u_eff)
     excess = tolerance(ref, r) - rtol * np.abs(ref.out)
@@ -371,7 +401,7 @@ def render(spec: CaseSpec, path: str, *, bug=None, recorded: str | None = None) 
     expected_dtype = reference(spec, make_inputs(spec)).out_dtype
 
     code_imports = T.IMPORTS + "from torch import nn\n"
-    if spec.style == "upcast":
+    if spec.style in ("upcast", "program"):
         code_imports += "import torch.nn.functional as F\n"
     code_imports += runner.script_imports
     path_code = runner.script_code()

@@ -1,0 +1,114 @@
+"""The parts of a standalone repro script that are a program's own (DESIGN §7).
+
+A program case's script writes the program, as written, as the forward of a
+plain `nn.Module` holding w/b/s; draws every input (x and the extra inputs,
+each from its own PCG64 stream, as harness.oracle.inputs does); and computes
+the FP64 reference by running the same program on float64 copies, its dtype
+constants and narrowing casts mapped to float64 (so no intermediate rounds:
+the program's exact mathematics, as normdiff's interpreter evaluates it).
+The mapping is an `ast` rewrite of the checked program text, which the script
+then carries as source: nothing here executes the program.
+"""
+from __future__ import annotations
+
+import ast
+import textwrap
+
+import numpy as np
+
+from harness.core.spec import CaseSpec
+from harness.oracle.inputs import EXTRA_STREAMS, make_inputs
+
+_FLOAT_DTYPES = {"float16", "bfloat16", "float32"}
+_NARROWING = {"half", "bfloat16", "float"}
+
+
+class _ToFloat64(ast.NodeTransformer):
+    """torch.float16/bfloat16/float32 -> torch.float64; .half()/.bfloat16()/.float() -> .double()."""
+
+    def visit_Attribute(self, node: ast.Attribute):
+        self.generic_visit(node)
+        if isinstance(node.value, ast.Name) and node.value.id == "torch" and node.attr in _FLOAT_DTYPES:
+            return ast.copy_location(ast.Attribute(node.value, "float64", node.ctx), node)
+        return node
+
+    def visit_Call(self, node: ast.Call):
+        self.generic_visit(node)
+        f = node.func
+        if isinstance(f, ast.Attribute) and f.attr in _NARROWING and not node.args and not node.keywords:
+            node.func = ast.copy_location(ast.Attribute(f.value, "double", f.ctx), f)
+        return node
+
+
+def _body(source: str) -> ast.FunctionDef:
+    """The program as the body of a function (parsed, never run)."""
+    tree = ast.parse("def forward():\n" + textwrap.indent(source, "    "))
+    return tree.body[0]
+
+
+def float64_source(source: str) -> str:
+    """The program with every dtype it rounds to mapped to float64."""
+    fn = _ToFloat64().visit(_body(source))
+    return "\n".join(ast.unparse(stmt) for stmt in fn.body)
+
+
+def _args(spec: CaseSpec) -> str:
+    return ", ".join(["x", *sorted(spec.inputs_dict)])
+
+
+def extra_input_code(spec: CaseSpec, draw_input) -> str:
+    """Code drawing each extra input and rounding it to the case dtype."""
+    inputs = make_inputs(spec)
+    lines = []
+    for name, p in spec.inputs_dict.items():
+        lines.append(draw_input(spec, p, EXTRA_STREAMS[name], name, inputs.extra[name]))
+        lines.append(f"{name} = {name}64.reshape(SHAPE).astype(DTYPE)")
+    return "\n".join(lines)
+
+
+def param_code(spec: CaseSpec) -> str:
+    """Code setting w/b/s as harness.oracle.inputs.draw_program_params does."""
+    ones = spec.params_dict["kind"] == "ones"
+    lines = [] if ones else ["g = rng(1)"]
+    for name, shape in spec.param_shapes:
+        if ones:
+            expr = f"np.full({tuple(shape)}, {0.0 if name == 'b' else 1.0})"
+        else:
+            expr = f"g.normal(0.0, 1.0, {int(np.prod(shape))}).reshape({tuple(shape)})"
+        lines.append(f"{name} = {expr}.astype(WEIGHT_DTYPE)")
+    return "\n".join(lines)
+
+
+def _module(name: str, doc: str, spec: CaseSpec, source: str) -> list[str]:
+    params = [n for n, _ in spec.param_shapes]
+    lines = [f"class {name}(nn.Module):", f'    """{doc}"""', "",
+             "    def __init__(self, params, eps):", "        super().__init__()"]
+    lines += [f"        self.{n} = nn.Parameter(to_torch(params[{n!r}]), requires_grad=False)" for n in params]
+    lines += ["        self.eps = eps", "", f"    def forward(self, {_args(spec)}):"]
+    reads = ", ".join([f"self.{n}" for n in params] + ["self.eps"])
+    names = ", ".join(params + ["eps"])
+    lines.append(f"        {names} = {reads}")
+    lines += [f"        {line}" for line in source.splitlines()]
+    return lines
+
+
+def model_code(spec: CaseSpec) -> str:
+    """Code defining `model`: the program, as written, as the forward of an eval-mode module."""
+    params = "{" + ", ".join(f"{n!r}: {n}" for n, _ in spec.param_shapes) + "}"
+    lines = ["# -- the model: the case's program, as written, as the module's forward"]
+    lines += _module("Program", "The norm program of the case, line by line.", spec, spec.program)
+    lines += ["", "", f"model = Program({params}, {float(spec.eps)!r}).eval()"]
+    return "\n".join(lines) + "\n"
+
+
+def reference_code(spec: CaseSpec) -> str:
+    """Code defining `ref`: the program on float64 copies, every rounding it writes mapped to float64."""
+    params = "{" + ", ".join(f"{n!r}: {n}.astype(np.float64)" for n, _ in spec.param_shapes) + "}"
+    args = ", ".join(f"to_torch({a}.astype(np.float64))" for a in _args(spec).split(", "))
+    lines = ["# -- the FP64 reference: the same program on float64 copies of the rounded inputs,",
+             "#    each dtype it rounds to mapped to float64 (its exact mathematics)"]
+    lines += _module("Program64", "The program with every rounding mapped to float64.", spec,
+                     float64_source(spec.program))
+    lines += ["", "", "with torch.no_grad():",
+              f"    ref = to_numpy(Program64({params}, {float(spec.eps)!r})({args}))"]
+    return "\n".join(lines) + "\n"
