@@ -57,7 +57,7 @@ def test_the_lock_is_reentrant_in_one_process_and_exclusive_across_processes(tmp
 
 @pytest.mark.slow
 def test_two_concurrent_runs_into_one_folder_keep_the_first_runs_records_whole(cli, tmp_path):
-    """The smoke suite on eager and tvm is 60 executions; the second run exits 2 naming the first's pid."""
+    """The smoke suite on eager and tvm (60 executions when written); the second run exits 2 naming the first's pid."""
     out = tmp_path / "out"
     history = tmp_path / "history.sqlite"
     args = ["run", "--suite", "smoke", "--paths", "eager,tvm", "--out", str(out), "--quiet", "--history", str(history)]
@@ -81,13 +81,13 @@ def test_two_concurrent_runs_into_one_folder_keep_the_first_runs_records_whole(c
     records = [json.loads(x) for x in lines]  # every line whole
     cases = [json.loads(x) for x in cli("cases", "--suite", "smoke").stdout.splitlines()]
     wanted = {(CaseSpec.from_dict(c).case_id, p) for c in cases for p in ("eager", "tvm")}
-    assert len(wanted) == 60
+    assert len(wanted) == 2 * len(cases) >= 60
     assert Counter((r["case_id"], r["path"]) for r in records) == Counter(wanted)
-    assert "60 executions" in err
+    assert f"{len(wanted)} executions" in err
     # only the first run reached the history
     import sqlite3
     with sqlite3.connect(str(history)) as con:
-        assert con.execute("SELECT COUNT(*), SUM(executions) FROM runs").fetchone() == (1, 60)
+        assert con.execute("SELECT COUNT(*), SUM(executions) FROM runs").fetchone() == (1, len(wanted))
 
 
 def test_resume_refuses_records_of_other_library_versions(cli, tmp_path):
