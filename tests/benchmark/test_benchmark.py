@@ -1,7 +1,10 @@
 """The oracle's benchmark: implementations through the real runner, the ground-truth rule, the anchors."""
+import os
+
 import numpy as np
 import pytest
 
+from harness import paths
 from harness.benchmark import anchors, bench, implementations, truth
 from harness.benchmark.grid import cases
 from harness.core.dtypes import cast, ulp
@@ -10,8 +13,18 @@ from harness.engine.execute import Executor
 from harness.oracle.inputs import make_inputs
 from harness.oracle.reference import reference
 
-NAMES = implementations.register_all()
 LN = {"pattern": "layer_norm", "shape": [4, 256], "params": {"kind": "normal"}}
+
+
+@pytest.fixture(autouse=True, scope="module")
+def registered():
+    """The implementations as paths for this module's tests only: other tests see the registry unchanged."""
+    before = os.environ.get(paths.ENV)
+    yield implementations.register_all()
+    if before is None:
+        os.environ.pop(paths.ENV, None)
+    else:
+        os.environ[paths.ENV] = before
 
 
 def spec(**changes):
