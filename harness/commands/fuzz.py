@@ -23,6 +23,8 @@ from harness.search.fuzzer import (
     Fuzzer,
 )
 from harness.search.store import SIGNATURE_FIELDS, clear_failures, signature_name
+from harness.commands.fuzz_campaign import run_campaign
+from harness.search.programs import BASES, program_specs
 from harness.search.strategies import case_specs, row_length
 
 
@@ -57,6 +59,11 @@ def add_command(subparsers) -> None:
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
                    help=f"seconds per execution (default {DEFAULT_TIMEOUT:g})")
     p.add_argument("--quiet", action="store_true", help="no progress lines (the final table still prints)")
+    p.add_argument("--programs", action="store_true",
+                   help="draw norm programs (DESIGN §7): canonical norms with mutations; --styles names bases "
+                        f"({', '.join(BASES)})")
+    p.add_argument("--searches", type=int, default=None,
+                   help="searches run at once, each with its own seed, one store (default: cores with --programs, else 1)")
     p.set_defaults(func=cmd_fuzz)
 
 
@@ -65,16 +72,21 @@ def _options(args) -> tuple[object, dict]:
     options = {"patterns": _csv(args.patterns), "styles": _csv(args.styles), "dtypes": _csv(args.dtypes),
                "inputs": _csv(args.inputs), "max_row": args.max_row, "max_elements": args.max_elements}
     try:
-        strategy = case_specs(patterns=options["patterns"], styles=options["styles"], dtypes=options["dtypes"],
-                              input_kinds=options["inputs"], max_row=args.max_row,
-                              max_elements=args.max_elements)
+        if args.programs:
+            strategy = program_specs(bases=options["styles"], dtypes=options["dtypes"], input_kinds=options["inputs"],
+                                     max_row=min(args.max_row, 4096), max_elements=args.max_elements)
+            options["styles"] = None  # bases, not catalog styles: a drawn case's style is "program"
+        else:
+            strategy = case_specs(patterns=options["patterns"], styles=options["styles"], dtypes=options["dtypes"],
+                                  input_kinds=options["inputs"], max_row=args.max_row,
+                                  max_elements=args.max_elements)
     except ValueError as exc:
         raise UsageError(f"fuzz: {exc}") from None
     return strategy, options
 
 
 def _check_numbers(args) -> None:
-    for name in ("max_examples", "max_shrinks", "max_failures"):
+    for name in ("max_examples", "max_shrinks", "max_failures", "searches"):
         value = getattr(args, name)
         if value is not None and value < 1:
             raise UsageError(f"--{name.replace('_', '-')}: must be >= 1, got {value}")
@@ -91,6 +103,10 @@ def cmd_fuzz(args) -> int:
     under_test = paths_arg(args.paths)
     strategy, options = _options(args)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2 ** 32)
+    searches = args.searches if args.searches is not None else ((os.cpu_count() or 1) if args.programs else 1)
+    if searches > 1:
+        args.searches = searches
+        return run_campaign(args, seed, None if args.minutes else (args.max_examples or DEFAULT_EXAMPLES))
     database = None
     if args.database.lower() != "none":
         from hypothesis.database import DirectoryBasedExampleDatabase

@@ -41,6 +41,8 @@ from harness.engine.plan import Task
 from harness.search.store import (
     Signature,
     drop_finding,
+    explained,
+    is_program,
     keep_finding,
     save_failure,
     signature,
@@ -118,6 +120,7 @@ class _Round:
         self.fuzzer = fuzzer
         self.target: Signature | None = None
         self.best: CaseSpec | None = None
+        self.best_sig: Signature | None = None  # a program's signature changes as its skeleton shrinks
         self.found_after = 0
         self.shrinks = 0
         self.new_examples = 0
@@ -142,14 +145,17 @@ class _Round:
         found = failing(records, fz.under_test)
         if not shrinking:
             _guide(records, fz.under_test)
-            new = sorted(s for s in found if s not in fz.known)
+            new = sorted(s for s in found if s not in fz.known and not explained(s, fz.known))
             if not new:
                 return False
             self.target = new[0]
             self.found_after = fz.search_examples
             fz.say(f"found {' '.join(self.target)} after {fz.search_examples} examples: {spec}; shrinking")
-        if self.target in found:
-            self.best = spec
+        same = [s for s in found if s == self.target or (
+            is_program(self.target) and s[:4] == self.target[:4] and s not in fz.known
+            and not explained(s, fz.known))]
+        if same:
+            self.best, self.best_sig = spec, same[0]
             return True
         return False
 
@@ -308,7 +314,7 @@ class Fuzzer:
         length, then at 4x longer rows up to 4096 elements (or the search's
         --max-row), within the search space the user asked for.
         """
-        spec, sig = rnd.best, rnd.target
+        spec, sig = rnd.best, rnd.best_sig or rnd.target
         if spec.input_dict["kind"] in SIMPLE_KINDS:
             return
         space = {k: self.options[k] for k in ("patterns", "styles", "dtypes", "max_row", "max_elements")}
@@ -337,7 +343,7 @@ class Fuzzer:
     def _finish(self, rnd: _Round, complete: bool) -> None:
         """Confirm the round's minimal spec by re-running it, save it, mark its signature known."""
         self._simpler_input(rnd)
-        sig, spec = rnd.target, rnd.best
+        sig, spec = rnd.best_sig or rnd.target, rnd.best
         self.known.add(sig)
         records = self._execute(spec)  # a fresh execution, not the memo
         confirmed = sig in failing(records, self.under_test)

@@ -23,6 +23,7 @@ the changes the failure needs: `Skeleton.changes()` says them in words
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, fields
 
 from hypothesis import strategies as st
@@ -68,6 +69,17 @@ class Skeleton:
     before: str = "none"
     after: str = "none"
 
+    def key(self) -> str:
+        """The skeleton as one token: "qwen" for the canonical form, "qwen:scaled=y,after=mul_s" with changes."""
+        changes = self.changes()
+        return self.base + (":" + ",".join(changes) if changes else "")
+
+    @classmethod
+    def from_key(cls, key: str) -> "Skeleton":
+        base, _, rest = key.partition(":")
+        values = dict(item.split("=", 1) for item in rest.split(",") if item)
+        return cls(base=base, **values)
+
     def changes(self) -> tuple[str, ...]:
         """The non-canonical axis values, as `axis=value`."""
         return tuple(f"{f.name}={getattr(self, f.name)}" for f in fields(self)
@@ -81,8 +93,7 @@ class Skeleton:
     @property
     def extra_inputs(self) -> tuple[str, ...]:
         """The extra inputs the rendered program reads."""
-        uses_y = self.scaled == "y" or self.square == "times_y" or self.before == "residual"
-        return ("y",) if uses_y else ()
+        return ("y",) if "y" in _reads(render(self), names="y") else ()
 
     @property
     def pattern(self) -> str:
@@ -140,7 +151,7 @@ def render(sk: Skeleton) -> str:
     elif sk.mean == "sum":
         stat = f"{sq}.sum({_dims(sk.dim)})"
     else:  # var: the spread around the mean, not the mean square (for an RMSNorm a near miss)
-        stat = f"{centered}.var({_dims(sk.dim)}, correction=1)"
+        stat = f"{centered}.var({_dims(sk.dim)}, correction=0)"
     lines.append(f"v = {stat}")
     shifted = {"inside": "v + eps", "outside": "v", "none": "v"}[sk.eps]
     scaled_kind = _BASE_SCALED[sk.base] if sk.scaled == "base" else sk.scaled
@@ -190,6 +201,26 @@ def render(sk: Skeleton) -> str:
     return "\n".join(lines)
 
 
+def explains(known: str, key: str) -> bool:
+    """Whether the finding of skeleton `known` accounts for skeleton `key`: the same base, and every
+    change of `known` among `key`'s (a program with one more change fails for the same reason)."""
+    a, b = Skeleton.from_key(known), Skeleton.from_key(key)
+    return a.base == b.base and set(a.changes()) <= set(b.changes())
+
+
+# program text (normalised) -> the skeleton it was rendered from, for this process's signatures
+_RENDERED: dict[str, Skeleton] = {}
+
+
+def remember(program: str, sk: Skeleton) -> None:
+    _RENDERED[program] = sk
+
+
+def skeleton_of(program: str) -> Skeleton | None:
+    """The skeleton a program was drawn from in this process (or registered from a store), else None."""
+    return _RENDERED.get(program)
+
+
 def skeletons(bases=None) -> st.SearchStrategy[Skeleton]:
     """Skeletons over `bases` (default all); each axis keeps its canonical value 2 times in 3,
     so most examples are the canonical norm with one to a few changes."""
@@ -222,14 +253,14 @@ def spec_of(sk: Skeleton, *, dtype: str, shape: list[int], weight_dtype: str | N
         raw["inputs"] = {name: extra_input or {"kind": "normal"} for name in sk.extra_inputs}
     if sk.weight_shape == "broadcast":
         raw["param_shapes"] = {p: [1, shape[-1]] for p in ("w", "b", "s") if p in _reads(raw["program"])}
-    return CaseSpec.from_dict(raw)
+    spec = CaseSpec.from_dict(raw)
+    remember(spec.program, sk)
+    return spec
 
 
-def _reads(program: str) -> set[str]:
-    """The parameter names a rendered program uses (its text is ours, so a token scan suffices)."""
-    import re
-
-    return set(re.findall(r"\b([wbs])\b", program))
+def _reads(program: str, names: str = "wbs") -> set[str]:
+    """Which of the one-letter `names` a rendered program reads (its text is ours: a token scan suffices)."""
+    return set(re.findall(rf"\b([{names}])\b", program))
 
 
 def program_specs(*, bases=None, dtypes=None, input_kinds=None, max_row: int = 4096,

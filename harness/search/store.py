@@ -1,11 +1,13 @@
 """What a fuzz run keeps: minimal failures in hypothesis' database, spec files, the summary."""
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 
 from harness.core.records import write_atomic
 from harness.core.spec import CaseSpec
+from harness.search.programs import Skeleton, explains, remember, skeleton_of
 
 # A finding is told apart from others by these record/case fields.
 SIGNATURE_FIELDS = ("path", "verdict", "pattern", "style", "dtype")
@@ -14,8 +16,26 @@ Signature = tuple[str, str, str, str, str]
 
 
 def signature(record: dict) -> Signature:
+    """(path, verdict, pattern, style, dtype); a drawn program's is (path, verdict, pattern, "program",
+    its skeleton): the bug, not the dtype it showed in, so two programs with one bug are one signature."""
     case = record["case"]
+    if case.get("program") is not None:
+        sk = skeleton_of(case["program"])
+        label = sk.key() if sk else "text-" + hashlib.sha256(case["program"].encode()).hexdigest()[:8]
+        return (record["path"], record["verdict"], case["pattern"], "program", label)
     return (record["path"], record["verdict"], case["pattern"], case["style"], case["dtype"])
+
+
+def is_program(sig: Signature) -> bool:
+    return sig[3] == "program"
+
+
+def explained(sig: Signature, known) -> bool:
+    """Whether a known program finding accounts for `sig` (same path, verdict, base; its changes among sig's)."""
+    if not is_program(sig) or sig[4].startswith("text-"):
+        return False
+    return any(is_program(k) and k[:3] == sig[:3] and not k[4].startswith("text-") and explains(k[4], sig[4])
+               for k in known)
 
 
 def signature_name(sig: Signature) -> str:
@@ -34,7 +54,10 @@ def stored_findings(db) -> list[tuple[Signature, CaseSpec, bytes]]:
     for raw in db.fetch(DB_KEY):
         try:
             entry = json.loads(raw.decode())
-            out.append((tuple(entry["signature"]), CaseSpec.from_dict(entry["spec"]), raw))
+            spec = CaseSpec.from_dict(entry["spec"])
+            if entry.get("skeleton"):
+                remember(spec.program, Skeleton.from_key(entry["skeleton"]))
+            out.append((tuple(entry["signature"]), spec, raw))
         except Exception:  # noqa: BLE001 - an entry of an older format: drop it
             db.delete(DB_KEY, raw)
     return sorted(out, key=lambda e: (e[0], e[1].to_json()))
@@ -50,7 +73,10 @@ def keep_finding(db, sig: Signature, spec: CaseSpec) -> None:
     for old_sig, _, raw in stored_findings(db):
         if old_sig == sig:
             db.delete(DB_KEY, raw)
-    db.save(DB_KEY, json.dumps({"signature": list(sig), "spec": spec.to_dict()}, sort_keys=True).encode())
+    entry = {"signature": list(sig), "spec": spec.to_dict()}
+    if is_program(sig):
+        entry["skeleton"] = sig[4]
+    db.save(DB_KEY, json.dumps(entry, sort_keys=True).encode())
 
 
 # -- files ---------------------------------------------------------------------
