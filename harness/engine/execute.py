@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from harness import paths
+from harness.attribution import ATTRIBUTED, annotate
 from harness.core.spec import CaseSpec
 from harness.core.tensors import to_torch
 from harness.engine.cache import ArtifactCache, cacheable
@@ -171,6 +172,8 @@ class Executor:
                 if path_name == "eager":
                     record["eager_max_abs_err"] = result.max_abs_err
         record["seconds"] = round(time.perf_counter() - start, 6)
+        if record["verdict"] in ATTRIBUTED:  # a wrong output was scored: which stage lost it (passes pay nothing)
+            annotate(record, spec, path, inputs, out)
         return record
 
 

@@ -1,0 +1,64 @@
+"""Program stages against a capture: the attribution entries and the first stage over its bound."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from harness.attribution.capture import Capture
+from harness.attribution.match import align, canonical, err_over_bound
+from harness.core.verdicts import Verdict
+
+
+def _same_bits(a: np.ndarray | None, b: np.ndarray) -> bool:
+    if a is None:
+        return False
+    a, b = np.asarray(a), np.asarray(b)
+    return a.dtype == b.dtype and a.shape == b.shape and np.ascontiguousarray(a).tobytes() == np.ascontiguousarray(b).tobytes()
+
+
+def changes_of(capture: Capture, out: np.ndarray) -> list[str]:
+    """What makes this attribution approximate: the reader's known changes, and a re-run that differs."""
+    changes = list(capture.changes)
+    if not _same_bits(capture.rerun_output, out):
+        rerun = capture.rerun_output
+        if rerun is None or np.shape(rerun) != np.shape(out):
+            changes.append("the re-run with its intermediates exposed gave no output like the path's")
+        else:
+            differ = int(np.count_nonzero(np.asarray(rerun).astype(np.float64) != np.asarray(out).astype(np.float64)))
+            changes.append(f"the re-run's output ({np.asarray(rerun).dtype}) differs from the path's "
+                           f"({np.asarray(out).dtype}) in {differ} of {np.size(out)} elements")
+    return changes
+
+
+def entries(stages, capture: Capture, approximate: bool) -> list[dict]:
+    """One entry per program stage in program order (a norm's part only where the graph computed it)."""
+    inters = capture.intermediates
+    keep = [i for i, it in enumerate(inters) if canonical(it.op) is not None or i == capture.output]
+    candidates = [(canonical(inters[i].op) or "layout", inters[i].value) for i in keep]
+    output = keep.index(capture.output) if capture.output in keep else None
+    pairs = align([(s.op, s.value) for s in stages], candidates, output)
+    out = []
+    for k, s in enumerate(stages):
+        inter = inters[keep[pairs[k]]] if k in pairs else None
+        if inter is None and s.part:
+            continue
+        ratio = err_over_bound(s.value, s.err, inter.value) if inter is not None else None
+        out.append({
+            "stage": s.label, "op": s.op, "dtype": inter.dtype if inter is not None else None,
+            "max_err_over_tol": ratio if ratio is None or math.isfinite(ratio) else None,
+            "over": ratio is not None and ratio > 1.0, "program_dtype": s.dtype,
+            "node": f"{inter.name} = {inter.op}" if inter is not None else None, "approximate": approximate,
+        })
+    return out
+
+
+def first_stage_over(attribution: list[dict], verdict: str) -> str | None:
+    """dtype_mismatch: the first computed stage whose dtype differs from the program's; else the first over its bound."""
+    for e in attribution:
+        if verdict == Verdict.DTYPE_MISMATCH:
+            if e["dtype"] is not None and e["dtype"] != e["program_dtype"]:
+                return e["stage"]
+        elif e["over"]:
+            return e["stage"]
+    return None

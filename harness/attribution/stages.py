@@ -1,0 +1,74 @@
+"""The program stages of a case: its program (or its catalog style's), evaluated in FP64 with its norms opened.
+
+A program case has its own program. A catalog layer_norm or rms_norm case
+has the program of its style (harness.program.style_program, the program
+twin of harness/oracle/twins.py: the same bits as the style's module), and
+a group_norm module is `F.group_norm(x, groups, w, b, eps)`; their input
+and parameters are the case's own (weight and bias read as w and b), in any
+layout, since the stages are logical values. instance_norm and batch_norm
+have no program: their executions say so.
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from harness.attribution.capture import Unavailable
+from harness.attribution.match import canonical
+from harness.core.spec import CaseSpec, program_case
+from harness.program import ProgramCase, parse, style_program
+from harness.program.expand import evaluate_expanded, is_part
+
+
+class ProgramStage(NamedTuple):
+    """A stage as attribution uses it: a unique label, canonical op, the program's dtype, FP64 value, bound."""
+    label: str
+    op: str
+    dtype: str
+    value: object
+    err: object
+    part: bool  # a norm's part (one way to compute it), not a stage the program writes
+
+
+def case_program(spec: CaseSpec) -> tuple[str, ProgramCase]:
+    """(program text, ProgramCase) of a case; Unavailable if its pattern has no program."""
+    if spec.program is not None:
+        return spec.program, program_case(spec)
+    params = {}
+    if spec.pattern in ("layer_norm", "rms_norm"):
+        text = style_program(spec.pattern, spec.style, spec.cast, spec.affine, spec.dtype, spec.weight_dtype)
+    elif spec.pattern == "group_norm":
+        w, b = ("w" if spec.affine != "none" else "None"), ("b" if spec.affine == "weight_bias" else "None")
+        text = f"return F.group_norm(x, {spec.groups}, {w}, {b}, eps)"
+        params = {name: (spec.shape[1],) for name in ("w", "b")}
+    else:
+        raise Unavailable(f"no program for the {spec.pattern} module (running statistics or per-instance norms "
+                          "are not in the program language)")
+    return text, ProgramCase(spec.dtype, tuple(spec.shape), spec.weight_dtype, (), params, spec.eps)
+
+
+def case_arrays(spec: CaseSpec, inputs) -> dict:
+    """The arrays a case's program reads, by name."""
+    if spec.program is not None:
+        return {**inputs.arrays, **inputs.params}
+    names = {"weight": "w", "bias": "b"}
+    return {"x": inputs.x, **{names[k]: v for k, v in inputs.params.items() if k in names}}
+
+
+def labelled(stages) -> list[ProgramStage]:
+    """Stages with unique labels "<statement>:<op>" (a repeat gets "#2", "#3", …)."""
+    seen: dict[str, int] = {}
+    out = []
+    for s in stages:
+        label = f"{s.name}:{s.op}"
+        seen[label] = seen.get(label, 0) + 1
+        if seen[label] > 1:
+            label = f"{label}#{seen[label]}"
+        out.append(ProgramStage(label, canonical(s.op), s.dtype, s.value, s.err, is_part(s)))
+    return out
+
+
+def program_stages(spec: CaseSpec, inputs) -> list[ProgramStage]:
+    """Every stage of the case's program in program order, norms opened into their parts."""
+    text, info = case_program(spec)
+    evaluation = evaluate_expanded(parse(text, case=info), info, case_arrays(spec, inputs))
+    return labelled(evaluation.stages)
