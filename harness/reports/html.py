@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 from collections import Counter
 
+from harness.attribution.describe import family_stage_text, first_stage_text
 from harness.core.verdicts import VERDICTS, Status
 from harness.reports import baseline as gate
 from harness.reports.failure_table import failure_table
@@ -49,6 +50,7 @@ def family_table(groups: list[Family], out_dir: str) -> str:
         return "<p>No failing executions.</p>"
     out = ['<table id="families"><thead><tr><th>executions</th><th>family (upstream: reason)</th><th>paths</th>'
            "<th>dtypes</th><th>patterns</th><th>verdicts</th><th>worst error / bound</th>"
+           "<th>first stage over its bound</th>"
            "<th>simplest case and its reproduction</th></tr></thead><tbody>"]
     for f in groups:
         r = f.simplest
@@ -57,7 +59,7 @@ def family_table(groups: list[Family], out_dir: str) -> str:
             f'<tr data-family="{f.slug}"><td>{len(f.records)}</td>'
             f'<td><a href="#family={f.slug}">{e(f.label)}</a></td><td>{e(", ".join(f.paths))}</td>'
             f'<td>{e(", ".join(f.dtypes))}</td><td>{e(", ".join(f.patterns))}</td><td>{e(verdicts)}</td>'
-            f"<td>{fmt(f.worst_ratio, '.3g')}</td>"
+            f"<td>{fmt(f.worst_ratio, '.3g')}</td><td>{e(family_stage_text(f.records))}</td>"
             f"<td>{e(r['path'])} on {e(case_label(r['case'], r['case_id']))} ({elements(r['case'])} elements)"
             f"<pre>{e(repro_command(out_dir, r))}</pre></td></tr>")
     out.append("</tbody></table>")
@@ -122,12 +124,14 @@ def report_html(records: list[dict], title: str = "normdiff results", *, out_dir
     parts.append(_img(plot_worst(top, known), "worst cases"))
     if top:
         parts.append("<table><tr><th>#</th><th>path</th><th>verdict</th><th>error / bound</th><th>max ulp</th>"
+                     "<th>first stage over its bound</th>"
                      "<th>baseline</th><th>message</th><th>spec and reproduction</th></tr>")
         for n, r in enumerate(top, 1):
             status = known.status(r) if baseline is not None else ""
             parts.append(
                 f"<tr><td>{n}</td><td>{e(r['path'])}</td><td>{e(r['verdict'])}</td>"
                 f"<td>{fmt(r.get('max_err_over_tol'))}</td><td>{fmt(r.get('max_ulp'))}</td>"
+                f"<td>{e(first_stage_text(r))}</td>"
                 f'<td class="{status}">{e(known.note(r))}</td><td>{e(r.get("message") or "")}</td>'
                 f"<td><pre>{e(spec_lines(r['case']))}</pre><pre>{e(repro_command(out_dir, r))}</pre></td></tr>")
         parts.append("</table>")

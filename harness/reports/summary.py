@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 from collections import Counter
 
+from harness.attribution.describe import family_stage_text, first_stage_text
 from harness.core.verdicts import VERDICTS, Status, Verdict
 from harness.reports import baseline as gate
 from harness.reports.baseline import case_label
@@ -75,13 +76,15 @@ def summary_markdown(records: list[dict], title: str = "normdiff results", *, ou
     else:
         lines += ["One row per upstream report or triage reason; the simplest case is the one with the fewest "
                   "elements.", "",
-                  "| executions | family | paths | dtypes | patterns | verdicts | simplest case | reproduce |",
-                  "|---|---|---|---|---|---|---|---|"]
+                  "| executions | family | paths | dtypes | patterns | verdicts | first stage over its bound | "
+                  "simplest case | reproduce |",
+                  "|---|---|---|---|---|---|---|---|---|"]
     for f in groups:
         r = f.simplest
         verdicts = ", ".join(f"{n} {v}" for v, n in sorted(f.verdicts.items()))
         lines.append(f"| {len(f.records)} | {_cell(f.label)} | {', '.join(f.paths)} | {', '.join(f.dtypes)} | "
-                     f"{', '.join(f.patterns)} | {verdicts} | {case_label(r['case'], r['case_id'])} "
+                     f"{', '.join(f.patterns)} | {verdicts} | {_cell(family_stage_text(f.records))} | "
+                     f"{case_label(r['case'], r['case_id'])} "
                      f"({elements(r['case'])} elements) | `{repro_command(out_dir, r)}` |")
 
     failing = sorted((r for r in records if r["verdict"] != Verdict.PASS), key=lambda r: (known.is_known(r), badness(r)))
@@ -97,6 +100,8 @@ def summary_markdown(records: list[dict], title: str = "normdiff results", *, ou
                   f"{fmt(r.get('max_err_over_tol'))}x the bound; eager's {fmt(r.get('eager_max_abs_err'))}; "
                   f"out dtype {r.get('out_dtype')} (expected {r.get('expected_dtype')})"
                   + (f", stage {r['stage']}" if r.get("stage") else "")]
+        if first_stage_text(r):
+            lines.append(f"- first stage over its bound: {first_stage_text(r)}")
         if note:
             lines.append(f"- baseline: {note}")
         lines += [f"- spec: `{json.dumps(r['case'])}`",
