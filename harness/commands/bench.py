@@ -1,23 +1,33 @@
-"""`make bench`: the warm runner against a fresh process per execution, on one fixed set.
+"""`make bench`: the warm runner against a fresh process per execution, cold vs warm artifact cache,
+forkserver vs Ray, on one fixed set.
 
 Why: the runner exists to make the nightly gate affordable (imports paid once
-per worker, compiles once per structure, all cores busy). This measures that
-claim on a fixed set of executions shaped like the nightly suite (several
-input variants per structure, every path), two ways in one go:
+per worker, compiles once per structure, all cores busy, compiled artifacts
+kept on disk between runs). This measures those claims on a fixed set of
+executions shaped like the nightly suite (several input variants per
+structure, every path), in one go:
 
 * naive: one fresh `python` per execution, one after another, no reuse, as a
   shell loop over `normdiff run --case` would do; measured on a seeded random
   sample, since each costs seconds of imports;
-* runner: `run()` with --jobs workers over the whole set.
+* cold: `run()` with --jobs forkserver workers and an empty artifact cache;
+* warm: the same again with the cache the cold run filled;
+* ray: the warm run on a local Ray with --jobs CPUs (skipped without Ray).
 
-It prints five lines on stdout (details go to stderr):
+Each run starts its own forkserver (or Ray), as a fresh `normdiff run` does.
+It prints on stdout (details go to stderr):
 
     naive_exec_per_s: A
-    runner_exec_per_s: B
+    runner_exec_per_s: B          (the cold run)
     speedup: B/A
-    cache_hit_rate: H      (share of runner executions that reused a compiled artifact)
-    limit_ratio: R         (runner wall time over the ideal: export+compile+run seconds of
-                            each distinct structure plus run seconds of the rest, / jobs)
+    cache_hit_rate: H             (cold run: share of executions that reused an artifact in memory)
+    limit_ratio: R                (cold run wall time over the ideal: export+compile+run seconds of
+                                   each distinct structure plus run seconds of the rest, / jobs)
+    cold_s: C  warm_s: W  warm_speedup: C/W
+    compile_cold_s: P  compile_warm_s: Q  compile_speedup: P/Q
+                                  (prepare seconds of the cacheable paths: the compile-bound part)
+    ray_s: Y  ray_vs_forkserver: Y/W   (or "ray: skipped (…)")
+    verdicts_identical: yes|no    (cold, warm and ray give the same verdict and error everywhere)
 """
 from __future__ import annotations
 
@@ -65,7 +75,7 @@ def naive_one(spec_json: str, path: str) -> int:
     """One execution in this fresh process: what the naive loop pays for each."""
     from harness.engine.execute import execute
 
-    record = execute(json.loads(spec_json), path)
+    record = execute(json.loads(spec_json), path)  # no persistent cache: every execution pays in full
     print(json.dumps({"verdict": record["verdict"], "max_abs_err": record["max_abs_err"]}))
     return 0
 
@@ -97,12 +107,40 @@ def limit_seconds(records: list[dict], jobs: int) -> float:
     return total / jobs
 
 
+def _stop_forkserver() -> None:
+    """Stop this process's forkserver, so the next run pays its own warm-up as a fresh CLI would."""
+    from multiprocessing import forkserver
+
+    stop = getattr(forkserver._forkserver, "_stop", None)  # CPython's, used by its own tests
+    if stop is not None:
+        stop()
+
+
+def timed_run(specs, names, out, jobs, cache, executor="local") -> tuple[float, list[dict]]:
+    from harness.engine.run import run
+
+    _stop_forkserver()
+    start = time.monotonic()
+    records = run(specs, names, out, jobs=jobs, progress=sys.stderr.isatty(), cache=cache, executor=executor)
+    return time.monotonic() - start, records
+
+
+def compile_seconds(records: list[dict]) -> float:
+    """Prepare seconds of the executions whose artifact the cache keeps (the compile-bound part)."""
+    return sum(r.get("prepare_seconds") or 0.0 for r in records if r.get("artifact_cache") in ("hit", "miss"))
+
+
+def outcomes(records: list[dict]) -> dict:
+    return {(r["case_id"], r["path"]): (r["verdict"], r.get("max_abs_err"), r.get("out_dtype")) for r in records}
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.commands.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--sample", type=int, default=NAIVE_SAMPLE, help="naive executions measured")
     parser.add_argument("--paths", help="comma-separated (default: every built-in path)")
-    parser.add_argument("--out", default=os.path.join("reports", "bench"), help="the runner's results")
+    parser.add_argument("--out", default=os.path.join("reports", "bench"), help="the runs' results")
+    parser.add_argument("--no-ray", action="store_true", help="skip the Ray run")
     parser.add_argument("--one", nargs=2, metavar=("SPEC_JSON", "PATH"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:
@@ -111,8 +149,12 @@ def main(argv=None) -> int:
         print("bench: error: --jobs and --sample must be >= 1", file=sys.stderr)
         return 2
 
+    import shutil
+    import tempfile
+
     from harness import paths
-    from harness.engine.run import run
+    from harness.engine import ray_executor
+    from harness.engine.cache import ArtifactCache
 
     names = args.paths.split(",") if args.paths else paths.default_names()
     unknown = [n for n in names if n not in paths.names()]
@@ -123,14 +165,25 @@ def main(argv=None) -> int:
     executions = [(s, p) for s in specs for p in names]
     log = lambda msg: print(f"bench: {msg}", file=sys.stderr, flush=True)  # noqa: E731
     log(f"{len(executions)} executions: {len(specs)} cases ({len(STRUCTURES)} structures × "
-        f"{len(INPUTS)} inputs) × {len(names)} paths; runner with --jobs {args.jobs}")
-
-    start = time.monotonic()
-    records = run(specs, names, args.out, jobs=args.jobs, progress=sys.stderr.isatty())
-    runner_wall = time.monotonic() - start
-    verdicts = Counter(r["verdict"] for r in records)
-    log(f"runner: {len(records)} executions in {runner_wall:.1f} s ({dict(verdicts)}); "
-        f"results in {args.out}/results.jsonl")
+        f"{len(INPUTS)} inputs) × {len(names)} paths; runner with --jobs {args.jobs}; load average "
+        + " ".join(f"{v:.2f}" for v in os.getloadavg()))
+    cache_root = tempfile.mkdtemp(prefix="normdiff-bench-cache-")
+    try:
+        cache = ArtifactCache(cache_root)
+        cold_wall, records = timed_run(specs, names, os.path.join(args.out, "cold"), args.jobs, cache)
+        log(f"cold: {len(records)} executions in {cold_wall:.1f} s "
+            f"({dict(Counter(r['verdict'] for r in records))}); results in {args.out}/cold/results.jsonl")
+        warm_wall, warm = timed_run(specs, names, os.path.join(args.out, "warm"), args.jobs, cache)
+        log(f"warm: {warm_wall:.1f} s, {Counter(r['artifact_cache'] for r in warm)}")
+        ray_wall, on_ray, ray_note = None, [], "not installed (pip install 'normdiff[ray]')"
+        if args.no_ray:
+            ray_note = "--no-ray"
+        elif ray_executor.available():
+            ray_wall, on_ray = timed_run(specs, names, os.path.join(args.out, "ray"), args.jobs, cache, "ray")
+            log(f"ray (local, {args.jobs} CPUs, warm cache): {ray_wall:.1f} s")
+    finally:
+        shutil.rmtree(cache_root, ignore_errors=True)
+    same = outcomes(records) == outcomes(warm) and (not on_ray or outcomes(on_ray) == outcomes(records))
 
     sample = random.Random(SAMPLE_SEED).sample(executions, min(args.sample, len(executions)))
     log(f"naive: {len(sample)} sampled executions, a fresh process each, one at a time …")
@@ -148,17 +201,26 @@ def main(argv=None) -> int:
         f"{agree}/{len(sample)} give the runner's verdict and error exactly")
 
     naive_rate = len(sample) / naive_wall
-    runner_rate = len(records) / runner_wall
+    runner_rate = len(records) / cold_wall
     hits = sum(bool(r.get("cache_hit")) for r in records) / max(1, len(records))
     ideal = limit_seconds(records, args.jobs)
     whole = sum(r.get("seconds") or 0.0 for r in records)
     log(f"ideal: {ideal:.1f} s (export+compile+run only); with reference and scoring "
-        f"{whole / args.jobs:.1f} s, ratio {runner_wall / (whole / args.jobs):.2f}")
+        f"{whole / args.jobs:.1f} s, ratio {cold_wall / (whole / args.jobs):.2f}")
+    compile_cold, compile_warm = compile_seconds(records), compile_seconds(warm)
     print(f"naive_exec_per_s: {naive_rate:.3f}")
     print(f"runner_exec_per_s: {runner_rate:.3f}")
     print(f"speedup: {runner_rate / naive_rate:.1f}")
     print(f"cache_hit_rate: {hits:.3f}")
-    print(f"limit_ratio: {runner_wall / ideal:.2f}")
+    print(f"limit_ratio: {cold_wall / ideal:.2f}")
+    print(f"cold_s: {cold_wall:.1f}  warm_s: {warm_wall:.1f}  warm_speedup: {cold_wall / warm_wall:.1f}")
+    print(f"compile_cold_s: {compile_cold:.1f}  compile_warm_s: {compile_warm:.2f}  "
+          f"compile_speedup: {compile_cold / max(compile_warm, 1e-6):.0f}")
+    if ray_wall is not None:
+        print(f"ray_s: {ray_wall:.1f}  ray_vs_forkserver: {ray_wall / warm_wall:.2f}")
+    else:
+        print(f"ray: skipped ({ray_note})")
+    print(f"verdicts_identical: {'yes' if same else 'no'}")
     return 0
 
 

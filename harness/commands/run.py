@@ -17,6 +17,7 @@ from harness.core.errors import UsageError
 from harness.core.records import dumps, latest_per_execution, read_results, write_atomic
 from harness.core.verdicts import DEFAULT_OUT, DEFAULT_TIMEOUT
 from harness.engine.cache import DEFAULT_MAX_GB, MAX_GB_ENV, ArtifactCache, default_dir, max_bytes_from_env
+from harness.engine import ray_executor
 from harness.engine.lock import folder_lock
 from harness.engine.plan import shard
 from harness.engine.procs import RunnerError, default_max_memory_gb
@@ -54,10 +55,12 @@ def cmd_run(args) -> int:
     jobs = args.jobs if args.jobs is not None else (os.cpu_count() or 1)
     max_memory = args.max_memory if args.max_memory is not None else default_max_memory_gb(jobs)
     cache = cache_arg(args)
+    jobs = executor_arg(args, jobs)
     with folder_lock(args.out):
         try:
             run(specs, path_names, args.out, jobs=jobs, timeout=args.timeout,
-                resume=args.resume, progress=not args.quiet, max_memory=max_memory, cache=cache)
+                resume=args.resume, progress=not args.quiet, max_memory=max_memory, cache=cache,
+                executor=args.executor, address=args.address)
         except KeyboardInterrupt:
             kept = len(read_results(results)) if os.path.exists(results) else 0
             _report(args.out, history)
@@ -87,6 +90,16 @@ def cache_arg(args) -> ArtifactCache | None:
     if os.path.exists(root) and not os.path.isdir(root):
         raise UsageError(f"--cache: {root} exists and is not a folder")
     return ArtifactCache(root, max_bytes_from_env())
+
+
+def executor_arg(args, jobs: int) -> int | None:
+    """Check --executor/--address; the jobs to ask for (Ray without --jobs: every CPU of its cluster)."""
+    if args.address and args.executor != "ray":
+        raise UsageError("--address: only with --executor ray")
+    if args.executor != "ray":
+        return jobs
+    ray_executor.require()
+    return args.jobs
 
 
 def _record_history(history: str | None, records: list[dict], kind: str, out_dir: str) -> None:
@@ -181,6 +194,10 @@ def add_command(subparsers) -> None:
                        help=f"the compiled-artifact cache folder (default {default_dir()}; "
                             f"size bound {MAX_GB_ENV}, default {DEFAULT_MAX_GB:g} GB)")
     cache.add_argument("--no-cache", action="store_true", help="build every artifact, store none")
+    p.add_argument("--executor", choices=ray_executor.EXECUTORS, default="local",
+                   help="local: forkserver worker processes (default); ray: Ray actors (pip install 'normdiff[ray]')")
+    p.add_argument("--address", metavar="RAY_ADDRESS",
+                   help="the Ray cluster to join (default: a local one started for the run)")
     _history_options(p)
     p.set_defaults(func=cmd_run)
 

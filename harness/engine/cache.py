@@ -108,6 +108,16 @@ def _code_modules(path) -> list[str]:
     return mods + list(SHARED_SOURCES)
 
 
+def _cpu_digest() -> str:
+    """The CPU's model and feature flags: an optimized ONNX model may hold kernels chosen for them."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as fh:
+            lines = [ln for ln in fh if ln.startswith(("model name", "flags"))][:2]
+    except OSError:
+        lines = [platform.processor()]
+    return hashlib.sha256("".join(lines).encode()).hexdigest()[:16]
+
+
 @dataclass
 class Entry:
     data: bytes
@@ -158,6 +168,7 @@ class ArtifactCache:
                 "code": _module_digest(_code_modules(path)),
                 "python": "%d.%d" % sys.version_info[:2],
                 "machine": platform.machine(),
+                "cpu": _cpu_digest(),
             }
         return self._parts[path.name]
 

@@ -11,8 +11,10 @@ is the one-shot form for scripts and tests.
 """
 from __future__ import annotations
 
+import inspect
 import json
 import time
+from collections import OrderedDict
 from typing import Any
 
 import numpy as np
@@ -26,7 +28,7 @@ from harness.oracle.compare import eager_row_errors, score
 from harness.oracle.inputs import make_inputs
 from harness.oracle.modules import build_module
 from harness.oracle.reference import reference
-from harness.paths.base import Prepared, StageError, Unsupported, first_line
+from harness.paths.base import Prepared, StageError, Unsupported, example_args, first_line, stage
 
 
 def _versions(path: str) -> dict:
@@ -56,8 +58,9 @@ def base_record(spec: CaseSpec, path: str) -> dict[str, Any]:
 class Executor:
     """Runs executions in this process, reusing prepared artifacts (and the disk cache, if given)."""
 
-    def __init__(self, cache: ArtifactCache | None = None):
+    def __init__(self, cache: ArtifactCache | None = None, exports: "ExportMemo | None" = None):
         self.cache = cache
+        self.exports = exports if exports is not None else ExportMemo()
         self._prepared: dict[tuple[str, str], tuple[Prepared | Exception, str]] = {}
         self.hits = 0
         self.misses = 0
@@ -114,7 +117,12 @@ class Executor:
             module = build_module(spec, inputs.params)
             example = (tuple(to_torch(a, spec.layout) for a in inputs.run_arg) if inputs.extra
                        else to_torch(inputs.x, spec.layout))
-            return path.prepare(spec, module, example)
+            if not takes_exported(path):
+                return path.prepare(spec, module, example)
+            exported = self.exports.get(spec, module, example)
+            if isinstance(exported, StageError):
+                return exported  # the export failed: what the path's own export would have said
+            return path.prepare(spec, module, example, exported=exported)
         except (StageError, Unsupported) as exc:
             return exc
         except Exception as exc:  # noqa: BLE001 - a path bug is still one record
@@ -175,6 +183,60 @@ class Executor:
         if record["verdict"] in ATTRIBUTED:  # a wrong output was scored: which stage lost it (passes pay nothing)
             annotate(record, spec, path, inputs, out)
         return record
+
+
+EXPORT_MEMO_SIZE = 4  # structures whose exported program a worker keeps for the paths still to come
+
+
+class ExportMemo:
+    """torch.export once per structure for every path that takes an exported program.
+
+    The consumers (TVM's importer, to_edge, to_edge_transform_and_lower,
+    ep.module()) were checked to leave the program unchanged (graph code,
+    signature, state dict, constants), and an export under no_grad gives the
+    same graph as one with grad enabled on the nightly's structures, so the
+    paths see exactly what their own export gives them. It outlives a worker's
+    artifacts (groups of one structure's paths follow each other), holding
+    the last EXPORT_MEMO_SIZE structures.
+    """
+
+    def __init__(self, size: int = EXPORT_MEMO_SIZE):
+        self.size = size
+        self._programs: OrderedDict[str, object] = OrderedDict()
+        self.hits = 0
+
+    def get(self, spec: CaseSpec, module, example):
+        """The ExportedProgram of `spec`'s structure, or the StageError its export raised."""
+        key = spec.structure_key()
+        if key in self._programs:
+            self._programs.move_to_end(key)
+            self.hits += 1
+            return self._programs[key]
+        import torch
+
+        try:
+            with stage("export"), torch.no_grad():
+                program = torch.export.export(module, example_args(example))
+        except StageError as exc:
+            program = exc
+        self._programs[key] = program
+        while len(self._programs) > self.size:
+            self._programs.popitem(last=False)
+        return program
+
+
+_TAKES_EXPORTED: dict[type, bool] = {}
+
+
+def takes_exported(path) -> bool:
+    """Whether `path.prepare` accepts the keyword `exported` (an ExportedProgram made for it)."""
+    cls = type(path)
+    if cls not in _TAKES_EXPORTED:
+        try:
+            _TAKES_EXPORTED[cls] = "exported" in inspect.signature(path.prepare).parameters
+        except (TypeError, ValueError):
+            _TAKES_EXPORTED[cls] = False
+    return _TAKES_EXPORTED[cls]
 
 
 _DEFAULT: Executor | None = None

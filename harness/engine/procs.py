@@ -4,11 +4,13 @@ from __future__ import annotations
 import contextlib
 import multiprocessing as mp
 import os
+import queue
 import re
 import shutil
 import signal
 import sys
 import tempfile
+import threading
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
@@ -53,6 +55,8 @@ class Worker:
     group: Group | None = None  # Runner: the group it works through
     tag: object = None  # Pool: where the record goes
     structures: set = field(default_factory=set)  # Pool: artifacts it holds
+    last_structure: str = ""  # Runner: the spec structure of its last task (its export is still held)
+    paths: frozenset | None = None  # a bridge: the only paths it imported for (None: every path)
 
 
 def _signal_name(code: int | None) -> str:
@@ -81,6 +85,10 @@ class Procs:
         self.requeued: dict[tuple[str, str], int] = defaultdict(int)
         self.logdir = tempfile.mkdtemp(prefix="normdiff-workers-")
         self.count = 0
+        self.lock = threading.Lock()
+        self.arrivals: queue.Queue = queue.Queue()
+        self.launchers: list[threading.Thread] = []
+        self.closing = False
 
     def _context(self):
         if self.ctx is None:
@@ -92,14 +100,28 @@ class Procs:
                 self.ctx = mp.get_context(self.start_method)
         return self.ctx
 
-    def start(self) -> Worker:
-        self.count += 1
-        log = os.path.join(self.logdir, f"worker-{self.count}.log")
+    @property
+    def bridges(self) -> bool:
+        """Whether start(only=…) can fork a bridge while the forkserver warms up."""
+        return self.start_method == "forkserver"
+
+    def start(self, only: list[str] | None = None) -> Worker:
+        """A fresh worker, forked from the warm forkserver (this waits for its imports).
+
+        With `only`, a bridge: forked from this process at once, importing just
+        the modules of those paths, so it works while the forkserver still
+        imports everything (the scheduler gives it only those paths).
+        """
+        with self.lock:
+            if self.closing:
+                raise RunnerError("the run is stopping")
+            self.count += 1
+            log = os.path.join(self.logdir, f"worker-{self.count}.log")
         cfg = {"extra_paths": os.environ.get("NORMDIFF_EXTRA_PATHS", ""), "log": log,
-               "sys_path": list(sys.path), "warm": self.warm, "threads": 1,
+               "sys_path": list(sys.path), "warm": warm_modules(only) if only else self.warm, "threads": 1,
                "max_memory": self.max_memory, "cache": self.cache}
         for attempt in range(2):
-            ctx = self._context()
+            ctx = mp.get_context("fork") if only else self._context()
             parent, child = ctx.Pipe()
             proc = ctx.Process(target=worker_main, args=(child, cfg), daemon=True)
             try:
@@ -113,7 +135,41 @@ class Procs:
                 print(f"normdiff: forkserver failed ({exc}); starting workers with spawn", file=sys.stderr)
                 self.start_method, self.ctx = "spawn", None
         child.close()
-        return Worker(proc, parent, log, time.monotonic())
+        return Worker(proc, parent, log, time.monotonic(), paths=frozenset(only) if only else None)
+
+    def launch(self, count: int) -> None:
+        """Start `count` forkserver workers from a thread; they arrive on `self.arrivals` (or the error)."""
+        self._context()  # the forkserver starts importing now
+        if count < 1:
+            return
+
+        def starter():
+            for _ in range(count):
+                try:
+                    self.arrivals.put(self.start())
+                except BaseException as exc:  # noqa: BLE001 - handed to the scheduler's thread
+                    self.arrivals.put(exc)
+                    return
+
+        thread = threading.Thread(target=starter, name="normdiff-launch", daemon=True)
+        thread.start()
+        self.launchers.append(thread)
+
+    def arrived(self, wait: bool = False, errors: bool = True) -> list[Worker]:
+        """The workers launch() has started since the last call (wait: all it will start);
+        a failure to start one is raised (with `errors`)."""
+        if wait:
+            for thread in self.launchers:
+                thread.join()
+        out = []
+        while not self.arrivals.empty():
+            item = self.arrivals.get()
+            if isinstance(item, BaseException):
+                if errors:
+                    raise item
+                continue
+            out.append(item)
+        return out
 
     def send(self, w: Worker, task: Task, reset: bool) -> bool:
         """Hand `task` to idle worker `w`; False if it is already gone (the caller keeps the task)."""
@@ -196,8 +252,17 @@ class Procs:
         with contextlib.suppress(OSError):
             w.conn.close()
 
+    def retire(self, w: Worker) -> None:
+        """Stop one idle worker (a bridge whose paths are done); the run goes on."""
+        with contextlib.suppress(OSError, ValueError):
+            w.conn.send(None)
+        with contextlib.suppress(Exception):
+            w.process.join(5)
+        self.kill(w)
+
     def close(self, workers: list[Worker], graceful: bool = True) -> None:
         """Stop `workers`: politely after finished work, at once after Ctrl-C or an error."""
+        self.closing = True  # a worker still being launched is not started (or exits at once)
         if graceful:
             for w in workers:
                 with contextlib.suppress(OSError, ValueError):

@@ -50,7 +50,8 @@ from harness.engine.scheduler import Runner
 
 def run(specs: list[CaseSpec], path_names: list[str], out_dir: str, *, jobs: int | None = None,
         timeout: float = DEFAULT_TIMEOUT, resume: bool = False, progress: bool = True,
-        max_memory: float | None = None, cache: ArtifactCache | None = None) -> list[dict]:
+        max_memory: float | None = None, cache: ArtifactCache | None = None, executor: str = "local",
+        address: str | None = None) -> list[dict]:
     """Run specs × paths, appending records to out_dir/results.jsonl; return this run's records.
 
     The folder is locked for the run (FolderBusy, a UsageError, if another
@@ -59,6 +60,8 @@ def run(specs: list[CaseSpec], path_names: list[str], out_dir: str, *, jobs: int
     written with other library versions); otherwise it is started afresh.
     `max_memory` is each worker's limit in GB (default: default_max_memory_gb).
     `cache` is the persistent artifact cache (None: every artifact is built).
+    `executor` "ray" runs on Ray actors (`address`: a cluster to join, else a
+    local one; `jobs` None: one actor per CPU of the cluster).
     Ctrl-C or SIGTERM raises KeyboardInterrupt after the workers are stopped;
     every record written so far stays.
     """
@@ -73,7 +76,7 @@ def run(specs: list[CaseSpec], path_names: list[str], out_dir: str, *, jobs: int
             tasks = [t for t in tasks if t.key not in done]
         elif os.path.exists(results_path):
             os.remove(results_path)
-        if jobs is None:
+        if jobs is None and executor == "local":
             jobs = os.cpu_count() or 1
         records: list[dict] = []
         bar = Progress(len(tasks), progress)
@@ -85,7 +88,7 @@ def run(specs: list[CaseSpec], path_names: list[str], out_dir: str, *, jobs: int
 
             try:
                 execute_tasks(tasks, on_record, jobs=jobs, timeout=timeout, path_names=path_names,
-                              max_memory=max_memory, cache=cache)
+                              max_memory=max_memory, cache=cache, executor=executor, address=address)
             finally:
                 bar.close()
         return records
@@ -101,9 +104,10 @@ def _check_versions(records: list[dict], where: str) -> None:
                                  f"{now[name]} is installed; run without --resume to start afresh")
 
 
-def execute_tasks(tasks: list[Task], on_record: Callable[[dict], None], *, jobs: int,
+def execute_tasks(tasks: list[Task], on_record: Callable[[dict], None], *, jobs: int | None,
                   timeout: float = DEFAULT_TIMEOUT, path_names: Iterable[str] | None = None,
-                  max_memory: float | None = None, cache: ArtifactCache | None = None) -> None:
+                  max_memory: float | None = None, cache: ArtifactCache | None = None,
+                  executor: str = "local", address: str | None = None) -> None:
     """Hand each task's record to `on_record`: in this process (jobs 0, no memory limit) or on warm
     workers, each limited to `max_memory` GB (default: default_max_memory_gb(jobs))."""
     if not tasks:
@@ -120,6 +124,11 @@ def execute_tasks(tasks: list[Task], on_record: Callable[[dict], None], *, jobs:
                 on_record(executor.execute(t.spec, t.path))
         return
     names = sorted(set(path_names) if path_names is not None else {t.path for t in tasks})
+    if executor == "ray":  # no memory limit: an address-space cap breaks Ray's shared memory
+        from harness.engine.ray_executor import RayRunner
+
+        RayRunner(jobs, timeout, names, cache=cache, address=address).run(tasks, on_record)
+        return
     if max_memory is None:
         max_memory = default_max_memory_gb(jobs)
     Runner(jobs, timeout, names, max_memory=max_memory, cache=cache).run(tasks, on_record)

@@ -1,9 +1,10 @@
 """The scheduler: groups largest-first on warm workers, and work stealing from long groups."""
 from __future__ import annotations
 
-from collections import defaultdict, deque
+from collections import Counter, defaultdict, deque
 from typing import Callable, Iterable
 
+from harness import paths
 from harness.core.verdicts import DEFAULT_TIMEOUT
 from harness.engine.plan import Group, Task, group_tasks
 from harness.engine.procs import Procs, Worker
@@ -46,6 +47,8 @@ class _Estimates:
 class Runner:
     """Runs a list of tasks on `jobs` warm workers, a group at a time, handing each record to `on_record`."""
 
+    affinity = True  # a worker takes the next path of the structure it just ran, where one is pending
+
     def __init__(self, jobs: int, timeout: float = DEFAULT_TIMEOUT, path_names: Iterable[str] = (),
                  start_method: str = "forkserver", max_memory: float | None = None, cache=None):
         self.jobs = max(1, jobs)
@@ -63,16 +66,17 @@ class Runner:
         if not self.pending:
             return
         names = self.path_names or sorted({t.path for t in tasks})
-        self.procs = Procs(names, self.timeout, self.start_method, self.max_memory,
-                           cache=self.cache.config() if self.cache else None)
+        self.procs = self._procs(names)
         graceful = False
         try:
             # As many workers as tasks allow: an idle one may take the tail of a long group.
-            self.workers = []
-            for _ in range(min(self.jobs, len(tasks))):
-                self.workers.append(self.procs.start())
+            # Bridges work while the forkserver imports; the others arrive when it is warm.
+            count = min(self.jobs, len(tasks))
+            self.workers = [self.procs.start(only) for only in self._bridges(count - 1)]
+            self.procs.launch(count - len(self.workers))
             while self.pending or any(w.task or (w.group and w.group.tasks) for w in self.workers):
-                for w in self.workers:
+                self.workers += self.procs.arrived()
+                for w in list(self.workers):
                     if w.ready and w.task is None:
                         self._assign(w)
                 self.procs.wait(self.workers)
@@ -80,32 +84,79 @@ class Runner:
                     self._service(i, w, on_record)
             graceful = True
         finally:
-            self.procs.close(self.workers, graceful)
-            self.workers = []
+            try:
+                self.workers += self.procs.arrived(wait=graceful, errors=graceful)
+            finally:
+                self.procs.close(self.workers, graceful)
+                self.workers = []
+
+    def _bridges(self, count: int) -> list[list[str]]:
+        """Path families for up to `count` bridge workers: the paths whose modules one path's
+        warm imports cover, the family with the most pending tasks first. None for fewer groups
+        than workers: the others could then only split a group, and the bridge would run it all."""
+        if count < 1 or not self.procs.bridges or len(self.pending) <= count:
+            return []
+        tasks = Counter(g.path for g in self.pending for _ in g.tasks)
+        warm = {}
+        for name in tasks:
+            try:
+                warm[name] = set(paths.get(name).warm_imports)
+            except Exception:  # noqa: BLE001 - the worker records the failure
+                continue
+        families = {p: [q for q in warm if warm[q] <= warm[p]] for p in warm}
+        chosen: list[list[str]] = []
+        taken: set[str] = set()
+        while families and len(chosen) < count:
+            p = max(families, key=lambda p: (sum(tasks[q] for q in families[p] if q not in taken), p))
+            if all(q in taken for q in families[p]):
+                break
+            chosen.append(families.pop(p))
+            taken.update(chosen[-1])
+        return chosen
+
+    def _procs(self, names: list[str]):
+        """What starts and watches the workers (the Ray executor gives actors instead)."""
+        return Procs(names, self.timeout, self.start_method, self.max_memory,
+                     cache=self.cache.config() if self.cache else None)
 
     def _assign(self, w: Worker) -> None:
         reset = False
         if w.group is None or not w.group.tasks:
-            w.group, reset = self._next_group(), True
+            w.group, reset = self._next_group(w.last_structure, w.paths), True
         if w.group is None:
+            if w.paths is not None and self.pending:  # a bridge with none of its paths left
+                self.workers.remove(w)
+                self.procs.retire(w)
+                self.procs.launch(1)  # a full worker takes its place
             return
         task = w.group.tasks.popleft()
+        w.last_structure = task.spec.structure_key()
         if not self.procs.send(w, task, reset):  # gone between tasks: the service loop replaces it
             w.group.tasks.appendleft(task)
 
-    def _next_group(self) -> Group | None:
-        """The pending group with the most estimated work, else the tail of a long running one."""
-        if self.pending:
-            best = max(range(len(self.pending)), key=lambda i: (self.estimates.group(self.pending[i]), -i))
-            return self.pending.pop(best)
-        return self._steal()
+    def _next_group(self, last_structure: str = "", allowed: frozenset | None = None) -> Group | None:
+        """The pending group with the most estimated work, else the tail of a long running one.
 
-    def _steal(self) -> Group | None:
+        With `affinity`, another path's group of the structure the worker just
+        ran comes first: its torch.export is still in the worker's memo. A
+        bridge takes only groups of the paths it is `allowed`.
+        """
+        pool = [i for i in range(len(self.pending)) if allowed is None or self.pending[i].path in allowed]
+        if pool:
+            if self.affinity and last_structure:
+                pool = [i for i in pool if self.pending[i].tasks[0].spec.structure_key() == last_structure] or pool
+            best = max(pool, key=lambda i: (self.estimates.group(self.pending[i]), -i))
+            return self.pending.pop(best)
+        return self._steal(allowed)
+
+    def _steal(self, allowed: frozenset | None = None) -> Group | None:
         """Split the running group with the most work left, if that ends it MIN_STEAL_GAIN sooner."""
         best, best_take, best_left = None, 0, 0.0
         for v in self.workers:
             g = v.group
             if g is None or len(g.tasks) < 2 or not self.estimates.known(g.path):
+                continue
+            if allowed is not None and g.path not in allowed:
                 continue
             p, e = self.estimates.prepare(g.path), self.estimates.execution(g.path)
             # Split so both finish together: the thief pays the compile p again,

@@ -24,7 +24,10 @@ def worker_main(conn, cfg: dict) -> None:
         os.environ["NORMDIFF_EXTRA_PATHS"] = cfg["extra_paths"]
     else:
         os.environ.pop("NORMDIFF_EXTRA_PATHS", None)
-    log = os.open(cfg["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        log = os.open(cfg["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    except OSError:  # launched as the run stopped: its folder is gone, and nobody waits for it
+        os._exit(0)
     os.dup2(log, 1)
     os.dup2(log, 2)
     os.close(log)
@@ -57,8 +60,8 @@ def worker_main(conn, cfg: dict) -> None:
             return
         reset, spec_dict, path = msg
         conn.send(("started", None))
-        if reset:  # a new group: drop the artifacts of the previous ones
-            executor = Executor(cache)
+        if reset:  # a new group: drop the artifacts of the previous ones (recent exports stay)
+            executor = Executor(cache, executor.exports)
         try:
             record = executor.execute(spec_dict, path)
         except Exception as exc:  # noqa: BLE001 - a harness bug is still one record

@@ -153,5 +153,11 @@ class Path:
         memory format as the spec says), or a tuple of tensors when the case
         has extra inputs (`example_args` gives the model's arguments either
         way). Raise Unsupported or StageError.
+
+        A path that starts from torch.export may declare a keyword
+        `exported=None`: the runner then exports each structure once per
+        worker and passes the ExportedProgram (of `module` on `example`, made
+        under no_grad) to every such path; it must not be mutated. A path
+        without the keyword is called as above.
         """
         raise NotImplementedError

@@ -38,11 +38,11 @@ def run_path(model, example, x):
     return to_numpy(single(method.execute(example)))
 '''
 
-    def prepare(self, spec, module, example) -> Prepared:
+    def prepare(self, spec, module, example, exported=None) -> Prepared:
         quiet_imports()
         from executorch.exir import to_edge
 
-        ep = export(module, example)
+        ep = export(module, example, exported)
         with stage("compile"):
             edge = to_edge(ep)
             ops = call_ops(edge.exported_program().graph)

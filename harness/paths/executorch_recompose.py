@@ -115,11 +115,11 @@ def run_path(model, example, x):
         return to_numpy(single(edge_ep.module()(*example)))
 '''
 
-    def prepare(self, spec, module, example) -> Prepared:
+    def prepare(self, spec, module, example, exported=None) -> Prepared:
         quiet_imports()
         from executorch.exir import EdgeCompileConfig, to_edge
 
-        ep = export(module, example)
+        ep = export(module, example, exported)
         with stage("compile"):
             # QNN lowers with qnn_edge_config(): _check_ir_validity=False, which
             # also lets the non-core aten.rms_norm the pass builds stay legal.
@@ -164,9 +164,9 @@ def run_path(model, example, x):
         return to_numpy(single(graph_module(*example)))
 '''
 
-    def prepare(self, spec, module, example) -> Prepared:
+    def prepare(self, spec, module, example, exported=None) -> Prepared:
         quiet_imports()
-        ep = export(module, example)
+        ep = export(module, example, exported)
         with stage("compile"):
             graph_module = ep.module()
             facts = rewrite(graph_module, quantization_capture=True)

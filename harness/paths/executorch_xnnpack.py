@@ -80,14 +80,14 @@ def run_path(model, example, x):
     return to_numpy(single(method.execute(example)))
 '''
 
-    def prepare(self, spec, module, example) -> Prepared:
+    def prepare(self, spec, module, example, exported=None) -> Prepared:
         quiet_imports()
         from executorch.backends.xnnpack.partition.xnnpack_partitioner import (
             XnnpackPartitioner,
         )
         from executorch.exir import to_edge_transform_and_lower
 
-        ep = export(module, example)
+        ep = export(module, example, exported)
         with stage("compile"):
             edge = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()])
             facts = delegation_facts(edge)

@@ -176,11 +176,11 @@ def run_path(model, example, x):
     return words.view(ml_dtypes.bfloat16) if onnx_type == TensorProto.BFLOAT16 else words
 '''
 
-    def _options(self, optimized_path: str | None):
+    def _options(self, optimized_path: str | None, level: str | None = None):
         import onnxruntime as ort
 
         options = ort.SessionOptions()
-        options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, self.level)
+        options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level or self.level)
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
         options.log_severity_level = 3  # errors only: no "serializing an NCHWc model" warning
@@ -202,8 +202,9 @@ def run_path(model, example, x):
             import onnxruntime as ort
 
             optimized_path = os.path.join(tmp, "optimized.onnx") if self.level != "ORT_DISABLE_ALL" else None
+            built = model.SerializeToString()
             try:
-                session = ort.InferenceSession(model.SerializeToString(), self._options(optimized_path),
+                session = ort.InferenceSession(built, self._options(optimized_path),
                                                providers=["CPUExecutionProvider"])
             except Exception as exc:  # noqa: BLE001 - sorted into unsupported or a compile error
                 reason = unsupported_reason(str(exc), dtypes)
@@ -217,8 +218,23 @@ def run_path(model, example, x):
                 optimized_ops = op_types(onnx.load(optimized_path))
                 facts["ort_ops"] = optimized_ops
                 facts["ort_fused"] = sorted(set(optimized_ops) - set(exported_ops))
+                with open(optimized_path, "rb") as fh:
+                    built = fh.read()  # what the session runs, after ORT's rewrites
 
-        return Prepared(lambda x: run(input_arrays(x)), facts)
+        return Prepared(lambda x: run(input_arrays(x)), facts, built=built)
+
+    def artifact(self, prepared: Prepared) -> bytes | None:
+        """The model the session runs: the exported one, or ORT's optimized one (`-fused`)."""
+        return prepared.built if isinstance(prepared.built, bytes) else None
+
+    def restore(self, spec, data: bytes) -> Prepared:
+        """A session on the stored model; an optimized one is not optimized again (ORT_DISABLE_ALL)."""
+        import onnxruntime as ort
+
+        session = ort.InferenceSession(data, self._options(None, "ORT_DISABLE_ALL"),
+                                       providers=["CPUExecutionProvider"])
+        run = _runner(session)
+        return Prepared(lambda x: run(input_arrays(x)), {}, built=data)
 
 
 class OnnxRuntimeFusedPath(OnnxRuntimePath):

@@ -31,9 +31,11 @@ Choices, written down:
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 import threading
+import weakref
 
 import numpy as np
 
@@ -132,18 +134,17 @@ def run_path(model, example, x):
     return out
 '''
 
-    def prepare(self, spec, module, example) -> Prepared:
+    def prepare(self, spec, module, example, exported=None) -> Prepared:
         import torch
 
         with stage("export"):
-            ep = torch.export.export(module, example_args(example))
+            ep = exported if exported is not None else torch.export.export(module, example_args(example))
 
         with stage("compile", step="import"):
             import tvm
             from tvm import relax
-            from tvm.relax.frontend.torch import from_exported_program
 
-            mod = from_exported_program(ep, keep_params_as_input=False)
+            mod = _imported(ep)
             if self.decompose:
                 mod = getattr(relax.transform, self.decompose)()(mod)
             ops = relax_ops(mod)
@@ -176,6 +177,27 @@ def run_path(model, example, x):
                 fh.write(data)
             loaded = tvm.runtime.load_module(lib)  # dlopen'ed: the file may go
         return Prepared(_vm_runner(loaded), {})
+
+
+# The importer's module of an ExportedProgram the runner shared among the TVM
+# paths: Relax passes return new modules and tvm.compile leaves its input as it
+# was (checked: the printed module is unchanged after both), so `tvm` and the
+# decompose paths can start from one import. Entries go with their program.
+_IMPORTS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _imported(ep):
+    """from_exported_program(ep, keep_params_as_input=False), once per program."""
+    from tvm.relax.frontend.torch import from_exported_program
+
+    try:
+        return _IMPORTS[ep]
+    except (KeyError, TypeError):
+        pass
+    mod = from_exported_program(ep, keep_params_as_input=False)
+    with contextlib.suppress(TypeError):
+        _IMPORTS[ep] = mod
+    return mod
 
 
 def _vm_runner(executable):

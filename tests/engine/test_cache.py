@@ -85,6 +85,9 @@ def test_which_paths_are_cacheable():
     assert {n for n in ("eager", "tvm", "tvm-decompose", "executorch", "executorch-xnnpack",
                         "executorch-recompose", "executorch-recompose-capture")
             if cacheable(paths.get(n))} == {"tvm", "tvm-decompose", "executorch", "executorch-xnnpack"}
+    assert {n for n in paths.default_names() if cacheable(paths.get(n))} == {
+        "tvm", "tvm-decompose", "tvm-decompose-inference", "executorch", "executorch-xnnpack",
+        "onnxruntime", "onnxruntime-fused"}  # the recompose paths run a Python graph; Inductor has its own cache
 
 
 def test_the_size_bound_evicts_least_recently_used(tmp_path):
@@ -181,7 +184,7 @@ def _strip(record):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("path", ["tvm", "executorch", "executorch-xnnpack"])
+@pytest.mark.parametrize("path", ["tvm", "executorch", "executorch-xnnpack", "onnxruntime", "onnxruntime-fused"])
 def test_a_hit_runs_bit_identically_to_the_miss_that_stored_it(tmp_path, path):
     p = paths.get(path)
     inputs = make_inputs(SPEC)
