@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cases import nearmiss
 from cases.suites import SEED_EXECUTORCH, SEED_TVM
 from harness.core.spec import CaseSpec
 
@@ -71,6 +72,11 @@ _T5_FP16 = {**SEED_EXECUTORCH, "style": "t5"}
 _QWEN_W32 = {**SEED_EXECUTORCH, "weight_dtype": "float32"}
 _CONTIGUOUS = {"pattern": "rms_norm", "style": "qwen", "cast": "to_contiguous", "dtype": "float16",
                "shape": [2, 256], "affine": "none", "input": {"kind": "overflow", "magnitude": 300}}
+
+def _near(name: str, dtype: str = "float32") -> dict:
+    """A near-miss catalog entry's program spec (float32: the seed's dtype change does not hide the values)."""
+    return nearmiss.spec_of(nearmiss.get(name), dtype)
+
 
 BUGS: tuple[Bug, ...] = (
     # -- TVM -------------------------------------------------------------
@@ -245,6 +251,40 @@ BUGS: tuple[Bug, ...] = (
          method fails at run time (0x12).""",
          controls=[({"pattern": "batch_norm", "dtype": "float16", "shape": [2, 4, 3, 3],
                      "params": {"kind": "normal"}}, "executorch")]),
+
+    # -- near misses (cases/nearmiss.py): programs almost a norm, or a norm written another way --
+    _bug("executorch-24428-near-miss", f"{_ET}/pull/24428",
+         "RecomposeRmsNorm rebuilds programs that are almost an RMSNorm into an rms_norm with wrong values",
+         [_near("scaled-not-squared"), _near("scaled-copy"), _near("cube"), _near("product-of-two"),
+          _near("residual-add"), _near("wrong-dim"), _near("layer-norm-unshifted-scale")],
+         ["executorch-recompose"], "inaccurate", "reproduced",
+         """The 1.5.1 pass matches its mul/rsqrt/mean/pow pattern without checking
+         that the tensor it scales is the one it squares, that the power is 2,
+         that the square is of one tensor, or which dim is reduced: float32
+         programs that scale another input, a negated copy, or x beside a
+         squared residual, that take the mean of a cube or of x*y, that reduce
+         dim 0, or a layer norm that scales the uncentred input are rebuilt as
+         rms_norm(x) (facts: rms_norm_built true), errors 0.2 to 5.4 where eager
+         is within 1e-6. PR #24428 (unmerged) adds the scaled-is-squared and
+         pow(2)-or-h*h checks its review asked for.""",
+         controls=[(_near("qwen"), "executorch-recompose"), (_near("mul-after"), "executorch-recompose")]),
+    _bug("executorch-new-recompose-used-twice", None,
+         "RecomposeRmsNorm breaks a correct norm program whose normalized value is used twice",
+         [_near("used-twice")], ["executorch-recompose"], "inaccurate", "reproduced",
+         """New. w * (n + n * n) with n = h * rsqrt(mean(h^2) + eps): the pass
+         rebuilds n's pattern into rms_norm with w as its weight although n is
+         also read by n * n, so the output is no longer the program's (error
+         7.4 where eager is within 1e-6). A rewrite must leave a norm whose
+         intermediate has other users alone.""",
+         controls=[(_near("qwen"), "executorch-recompose")]),
+    _bug("executorch-new-recompose-broadcast-weight", None,
+         "RecomposeRmsNorm takes a [1, D] weight's shape as normalized_shape: the rebuilt norm fails to run",
+         [_near("broadcast-weight")], ["executorch-recompose"], "error", "reproduced",
+         """New. A Qwen norm whose weight is [1, D] (broadcast over rows, as some
+         exported checkpoints keep it) is rebuilt as rms_norm(x, [1, D], w):
+         'Given normalized_shape=[1, 64], expected input with shape [*1, 64]'.
+         Eager broadcasts the weight and passes.""",
+         controls=[(_near("qwen"), "executorch-recompose")]),
 )
 
 _BY_ID = {b.id: b for b in BUGS}
