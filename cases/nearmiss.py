@@ -15,7 +15,10 @@ failure there is a rewrite that broke a correct program (or a compiler bug).
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+
+from harness.core.spec import CaseSpec
 
 # The canonical Qwen RMSNorm as a program: every near miss below is it with one change.
 QWEN = (
@@ -146,3 +149,21 @@ def spec_of(n: NearMiss, dtype: str = "float16", **more) -> dict:
     if "param_shapes" in spec:  # a broadcast weight follows the row length
         spec["param_shapes"] = {k: v[:-1] + [spec["shape"][-1]] for k, v in spec["param_shapes"].items()}
     return spec
+
+
+_BY_PROGRAM: dict[tuple[str, str], NearMiss] = {}
+
+
+def _key(program: str, param_shapes) -> tuple[str, str]:
+    return program, json.dumps({k: list(v) for k, v in dict(param_shapes or {}).items()}, sort_keys=True)
+
+
+def entry_of(case: dict) -> NearMiss | None:
+    """The catalog entry a (normalised) program case runs, by its program and parameter shapes, or None."""
+    if case.get("program") is None:
+        return None
+    if not _BY_PROGRAM:
+        for n in CATALOG:
+            spec = CaseSpec.from_dict(spec_of(n))
+            _BY_PROGRAM[_key(spec.program, spec.param_shapes_dict)] = n
+    return _BY_PROGRAM.get(_key(case["program"], case.get("param_shapes")))

@@ -15,6 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from cases import nearmiss
+
 Record = dict
 
 
@@ -53,7 +55,35 @@ TVM = ("tvm", "tvm-decompose", "tvm-decompose-inference")
 ET_RUNTIME = ("executorch", "executorch-xnnpack")
 RECOMPOSE = ("executorch-recompose", "executorch-recompose-no-dim-order", "executorch-recompose-capture")
 
+def _near(r: Record):
+    """The near-miss catalog entry (cases/nearmiss.py) a program record runs, or None."""
+    return nearmiss.entry_of(_case(r))
+
+
+def _near_miss(r: Record) -> bool:
+    entry = _near(r)
+    return entry is not None and not entry.legit
+
+
+def _legit(name: str):
+    return lambda r: _near(r) is not None and _near(r).name == name
+
+
 RULES: tuple[Rule, ...] = (
+    # -- programs (the nearmiss suite): pattern matchers taking almost-a-norm for a norm -----
+    Rule("pytorch/executorch#24428",
+         "RecomposeRmsNorm rebuilds a program that is almost an RMSNorm (another tensor scaled than squared, a "
+         "cube, a product, another dim, an uncentred layer norm) as rms_norm(x): wrong values (the PR's "
+         "scaled-is-squared and pow(2) checks)",
+         lambda r: r["path"] in RECOMPOSE and r["verdict"] == "inaccurate" and _near_miss(r)
+         and r["facts"].get("rms_norm_built")),
+    Rule("new", "RecomposeRmsNorm rebuilds a norm whose normalized value has another user (n + n * n): the "
+                "other use is lost, wrong values (catalog: executorch-new-recompose-used-twice)",
+         lambda r: r["path"] in RECOMPOSE and r["verdict"] == "inaccurate" and _legit("used-twice")(r)),
+    Rule("new", "RecomposeRmsNorm takes a [1, D] weight's shape as normalized_shape: the rebuilt rms_norm fails "
+                "to run (catalog: executorch-new-recompose-broadcast-weight)",
+         lambda r: r["path"] in RECOMPOSE and r["verdict"] == "error" and "normalized_shape" in _msg(r)
+         and _case(r).get("program") is not None),
     # -- eager: unstable ways of writing (or computing) a norm --------------------------
     Rule("pytorch/pytorch#136680",
          "torch's CPU instance_norm in float16/bfloat16 is far less accurate than a float32-accumulating "

@@ -36,3 +36,21 @@ def test_gate_update_triages_new_failures(cli, tmp_path):
     assert set(by_path) == {"tvm-decompose", "tvm"}
     assert by_path["tvm-decompose"].upstream == "apache/tvm#20909"
     assert by_path["tvm"].upstream == "new" and by_path["tvm"].reason.startswith("untriaged: crash")
+
+
+def test_program_failures_are_told_apart_by_the_near_miss_they_run():
+    from cases import nearmiss
+
+    near = CaseSpec.from_dict(nearmiss.spec_of(nearmiss.get("cube"), "float32"))
+    twice = CaseSpec.from_dict(nearmiss.spec_of(nearmiss.get("used-twice"), "float32"))
+    legit = CaseSpec.from_dict(nearmiss.spec_of(nearmiss.get("qwen"), "float32"))
+    built = {"rms_norm_built": True}
+    r = record(near, "executorch-recompose", "inaccurate")
+    r["facts"] = built
+    assert triage(r)[0] == "pytorch/executorch#24428" and "almost an RMSNorm" in triage(r)[1]
+    r = record(twice, "executorch-recompose", "inaccurate")
+    r["facts"] = built
+    assert triage(r) == ("new", triage(r)[1]) and "another user" in triage(r)[1]
+    r = record(legit, "executorch-recompose", "inaccurate")  # a legitimate norm broken some other way
+    r["facts"] = built
+    assert triage(r) is None or "almost an RMSNorm" not in triage(r)[1]
