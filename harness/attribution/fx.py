@@ -11,8 +11,8 @@ A whole norm node (aten.layer_norm, aten.rms_norm, aten.group_norm) keeps its
 statistics inside its kernel. They are read by calling the kernel's own
 entry that also returns them (native_layer_norm, _fused_rms_norm,
 native_group_norm, which aten's norms dispatch to on CPU) on the same
-arguments; when that call's output is not bit-identical to the node's, the
-statistics are not the node's and the attribution is marked approximate.
+arguments, and kept only when that call's output is bit-identical to the
+node's (else they may not be the node's, and the norm stays one stage).
 Statistics a kernel returns in a dtype narrower than float32 (its float32
 values rounded for returning, as native_layer_norm does for float16) are
 not exposed: they are not what it computed with.
@@ -106,9 +106,8 @@ class _Recorder:
         if stats is None:
             return
         kernel, full = stats
-        if not (isinstance(full[0], torch.Tensor) and full[0].dtype == result.dtype and torch.equal(full[0], result)):
-            self.changes.append(f"the statistics of {node.name} come from {kernel}, whose output differs from it")
-        self._items(node.name, f"aten.{kernel}.default", kernel, [None, *full[1:]])
+        if isinstance(full[0], torch.Tensor) and full[0].dtype == result.dtype and torch.equal(full[0], result):
+            self._items(node.name, f"aten.{kernel}.default", kernel, [None, *full[1:]])
 
     def _items(self, name, op, short, items):
         labels = _ITEMS.get(short, ())

@@ -24,8 +24,6 @@ The rule (README, "Attribution"):
    and decompositions translate ops in order), and among orderings the
    heaviest total wins. Unpaired stages were not computed as such.
 """
-import math
-
 import numpy as np
 
 MAX_REL = 0.5  # a same-class pair must be within 50% of the stage's magnitude
@@ -44,7 +42,7 @@ _CANONICAL = {
 _LAYOUT = {"view", "reshape", "_unsafe_view", "expand", "expand_dims", "permute", "permute_dims", "squeeze",
            "unsqueeze", "clone", "contiguous", "alias", "detach", "t", "transpose", "broadcast_to", "flatten",
            "lift_fresh_copy", "_assert_tensor_metadata", "getitem", "copy", "_clone_dim_order"}
-# A norm's parts (harness.program.expand) compute these ops.
+# The ops a norm's parts (its mean, variance, rstd, ...: the stages normdiff opens it into) compute.
 _PARTS = {"mean": "mean", "centered": "sub", "variance": "var", "var_eps": "add", "ms_eps": "add",
           "std": "sqrt", "rstd": "rsqrt", "normalize": "mul", "scale": "mul", "square": "pow",
           "mean_square": "mean"}
@@ -90,12 +88,12 @@ def distance(ref, value):
     if not finite.any():
         return 0.0
     if not np.isfinite(val[finite]).all():
-        return math.inf
+        return np.inf
     scale = float(np.abs(ref[finite]).max())
     diff = float(np.abs(val[finite] - ref[finite]).max())
     if diff == 0.0:
         return 0.0
-    return diff / scale if scale > 0 else math.inf
+    return diff / scale if scale > 0 else np.inf
 
 
 def pair_weight(stage_op, stage_value, inter_op, inter_value):
@@ -164,8 +162,8 @@ def err_over_bound(ref, err, value):
         return 0.0
     ref, err, val = ref[finite], err[finite], val[finite]
     if not np.isfinite(val).all():
-        return math.inf
+        return np.inf
     diff = np.abs(val - ref)
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio = np.where(diff == 0, 0.0, diff / err)
-    return float(np.nanmax(np.where(np.isnan(ratio), math.inf, ratio)))
+    return float(np.nanmax(np.where(np.isnan(ratio), np.inf, ratio)))

@@ -32,6 +32,7 @@ from harness.paths._executorch_common import (
     op_name,
     quiet_imports,
 )
+from harness.paths._script_intermediates import FX_INTERMEDIATES
 from harness.paths.base import Path, Prepared, stage
 
 _CASTS = {"aten._to_copy.default", "dim_order_ops._to_dim_order_copy.default", "aten.to.dtype"}
@@ -99,10 +100,10 @@ class RecomposePath(Path):
     skip_dim_order = False
 
     def script_code(self) -> str:
-        return _SCRIPT_REPORT + f'''
+        return _SCRIPT_REPORT + "\n\n" + FX_INTERMEDIATES + f'''
 
-def run_path(model, example, x):
-    """{self.name}: {self.description}"""
+def rewritten(model, example):
+    """The edge program after QNN's RemoveRedundancy and RecomposeRmsNorm."""
     with torch.no_grad():
         ep = torch.export.export(model, example)
     # QNN lowers with _check_ir_validity=False, which keeps the rebuilt aten.rms_norm legal
@@ -110,9 +111,20 @@ def run_path(model, example, x):
     edge_ep = to_edge(ep, compile_config=config).exported_program()
     RemoveRedundancy(quantization_capture=False)(edge_ep.graph_module)
     RecomposeRmsNorm(quantization_capture=False)(edge_ep.graph_module)
+    return edge_ep
+
+
+def run_path(model, example, x):
+    """{self.name}: {self.description}"""
+    edge_ep = rewritten(model, example)
     report_rms_norm(edge_ep.graph_module)
     with torch.no_grad():
         return to_numpy(single(edge_ep.module()(*example)))
+
+
+def intermediates(model, example, x):
+    """The rewritten graph run node by node, every node's value kept (for the stage table)."""
+    return fx_intermediates(rewritten(model, example).module(), example)
 '''
 
     def prepare(self, spec, module, example, exported=None) -> Prepared:
@@ -150,18 +162,29 @@ class RecomposeCapturePath(Path):
     script_imports = "from executorch.backends.qualcomm._passes import RecomposeRmsNorm, RemoveRedundancy\n"
 
     def script_code(self) -> str:
-        return _SCRIPT_REPORT + f'''
+        return _SCRIPT_REPORT + "\n\n" + FX_INTERMEDIATES + f'''
 
-def run_path(model, example, x):
-    """{self.name}: {self.description}"""
+def rewritten(model, example):
+    """The captured graph after QNN's RemoveRedundancy and RecomposeRmsNorm (quantization_capture=True)."""
     with torch.no_grad():
         ep = torch.export.export(model, example)
     graph_module = ep.module()
     RemoveRedundancy(quantization_capture=True)(graph_module)
     RecomposeRmsNorm(quantization_capture=True)(graph_module)
+    return graph_module
+
+
+def run_path(model, example, x):
+    """{self.name}: {self.description}"""
+    graph_module = rewritten(model, example)
     report_rms_norm(graph_module)
     with torch.no_grad():
         return to_numpy(single(graph_module(*example)))
+
+
+def intermediates(model, example, x):
+    """The rewritten graph run node by node, every node's value kept (for the stage table)."""
+    return fx_intermediates(rewritten(model, example), example)
 '''
 
     def prepare(self, spec, module, example, exported=None) -> Prepared:

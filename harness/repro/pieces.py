@@ -177,6 +177,11 @@ def main():
         print(f"{PATH} ({out.dtype}):", first(out))
         print(f"dtypes: {PATH} returns {out.dtype}, expected {expected_dtype}")
         problems = check(out, eager, expected_dtype)
+        if problems and "print_stage_table" in globals():  # which stage lost it (a path that exposes them)
+            try:
+                print_stage_table(model, example, INPUTS, out, out.dtype != expected_dtype)
+            except Exception as exc:  # the table is extra: the check still decides
+                print(f"stage table unavailable: {first_line(exc)}")
     if problems:
         print("FAIL: " + "; ".join(problems))
         raise AssertionError("; ".join(problems))

@@ -28,6 +28,7 @@ from harness.oracle.compare import C_ACC, C_OUT, C_ROUND, tolerance
 from harness.oracle.inputs import channel_axis, make_inputs
 from harness.oracle.reference import reference
 from harness.repro import pieces as T
+from harness.repro.stage_table import stage_section
 from harness.repro import program_script as P
 
 _NP = {"float32": "np.float32", "float16": "np.float16", "bfloat16": "ml_dtypes.bfloat16"}
@@ -412,8 +413,11 @@ def render(spec: CaseSpec, path: str, *, bug=None, recorded: str | None = None) 
         libraries=repr(libraries), case_repr=repr(str(spec)), description_repr=repr(description),
         layout=".contiguous(memory_format=torch.channels_last)" if spec.layout == "channels_last" else "",
     )
+    # A path that can expose its intermediates gets the stage table (README, "Attribution").
+    stages = stage_section(spec) if "\ndef intermediates(" in path_code else None
     sections = [
         _header(spec, path, description, library, bug, recorded),
-        code_imports, T.CONVERSIONS, input_code(spec), model_code(spec), reference_code(spec), path_code, report,
+        code_imports, T.CONVERSIONS, input_code(spec), model_code(spec), reference_code(spec), path_code,
+        *([stages] if stages else []), report,
     ]
     return "\n\n\n".join(s.strip("\n") for s in sections) + "\n"

@@ -1,0 +1,139 @@
+"""The program stages of a case written as plain NumPy code, for the repro script's stage table.
+
+`StageCodeWalker` walks the case's program (harness.attribution.stages) as
+harness.program.expand's ExpandingWalker does, emitting for each stage the
+NumPy line that computes its FP64 value (casts are exact in FP64, so they
+are copies) instead of computing it. The stage order and labels are checked
+against evaluate_expanded's, so the script's stages are normdiff's.
+"""
+from __future__ import annotations
+
+from harness.program import bounds, parse
+from harness.program.check import RMS_DEFAULT_EPS, TensorType, binary_type, norm_info, reduce_axes
+from harness.program.expand import STAT_DTYPE
+from harness.program.walk import Walker, is_scalar
+
+_OPS = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
+_UNARY = {"abs": "np.abs({a})", "rsqrt": "1.0 / np.sqrt({a})", "sqrt": "np.sqrt({a})", "square": "{a} * {a}",
+          "reciprocal": "1.0 / {a}"}
+
+
+class _C:
+    """A tensor of the emitted code: its variable, shape and dtype."""
+
+    def __init__(self, name: str, shape: tuple[int, ...], dtype: str):
+        self.name, self.shape, self.dtype = name, tuple(shape), dtype
+
+
+def _lit(v) -> str:
+    return repr(float(v)) if isinstance(v, float) else repr(v)
+
+
+class StageCodeWalker(Walker):
+    """Emits `s<k> = <numpy expression>` per stage; `stages` lists (statement, op, dtype, variable)."""
+
+    def __init__(self, env):
+        super().__init__(env)
+        self.lines: list[str] = []
+        self.stages: list[tuple[str, str, str, str]] = []
+
+    def shape(self, v):
+        return v.shape
+
+    def dtype(self, v):
+        return v.dtype
+
+    def _t(self, v):
+        return v if is_scalar(v) else TensorType(v.shape, v.dtype)
+
+    def _ref(self, v) -> str:
+        return _lit(v) if is_scalar(v) else v.name
+
+    def emit(self, op, expr, shape, dtype, comment=""):
+        name = f"s{len(self.stages) + 1}"
+        self.lines.append(f"{name} = {expr}" + (f"  # {comment}" if comment else ""))
+        self.stages.append((self.target, op, dtype, name))
+        return _C(name, shape, dtype)
+
+    def binop(self, op, a, b):
+        t = binary_type(op, self._t(a), self._t(b), self.line)
+        expr = (f"np.power({self._ref(a)}, {self._ref(b)})" if op == "pow"
+                else f"{self._ref(a)} {_OPS[op]} {self._ref(b)}")
+        return self.emit(op, expr, t.shape, t.dtype)
+
+    def neg(self, v):
+        return self.emit("neg", f"-{v.name}", v.shape, v.dtype)
+
+    def cast(self, node, v, dtype, like):
+        return self.emit("cast", f"{v.name}.copy()", v.shape, dtype, f"to {dtype}: exact in FP64")
+
+    def unary(self, op, v):
+        return self.emit(op, _UNARY[op].format(a=v.name), v.shape, v.dtype)
+
+    def reduce(self, node, v):
+        axes, n, shape = reduce_axes(node, self._t(v), self.line)
+        a = v.name
+        if node.op == "var":
+            dof = n - (1 if node.correction is None else node.correction)
+            expr = f"((({a} - {a}.mean(axis={axes}, keepdims=True)) ** 2).sum(axis={axes}, keepdims=True) / {dof})"
+        else:
+            expr = f"{a}.{node.op}(axis={axes}, keepdims=True)"
+        return self.emit(node.op, f"{expr}.reshape({tuple(shape)})", shape, v.dtype)
+
+    def norm(self, node, v, normalized_shape, groups, weight, bias, eps):
+        types = [None if p is None else self._t(p) for p in (weight, bias)]
+        info = norm_info(node, self._t(v), normalized_shape, groups, *types, eps, self.line)
+        kind, shape, rank = node.kind, v.shape, len(v.shape)
+        if eps is None:
+            eps = RMS_DEFAULT_EPS if kind == "rms_norm" else bounds.DEFAULT_EPS
+        a, axes = v.name, info.axes
+        if kind == "group_norm":
+            a, axes = f"{v.name}.reshape({shape[0]}, {info.groups}, -1)", (2,)
+        part = lambda name, expr: self.emit(f"{kind}.{name}", expr, (), STAT_DTYPE)  # noqa: E731 (no later line reads a part's shape)
+        if kind == "rms_norm":
+            sq = part("square", f"{a} * {a}")
+            stat = part("mean_square", f"{sq.name}.mean(axis={axes}, keepdims=True)")
+            stat_eps = part("ms_eps", f"{stat.name} + {_lit(float(eps))}")
+            centered = a
+        else:
+            mean = part("mean", f"{a}.mean(axis={axes}, keepdims=True)")
+            centered = f"({a} - {mean.name})"
+            part("centered", f"{centered}.reshape({tuple(shape)})")
+            var = part("variance", f"({centered} ** 2).mean(axis={axes}, keepdims=True)")
+            stat_eps = part("var_eps", f"{var.name} + {_lit(float(eps))}")
+        part("std", f"np.sqrt({stat_eps.name})")
+        rstd = part("rstd", f"1.0 / np.sqrt({stat_eps.name})")
+        z = f"({centered} * {rstd.name}).reshape({tuple(shape)})"
+        pshape = shape[rank - len(axes):] if kind != "group_norm" else (shape[1],) + (1,) * (rank - 2)
+        w = f"{weight.name}.reshape({tuple(pshape)})" if weight is not None else None
+        b = f"{bias.name}.reshape({tuple(pshape)})" if bias is not None else None
+        if weight is not None or bias is not None or v.dtype != STAT_DTYPE:
+            z = part("normalize", z).name
+            if kind != "rms_norm" and w and b:
+                z = part("scale", f"{z} * {w}").name
+                w = None
+        out = z + (f" * {w}" if w else "") + (f" + {b}" if b else "")
+        return self.emit(kind, out, shape, v.dtype)
+
+
+def stage_lines(text: str, info, names: dict[str, str]) -> tuple[list[str], list[tuple[str, str, str, str]]]:
+    """(code lines, [(statement, op, dtype, variable)]) of a program.
+
+    `names` maps the program's names (x, y, r, w, b, s) to the script's arrays
+    (a catalog case calls its parameters weight and bias); a parameter the
+    program reads but the case lacks is ones (w, s) or zeros (b), as in the module.
+    """
+    program = parse(text, case=info)
+    env, lines = {"eps": info.eps}, []
+    for name in ("x",) + tuple(info.extra_inputs):
+        lines.append(f"X_{name} = {names.get(name, name)}.astype(np.float64)")
+        env[name] = _C(f"X_{name}", info.shape, info.dtype)
+    for name in program.params:
+        shape = tuple(info.param_shapes[name])
+        source = names.get(name)
+        lines.append(f"P_{name} = {source}.astype(np.float64)" if source
+                     else f"P_{name} = np.full({shape}, {0.0 if name == 'b' else 1.0})")
+        env[name] = _C(f"P_{name}", shape, info.weight_dtype)
+    walker = StageCodeWalker(env)
+    walker.run(program)
+    return lines + walker.lines, walker.stages

@@ -1,0 +1,131 @@
+"""The repro script's stage table: which stage of the compiled norm lost the precision (README, "Attribution").
+
+A script whose path defines `intermediates(model, example, x)` (its
+`script_code`: the TVM and ExecuTorch recompose paths) gets this section:
+the program's stages in FP64 NumPy (stage_code), each stage's bound as a
+plain tolerance ATOL + RTOL*|value| that is at least normdiff's bound at
+every element (so the script never calls a stage over that normdiff calls
+within), normdiff's pairing rule (harness/attribution/match.py, copied as
+source), and `print_stage_table`, which the check calls when the output is
+wrong: stage, the dtype the path computed it in, its error in units of its
+bound, and the first stage over its bound (for a dtype mismatch: the first
+whose dtype differs from the program's).
+"""
+from __future__ import annotations
+
+import inspect
+import math
+
+import numpy as np
+
+from harness.attribution import match
+from harness.attribution.capture import Unavailable
+from harness.attribution.stages import case_program, program_stages
+from harness.core.spec import CaseSpec
+from harness.oracle.inputs import make_inputs
+from harness.repro.stage_code import stage_lines
+
+
+def _up(v: float) -> float:
+    """v rounded up to three significant digits."""
+    if not math.isfinite(v):
+        return v
+    if v <= 0:
+        return 0.0
+    s = float(f"{v:.2e}")
+    return s if s >= v else float(f"{v * 1.01:.2e}")
+
+
+def stage_tolerance(value, err) -> tuple[float, float]:
+    """(rtol, atol) with atol + rtol*|value| >= err wherever value is finite."""
+    value, err = np.asarray(value, dtype=np.float64), np.broadcast_to(np.asarray(err, dtype=np.float64), np.shape(value))
+    finite = np.isfinite(value)
+    if not finite.any():
+        return 0.0, 0.0
+    mag, err = np.abs(value[finite]), err[finite]
+    if not np.isfinite(err).all():
+        return 0.0, math.inf
+    nonzero = mag > 0
+    rtol = float((err[nonzero] / mag[nonzero]).min()) if nonzero.any() else 0.0
+    atol = float(max(0.0, (err - rtol * mag).max()))
+    return _up(rtol), _up(atol)
+
+
+def _num(v: float) -> str:
+    return repr(v) if math.isfinite(v) else 'float("inf")'
+
+
+def _match_source() -> str:
+    """harness/attribution/match.py without its module docstring (the script says where it comes from)."""
+    source = inspect.getsource(match)
+    tree_doc = match.__doc__ or ""
+    body = source.split('"""', 2)[2] if source.lstrip().startswith('"""') and tree_doc else source
+    return body.strip("\n")
+
+
+TABLE = '''\
+def print_stage_table(model, example, x, out, dtype_problem):
+    """Each program stage next to the path's intermediate that computes it (normdiff's attribution)."""
+    found, output, rerun = intermediates(model, example, x)
+    keep = [i for i, item in enumerate(found) if canonical(item[1]) is not None or i == output]
+    candidates = [(canonical(found[i][1]) or "layout", found[i][3]) for i in keep]
+    stages = program_stages()
+    pairs = align([(op, value) for _, op, _, value, _ in stages], candidates,
+                  keep.index(output) if output in keep else None)
+    print("stage table: each program stage, the dtype the path computed it in, its error in units of its bound")
+    print(f"  {'stage':34s} {'op':10s} {'computed':9s} {'program':9s} {'err/bound':>10s}  intermediate")
+    first = None
+    for k, (label, op, program_dtype, value, part) in enumerate(stages):
+        if k not in pairs:
+            if not part:
+                print(f"  {label:34s} {op:10s} {'-':9s} {program_dtype:9s} {'-':>10s}  (not computed as such)")
+            continue
+        name, inter_op, dtype, array = found[keep[pairs[k]]]
+        rtol, atol = STAGE_TOLERANCE[label]
+        ratio = err_over_bound(value, atol + rtol * np.abs(value), array)
+        over = ratio > 1.0
+        if first is None and ((dtype_problem and dtype != program_dtype) or (not dtype_problem and over)):
+            first = (label, dtype, program_dtype, ratio)
+        mark = "  <- over its bound" if over else ""
+        print(f"  {label:34s} {op:10s} {dtype:9s} {program_dtype:9s} {ratio:10.3g}  {name} = {inter_op}{mark}")
+    same = rerun is not None and rerun.dtype == out.dtype and rerun.shape == out.shape and rerun.tobytes() == out.tobytes()
+    if not same:
+        print("  (approximate: the run with its intermediates exposed does not give the path's output bit for bit)")
+    if first is None:
+        print("first stage over its bound: none")
+    elif dtype_problem:
+        print(f"first stage whose dtype differs from the program's: {first[0]} "
+              f"(computed in {first[1]}, the program computes it in {first[2]}; {first[3]:.3g}x its bound)")
+    else:
+        print(f"first stage over its bound: {first[0]} (computed in {first[1]}, {first[3]:.3g}x its bound)")
+'''
+
+
+def stage_section(spec: CaseSpec) -> str | None:
+    """The script section defining print_stage_table for `spec`; None when the case has no program."""
+    try:
+        text, info = case_program(spec)
+    except Unavailable:
+        return None
+    inputs = make_inputs(spec)
+    stages = program_stages(spec, inputs)
+    names = {"w": "weight", "b": "bias"} if spec.program is None else {}
+    lines, emitted = stage_lines(text, info, names)
+    if [(s, op) for s, op, _, _ in emitted] != [tuple(p.label.split("#")[0].split(":", 1)) for p in stages]:
+        return None  # pragma: no cover - the two walks disagree: no table rather than a wrong one
+    body = ["def program_stages():",
+            '    """(label, op, program dtype, FP64 value, a norm\'s part) of every stage, in program order."""']
+    body += [f"    {line}" for line in lines]
+    body.append("    return [")
+    body += [f"        ({p.label!r}, {p.op!r}, {p.dtype!r}, {var}, {p.part!r}),"
+             for p, (_, _, _, var) in zip(stages, emitted)]
+    body.append("    ]")
+    tolerance = ["STAGE_TOLERANCE = {  # label: (RTOL, ATOL), at least normdiff's bound of the stage"]
+    for p in stages:
+        rtol, atol = stage_tolerance(p.value, p.err)
+        tolerance.append(f"    {p.label!r}: ({_num(rtol)}, {_num(atol)}),")
+    tolerance.append("}")
+    return "\n\n\n".join([
+        "# -- attribution: the program's stages in FP64, their bounds, and normdiff's rule pairing each\n"
+        "#    with the path's intermediate that computes it (normdiff's attribution rule, as normdiff runs it)",
+        _match_source(), "\n".join(body), "\n".join(tolerance), TABLE.strip("\n")])
