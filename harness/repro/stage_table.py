@@ -109,7 +109,7 @@ def stage_section(spec: CaseSpec) -> str | None:
         return None
     inputs = make_inputs(spec)
     stages = program_stages(spec, inputs)
-    names = {"w": "weight", "b": "bias"} if spec.program is None else {}
+    names = {"w": "weight", "b": "bias"} if spec.program is None else {n: n for n, _ in spec.param_shapes}
     lines, emitted = stage_lines(text, info, names)
     if [(s, op) for s, op, _, _ in emitted] != [tuple(p.label.split("#")[0].split(":", 1)) for p in stages]:
         return None  # pragma: no cover - the two walks disagree: no table rather than a wrong one

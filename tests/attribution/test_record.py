@@ -1,0 +1,107 @@
+"""Attribution in records: only failing executions pay for it, paths and patterns that cannot say why,
+and eager's own intermediates as the check of the pairing and of the stage bounds."""
+import json
+
+import pytest
+from helpers import seed
+
+from harness import paths
+from harness.attribution import ATTRIBUTED, annotate, attribute
+from harness.attribution.annotate import CAPTURES
+from harness.core.records import dumps
+from harness.core.spec import CaseSpec
+from harness.engine.execute import Executor
+from harness.oracle.inputs import make_inputs
+
+MANUAL = {"pattern": "layer_norm", "style": "manual", "dtype": "float16", "shape": [4, 256], "params": {"kind": "normal"}}
+QWEN = json.load(open(seed("executorch-24428-qwen-fp16.json")))
+
+
+def _run(executor, spec, path):
+    """A real execution's record, and the path's real output, for annotate()."""
+    record = executor.execute(spec, path)
+    inputs = make_inputs(spec)
+    prepared = executor._prepare(paths.get(path), spec, inputs)[0]
+    return record, inputs, prepared.run(inputs.run_arg)
+
+
+@pytest.mark.slow
+def test_passing_executions_carry_no_attribution_and_make_no_extra_run():
+    before = CAPTURES["count"]
+    executor = Executor()
+    for path in ("eager", "tvm"):
+        record = executor.execute(json.load(open(seed("tvm-20909.json"))), path)
+        assert record["verdict"] == "pass"
+        assert "attribution" not in record and "first_stage_over" not in record
+        assert "attribution_seconds" not in record and "attribution" not in record["facts"]
+    assert CAPTURES["count"] == before
+    assert "pass" not in ATTRIBUTED and "error" not in ATTRIBUTED
+
+
+@pytest.mark.slow
+def test_a_path_that_runs_as_one_call_says_why():
+    spec = CaseSpec.from_dict(QWEN)
+    record, inputs, out = _run(Executor(), spec, "executorch")
+    record["verdict"] = "inaccurate"  # as if it had failed: the same output, the same path object
+    before = CAPTURES["count"]
+    annotate(record, spec, paths.get("executorch"), inputs, out)
+    assert record["attribution"] is None and record["first_stage_over"] is None
+    assert record["facts"]["attribution"].startswith("unavailable: path 'executorch' does not expose")
+    assert CAPTURES["count"] == before  # nothing re-run for a path whose intermediates cannot be read
+    json.loads(dumps(record))
+
+
+def test_a_pattern_without_a_program_says_why():
+    spec = CaseSpec.from_dict({"pattern": "batch_norm", "dtype": "float16", "shape": [2, 4, 3, 3]})
+    record, inputs, out = _run(Executor(), spec, "eager")
+    record["verdict"] = "inaccurate"
+    annotate(record, spec, paths.get("eager"), inputs, out)
+    assert record["facts"]["attribution"].startswith("unavailable: no program for the batch_norm module")
+
+
+@pytest.mark.parametrize("raw", [MANUAL, QWEN, {**QWEN, "dtype": "bfloat16"}], ids=["manual", "qwen", "qwen-bf16"])
+def test_eager_pairs_every_stage_with_its_own_op_within_its_bound(raw):
+    """eager computes each stage as the program writes it: one node per stage, each within its bound."""
+    spec = CaseSpec.from_dict(raw)
+    _, inputs, out = _run(Executor(), spec, "eager")
+    result = attribute(spec, paths.get("eager"), inputs, out, "inaccurate")
+    entries = result["attribution"]
+    assert entries and all(e["dtype"] == e["program_dtype"] for e in entries)
+    ops = {"mean": "mean", "sub": "sub", "pow": "pow", "add": "add", "sqrt": "sqrt", "div": "div", "mul": "mul",
+           "rsqrt": "rsqrt", "cast": ("to", "_to_copy")}
+    for e in entries:
+        assert any(f"aten.{name}." in e["node"] for name in ([ops[e["op"]]] if isinstance(ops[e["op"]], str)
+                                                             else ops[e["op"]])), e
+        assert not e["over"] and e["max_err_over_tol"] <= 1.0, e
+        assert e["approximate"] is False
+    assert result["first_stage_over"] is None
+    assert "bit-identical" in result["attribution_note"]
+
+
+def test_eager_layer_norm_in_float32_exposes_its_kernels_statistics():
+    """F.layer_norm is one node; native_layer_norm (the same kernel) returns its float32 mean and rstd."""
+    spec = CaseSpec.from_dict({"pattern": "layer_norm", "dtype": "float32", "shape": [4, 256],
+                               "params": {"kind": "normal"}})
+    _, inputs, out = _run(Executor(), spec, "eager")
+    entries = attribute(spec, paths.get("eager"), inputs, out, "inaccurate")["attribution"]
+    by_stage = {e["stage"]: e for e in entries}
+    assert set(by_stage) == {"return:layer_norm.mean", "return:layer_norm.rstd", "return:layer_norm"}
+    assert by_stage["return:layer_norm.rstd"]["node"].endswith("native_layer_norm.default#rsqrt")
+    assert not any(e["over"] for e in entries)
+    # in float16 the kernel returns its statistics rounded to float16: they are not what it used
+    spec16 = CaseSpec.from_dict({**spec.to_dict(), "dtype": "float16", "weight_dtype": "float16"})
+    _, inputs16, out16 = _run(Executor(), spec16, "eager")
+    entries16 = attribute(spec16, paths.get("eager"), inputs16, out16, "inaccurate")["attribution"]
+    assert [e["stage"] for e in entries16] == ["return:layer_norm"]
+
+
+@pytest.mark.slow
+def test_tvm_float16_means_are_over_their_bound_on_the_manual_layer_norm():
+    """The manual layer_norm writes its mean in float16; torch accumulates it in float32, TVM in float16."""
+    spec = CaseSpec.from_dict(MANUAL)
+    _, inputs, out = _run(Executor(), spec, "tvm")
+    result = attribute(spec, paths.get("tvm"), inputs, out, "inaccurate")
+    by_stage = {e["stage"]: e for e in result["attribution"]}
+    assert result["first_stage_over"] == "mean:mean"
+    assert by_stage["mean:mean"]["node"] == "lv = relax.mean" and by_stage["mean:mean"]["max_err_over_tol"] > 2
+    assert not by_stage["h:add"]["over"]  # var + eps: the variance's error is not the sum's

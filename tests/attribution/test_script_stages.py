@@ -1,0 +1,61 @@
+"""The repro script's stages are normdiff's: the same labels, FP64 values and (never tighter) bounds."""
+import numpy as np
+import pytest
+
+from harness.attribution.stages import program_stages
+from harness.core.spec import CaseSpec
+from harness.oracle.inputs import make_inputs
+from harness.repro import script as repro_script
+from harness.repro.stage_table import stage_section, stage_tolerance
+
+SPECS = [
+    {"pattern": "layer_norm", "dtype": "float16", "shape": [1, 4096],
+     "input": {"kind": "alternating", "amplitude": 0.25, "offset": 0}},
+    {"pattern": "layer_norm", "dtype": "bfloat16", "shape": [3, 64], "params": {"kind": "normal"}},
+    {"pattern": "layer_norm", "style": "manual", "dtype": "float16", "shape": [3, 64], "params": {"kind": "normal"}},
+    {"pattern": "layer_norm", "style": "upcast", "dtype": "bfloat16", "shape": [3, 64], "affine": "weight"},
+    {"pattern": "rms_norm", "style": "qwen", "dtype": "float16", "shape": [2, 8, 64], "params": {"kind": "normal"}},
+    {"pattern": "rms_norm", "style": "t5", "dtype": "float16", "shape": [3, 64], "params": {"kind": "normal"}},
+    {"pattern": "rms_norm", "style": "gemma", "dtype": "bfloat16", "shape": [3, 64], "params": {"kind": "normal"}},
+    {"pattern": "rms_norm", "dtype": "float32", "shape": [3, 64], "affine": "none"},
+    {"pattern": "group_norm", "dtype": "float16", "shape": [2, 8, 4, 4], "groups": 2, "params": {"kind": "normal"}},
+    {"pattern": "rms_norm", "dtype": "float16", "shape": [4, 64], "params": {"kind": "normal"},
+     "program": "h = x.to(torch.float32)\nv = (h * y).pow(2).mean(-1, keepdim=True)\nreturn w * (h * torch.rsqrt(v + eps)).to(x.dtype)",
+     "inputs": {"y": {"kind": "normal"}}},
+]
+
+
+@pytest.mark.parametrize("raw", SPECS, ids=lambda r: f"{r['pattern']}-{r.get('style', 'program' if 'program' in r else 'module')}-{r['dtype']}")
+def test_script_stages_are_normdiffs(raw):
+    spec = CaseSpec.from_dict(raw)
+    inputs = make_inputs(spec)
+    section = stage_section(spec)
+    env = {"np": np, **inputs.arrays, **inputs.params}
+    exec(compile(section, "<stage section>", "exec"), env)  # the generated NumPy, as the script runs it
+    ours = env["program_stages"]()
+    theirs = program_stages(spec, inputs)
+    assert [(s[0], s[1], s[2], s[4]) for s in ours] == [(p.label, p.op, p.dtype, p.part) for p in theirs]
+    for (label, _, _, value, _), p in zip(ours, theirs):
+        assert np.shape(value) == np.shape(p.value), label
+        np.testing.assert_allclose(value, p.value, rtol=1e-12, atol=1e-300, err_msg=label)
+        rtol, atol = env["STAGE_TOLERANCE"][label]
+        assert np.all(atol + rtol * np.abs(p.value) >= p.err), label  # never tighter than normdiff's
+
+
+def test_stage_tolerance_follows_the_bound():
+    value = np.array([0.0, 1.0, -2.0, 4.0])
+    err = 1e-3 + 1e-2 * np.abs(value)
+    rtol, atol = stage_tolerance(value, err)
+    assert np.all(atol + rtol * np.abs(value) >= err)
+    assert rtol <= 1.1e-2 and atol <= 1.1e-3 * 2
+    assert stage_tolerance(np.array([1.0]), np.array([np.inf]))[1] == np.inf
+
+
+def test_only_paths_that_expose_intermediates_get_the_table():
+    spec = CaseSpec.from_dict(SPECS[0])
+    for path in ("tvm", "tvm-decompose", "executorch-recompose", "executorch-recompose-capture"):
+        assert "def print_stage_table(" in repro_script.render(spec, path), path
+    for path in ("eager", "executorch", "onnxruntime"):
+        assert "def print_stage_table(" not in repro_script.render(spec, path), path
+    batch = CaseSpec.from_dict({"pattern": "batch_norm", "dtype": "float16", "shape": [2, 4, 3, 3]})
+    assert "def print_stage_table(" not in repro_script.render(batch, "tvm")  # no program: no stages
