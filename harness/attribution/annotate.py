@@ -6,6 +6,7 @@ never raises (a failure to attribute is a fact, never a lost record).
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 
 from harness.attribution.capture import Unavailable
 from harness.attribution.score import changes_of, entries, first_stage_over
@@ -15,11 +16,15 @@ from harness.paths.base import first_line
 
 # The verdicts whose executions get an attribution: the path ran and its output is wrong in value or dtype.
 ATTRIBUTED = frozenset({Verdict.INACCURATE, Verdict.DTYPE_MISMATCH, Verdict.NONFINITE})
-CAPTURES = {"count": 0}  # re-runs made in this process (tests check passing executions make none)
+CAPTURES = {"count": 0, "builds": 0}  # re-runs and rebuilds in this process (passing executions make none)
+# Rebuilt graphs by (path, structure key), as the Executor keeps artifacts: failing cases that differ
+# only in their input reuse one (a TVM rebuild is a compile). The last few structures are kept.
+_BUILT: OrderedDict = OrderedDict()
+BUILT_SIZE = 8
 
 
-def _reader(path):
-    """fn(spec, module, x) -> Capture for paths whose intermediates can be read; Unavailable otherwise."""
+def _build(path, module, example):
+    """runner(example tensors, x) -> Capture: `path`'s graph rebuilt with its intermediates exposed."""
     from harness.paths.eager import EagerPath
     from harness.paths.executorch_recompose import RecomposeCapturePath, RecomposePath
     from harness.paths.tvm import TvmPath
@@ -27,36 +32,50 @@ def _reader(path):
     if isinstance(path, TvmPath):
         from harness.attribution import relax
 
-        return lambda spec, module, x: relax.capture(path, module, _example(spec, x), x)
+        run = relax.prepare(path, module, example)
+        return lambda tensors, x: run(x)
     if isinstance(path, (RecomposePath, RecomposeCapturePath)):
         from harness.attribution import fx
 
-        return lambda spec, module, x: fx.capture_recompose(path, spec, module, x)
+        run = fx.prepare_recompose(path, module, example)
+        return lambda tensors, x: run(tensors)
     if isinstance(path, EagerPath):
         from harness.attribution import fx
 
-        return lambda spec, module, x: fx.capture_eager(spec, module, x)
+        run = fx.prepare_eager(module, example)
+        return lambda tensors, x: run(tensors)
     raise Unavailable(f"path {path.name!r} does not expose its intermediates (a compiled library or "
                       "a delegated program runs as one call)")
 
 
-def _example(spec, x):
+def _runner(path, spec, inputs):
+    """The rebuilt graph of (path, structure), built once per structure."""
     from harness.core.tensors import to_torch
+    from harness.oracle.modules import build_module
     from harness.paths.base import input_arrays
 
-    arrays = input_arrays(x)
-    tensors = tuple(to_torch(a, spec.layout) for a in arrays)
-    return tensors if isinstance(x, tuple) else tensors[0]
+    key = (path.name, path.structure_key(spec))
+    if key in _BUILT:
+        _BUILT.move_to_end(key)
+        return _BUILT[key]
+    tensors = tuple(to_torch(a, spec.layout) for a in input_arrays(inputs.run_arg))
+    module = build_module(spec, inputs.params)
+    _BUILT[key] = _build(path, module, tensors)
+    CAPTURES["builds"] += 1
+    while len(_BUILT) > BUILT_SIZE:
+        _BUILT.popitem(last=False)
+    return _BUILT[key]
 
 
 def attribute(spec, path, inputs, out, verdict: str) -> dict:
     """{"attribution", "first_stage_over", "attribution_note"}; Unavailable if it cannot be done."""
-    from harness.oracle.modules import build_module
+    from harness.core.tensors import to_torch
+    from harness.paths.base import input_arrays
 
-    reader = _reader(path)
     stages = program_stages(spec, inputs)
+    runner = _runner(path, spec, inputs)
     CAPTURES["count"] += 1
-    capture = reader(spec, build_module(spec, inputs.params), inputs.run_arg)
+    capture = runner(tuple(to_torch(a, spec.layout) for a in input_arrays(inputs.run_arg)), inputs.run_arg)
     changes = changes_of(capture, out)
     attribution = entries(stages, capture, approximate=bool(changes))
     note = capture.method + ("; approximate: " + "; ".join(changes) if changes else

@@ -150,22 +150,14 @@ def capture(graph_module, args, method: str) -> Capture:
     return Capture(recorder.inters, output, rerun, method, recorder.changes)
 
 
-def _example(spec, x):
-    from harness.core.tensors import to_torch
-    from harness.paths.base import input_arrays
-
-    return tuple(to_torch(a, spec.layout) for a in input_arrays(x))
-
-
-def capture_recompose(path, spec, module, x) -> Capture:
-    """The recompose paths' rewritten graph (the path's own rewrite, repeated), run node by node."""
+def prepare_recompose(path, module, example):
+    """The recompose paths' rewritten graph (the path's own rewrite, repeated): fn(example) -> Capture."""
     import torch
 
     from harness.paths import executorch_recompose as recompose
     from harness.paths._executorch_common import quiet_imports
 
     quiet_imports()
-    example = _example(spec, x)
     with torch.no_grad():
         ep = torch.export.export(module, example)
     if isinstance(path, recompose.RecomposeCapturePath):
@@ -178,14 +170,13 @@ def capture_recompose(path, spec, module, x) -> Capture:
         edge_ep = to_edge(ep, compile_config=config).exported_program()
         recompose.rewrite(edge_ep.graph_module, quantization_capture=False)
         graph_module = edge_ep.module()
-    return capture(graph_module, example, "the rewritten graph run node by node (torch.fx.Interpreter)")
+    return lambda args: capture(graph_module, args, "the rewritten graph run node by node (torch.fx.Interpreter)")
 
 
-def capture_eager(spec, module, x) -> Capture:
-    """eager's ops, read from torch.export of the module run node by node."""
+def prepare_eager(module, example):
+    """eager's ops, read from torch.export of the module: fn(example) -> Capture."""
     import torch
 
-    example = _example(spec, x)
     with torch.no_grad():
-        ep = torch.export.export(module, example)
-    return capture(ep.module(), example, "torch.export of the module run node by node (torch.fx.Interpreter)")
+        graph_module = torch.export.export(module, example).module()
+    return lambda args: capture(graph_module, args, "torch.export of the module run node by node (torch.fx.Interpreter)")

@@ -90,8 +90,8 @@ def _first_tensor(result):
     return result
 
 
-def capture(path, module, example, x) -> Capture:
-    """Re-run `path` (a TvmPath) with every binding of main exposed."""
+def prepare(path, module, example):
+    """Rebuild `path` (a TvmPath) with every binding of main exposed: fn(x) -> Capture (one run)."""
     import torch
     import tvm
     from tvm import relax
@@ -106,9 +106,13 @@ def capture(path, module, example, x) -> Capture:
     with tvm.transform.PassContext(opt_level=3):
         executable = tvm.compile(exposed, target="llvm")
     device = tvm.cpu()
-    vm = relax.VirtualMachine(executable, device)
-    result = list(vm["main"](*(tvm.runtime.tensor(np.ascontiguousarray(a), device) for a in input_arrays(x))))
-    values = [_numpy(t) for t in result[1:]]
-    inters = [Intermediate(name, op, str(v.dtype), v) for (name, op), v in zip(names, values)]
-    return Capture(inters, output, _numpy(_first_tensor(result[0])),
-                   method="every binding of main returned as an output, recompiled")
+    main = relax.VirtualMachine(executable, device)["main"]
+
+    def run(x) -> Capture:
+        result = list(main(*(tvm.runtime.tensor(np.ascontiguousarray(a), device) for a in input_arrays(x))))
+        values = [_numpy(t) for t in result[1:]]
+        inters = [Intermediate(name, op, str(v.dtype), v) for (name, op), v in zip(names, values)]
+        return Capture(inters, output, _numpy(_first_tensor(result[0])),
+                       method="every binding of main returned as an output, recompiled")
+
+    return run

@@ -105,3 +105,19 @@ def test_tvm_float16_means_are_over_their_bound_on_the_manual_layer_norm():
     assert result["first_stage_over"] == "mean:mean"
     assert by_stage["mean:mean"]["node"] == "lv = relax.mean" and by_stage["mean:mean"]["max_err_over_tol"] > 2
     assert not by_stage["h:add"]["over"]  # var + eps: the variance's error is not the sum's
+
+
+@pytest.mark.slow
+def test_failing_cases_of_one_structure_share_one_rebuild():
+    """Only the input differs: one recompile with the bindings exposed, one run per case."""
+    executor = Executor()
+    raw = json.load(open(seed("tvm-20909.json")))
+    builds, runs = CAPTURES["builds"], CAPTURES["count"]
+    firsts = []
+    for amplitude in (0.25, 0.125):
+        r = executor.execute({**raw, "input": {"kind": "alternating", "amplitude": amplitude, "offset": 0}},
+                             "tvm-decompose")
+        assert r["verdict"] == "inaccurate"
+        firsts.append(r["first_stage_over"])
+    assert firsts == ["return:layer_norm.variance"] * 2
+    assert CAPTURES["builds"] == builds + 1 and CAPTURES["count"] == runs + 2
