@@ -53,6 +53,7 @@ def _spatial(r: Record) -> int:
 
 TVM = ("tvm", "tvm-decompose", "tvm-decompose-inference")
 ET_RUNTIME = ("executorch", "executorch-xnnpack")
+ORT = ("onnxruntime", "onnxruntime-fused")
 RECOMPOSE = ("executorch-recompose", "executorch-recompose-no-dim-order", "executorch-recompose-capture")
 
 def _near(r: Record):
@@ -146,6 +147,19 @@ RULES: tuple[Rule, ...] = (
     Rule("new", "borderline: a sequentially summed float32 mean of a constant row drifts by about n*u, which "
                 "1/sqrt(eps) amplifies; eager's pairwise sum is exact",
          lambda r: r["path"] in TVM and r["verdict"] == "inaccurate" and _case(r)["input"]["kind"] == "constant"),
+
+    # -- ONNX Runtime ------------------------------------------------------------------
+    Rule("new", "not a bug: onnxruntime's CPU execution provider registers no bfloat16 kernel for this op "
+                "(Mul, ReduceMean, InstanceNormalization): the path says unsupported with the op",
+         lambda r: r["path"] in ORT and r["verdict"] == "unsupported"),
+    Rule("new", "torch.onnx.export(dynamo=True) writes a mixed-dtype norm (float16 input, float32 scale, which "
+                "torch runs) as one LayerNormalization/InstanceNormalization; ONNX's type constraint T forbids "
+                "it and onnxruntime refuses the model (related: microsoft/onnxruntime#15021)",
+         lambda r: r["path"] in ORT and r["verdict"] == "error" and "bound to different types" in _msg(r)),
+    Rule("new", "R.mean / R.variance on float16 legalize to a float16 sum: a program that normalises a float16 "
+                "copy inside a float32 model overflows it (outlier rows); Relay fixed the same in apache/tvm#13289",
+         lambda r: r["path"] in TVM and r["verdict"] in ("inaccurate", "nonfinite")
+         and _case(r).get("program") is not None and "torch.float16" in _case(r)["program"]),
 
     # -- ExecuTorch: RecomposeRmsNorm and RemoveRedundancy ------------------------------
     Rule("pytorch/executorch#24428", "RecomposeRmsNorm rebuilds the norm on the float32 cast (or drops the model's "
