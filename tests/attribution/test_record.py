@@ -105,6 +105,7 @@ def test_tvm_float16_means_are_over_their_bound_on_the_manual_layer_norm():
     assert result["first_stage_over"] == "mean:mean"
     assert by_stage["mean:mean"]["node"] == "lv = relax.mean" and by_stage["mean:mean"]["max_err_over_tol"] > 2
     assert not by_stage["h:add"]["over"]  # var + eps: the variance's error is not the sum's
+    assert all(e["approximate"] is False for e in result["attribution"])  # the re-run is the path's, bit for bit
 
 
 @pytest.mark.slow
