@@ -141,6 +141,8 @@ def main(argv=None) -> int:
     parser.add_argument("--paths", help="comma-separated (default: every built-in path)")
     parser.add_argument("--out", default=os.path.join("reports", "bench"), help="the runs' results")
     parser.add_argument("--no-ray", action="store_true", help="skip the Ray run")
+    parser.add_argument("--no-bridges", action="store_true",
+                        help="every worker waits for the forkserver's imports (the runner before bridges)")
     parser.add_argument("--one", nargs=2, metavar=("SPEC_JSON", "PATH"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:
@@ -155,6 +157,9 @@ def main(argv=None) -> int:
     from harness import paths
     from harness.engine import ray_executor
     from harness.engine.cache import ArtifactCache
+    from harness.engine.scheduler import Runner
+
+    Runner.bridging = not args.no_bridges
 
     names = args.paths.split(",") if args.paths else paths.default_names()
     unknown = [n for n in names if n not in paths.names()]

@@ -1,6 +1,7 @@
 """The scheduler: groups largest-first on warm workers, and work stealing from long groups."""
 from __future__ import annotations
 
+import sys
 from collections import Counter, defaultdict, deque
 from typing import Callable, Iterable
 
@@ -10,6 +11,12 @@ from harness.engine.plan import Group, Task, group_tasks
 from harness.engine.procs import Procs, Worker
 
 MIN_STEAL_GAIN = 0.5  # seconds a split must save before a group's tail moves to an idle worker
+# Seconds a warm module takes to import once torch is loaded (measured on the 2-core development
+# machine); they only order which path family a bridge worker takes. Others count 2 s.
+IMPORT_SECONDS = {"executorch.exir": 5.0, "executorch.runtime": 0.4, "torch._dynamo": 1.6,
+                  "torch._inductor.compile_fx": 0.8, "tvm": 1.0, "tvm.relax": 0.1,
+                  "tvm.relax.frontend.torch": 0.2, "torch.onnx": 0.3, "onnx": 0.2, "onnxscript": 0.3,
+                  "onnxruntime": 0.2}
 
 
 class _Estimates:
@@ -48,6 +55,7 @@ class Runner:
     """Runs a list of tasks on `jobs` warm workers, a group at a time, handing each record to `on_record`."""
 
     affinity = True  # a worker takes the next path of the structure it just ran, where one is pending
+    bridging = True  # bridge workers work while the forkserver imports (see _bridges)
 
     def __init__(self, jobs: int, timeout: float = DEFAULT_TIMEOUT, path_names: Iterable[str] = (),
                  start_method: str = "forkserver", max_memory: float | None = None, cache=None):
@@ -92,9 +100,10 @@ class Runner:
 
     def _bridges(self, count: int) -> list[list[str]]:
         """Path families for up to `count` bridge workers: the paths whose modules one path's
-        warm imports cover, the family with the most pending tasks first. None for fewer groups
-        than workers: the others could then only split a group, and the bridge would run it all."""
-        if count < 1 or not self.procs.bridges or len(self.pending) <= count:
+        warm imports cover, the family with the most pending tasks per second of its imports
+        first. None for fewer groups than workers: the others could then only split a group,
+        and the bridge would run it all."""
+        if count < 1 or not (self.bridging and self.procs.bridges) or len(self.pending) <= count:
             return []
         tasks = Counter(g.path for g in self.pending for _ in g.tasks)
         warm = {}
@@ -106,8 +115,13 @@ class Runner:
         families = {p: [q for q in warm if warm[q] <= warm[p]] for p in warm}
         chosen: list[list[str]] = []
         taken: set[str] = set()
+        def worth(p):  # the family's tasks not yet taken, per second its bridge spends importing
+            todo = sum(tasks[q] for q in families[p] if q not in taken)
+            cost = sum(IMPORT_SECONDS.get(m, 2.0) for m in warm[p] if m not in sys.modules)
+            return (todo / (1.0 + cost), p)
+
         while families and len(chosen) < count:
-            p = max(families, key=lambda p: (sum(tasks[q] for q in families[p] if q not in taken), p))
+            p = max(families, key=worth)
             if all(q in taken for q in families[p]):
                 break
             chosen.append(families.pop(p))
