@@ -1,6 +1,7 @@
 """The scheduler: groups largest-first on warm workers, and work stealing from long groups."""
 from __future__ import annotations
 
+import os
 import sys
 from collections import Counter, defaultdict, deque
 from typing import Callable, Iterable
@@ -17,6 +18,15 @@ IMPORT_SECONDS = {"executorch.exir": 5.0, "executorch.runtime": 0.4, "torch._dyn
                   "torch._inductor.compile_fx": 0.8, "tvm": 1.0, "tvm.relax": 0.1,
                   "tvm.relax.frontend.torch": 0.2, "torch.onnx": 0.3, "onnx": 0.2, "onnxscript": 0.3,
                   "onnxruntime": 0.2}
+
+
+def _address_space_gb() -> float:
+    """This process's virtual size (what a process forked from it starts with under RLIMIT_AS)."""
+    try:
+        with open("/proc/self/statm") as fh:
+            return int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE") / 2**30
+    except (OSError, ValueError, IndexError):
+        return float("inf")
 
 
 class _Estimates:
@@ -105,6 +115,8 @@ class Runner:
         and the bridge would run it all."""
         if count < 1 or not (self.bridging and self.procs.bridges) or len(self.pending) <= count:
             return []
+        if self.max_memory and _address_space_gb() > self.max_memory / 2:
+            return []  # a bridge inherits this process's address space: little would be left under the limit
         tasks = Counter(g.path for g in self.pending for _ in g.tasks)
         warm = {}
         for name in tasks:

@@ -22,7 +22,7 @@ SPEC = CaseSpec.from_dict({"pattern": "layer_norm", "dtype": "float16", "shape":
                            "params": {"kind": "normal"}})
 OTHER_INPUT = SPEC.replace(input={"kind": "uniform", "low": -1.0, "high": 3.0})
 # What depends on timing or on where the artifact came from, not on the execution.
-TIMING = {"seconds", "prepare_seconds", "run_seconds", "cache_hit", "artifact_cache"}
+TIMING = {"seconds", "prepare_seconds", "run_seconds", "attribution_seconds", "cache_hit", "artifact_cache"}
 
 
 def key(i: int) -> str:

@@ -22,7 +22,8 @@ pytestmark = pytest.mark.xdist_group("ray")  # one local Ray at a time on 2 core
 
 EXTRA = "abort=tests.crashy_paths:AbortPath,sleep=tests.crashy_paths:SleepPath"
 TRIGGER = {"kind": "constant", "value": 7.0}  # tests.crashy_paths.TRIGGER
-SCHEDULING = {"seconds", "prepare_seconds", "run_seconds", "cache_hit", "artifact_cache", "ray_node"}
+SCHEDULING = {"seconds", "prepare_seconds", "run_seconds", "attribution_seconds", "cache_hit", "artifact_cache",
+              "ray_node"}
 
 
 def ln(**kw):
