@@ -27,8 +27,8 @@ from __future__ import annotations
 import numpy as np
 
 from harness.program import bounds
-from harness.program.check import RMS_DEFAULT_EPS, check, norm_info
-from harness.program.interpret import Evaluation, Fp64Walker, _array, _V, row_ids
+from harness.program.check import RMS_DEFAULT_EPS, norm_info
+from harness.program.interpret import Evaluation, Fp64Walker, evaluate
 from harness.program.ir import Program, ProgramCase
 
 STAT_DTYPE = "float32"  # torch's CPU norm kernels: statistics and normalized values in float32
@@ -84,22 +84,7 @@ class ExpandingWalker(Fp64Walker):
 
 def evaluate_expanded(program: Program, info: ProgramCase, arrays: dict) -> Evaluation:
     """As harness.program.evaluate (same output, bound and stages), with each norm's parts among the stages."""
-    check(program, info)
-    env = {"eps": info.eps}
-    for name in ("x",) + info.extra_inputs:
-        if name not in program.reads and name not in arrays:
-            continue
-        value = _array(arrays, name, info.shape, info.dtype)
-        env[name] = _V(value, np.zeros_like(value), info.dtype)
-    for name in program.params:
-        value = _array(arrays, name, info.param_shapes[name], info.weight_dtype, 0.0 if name == "b" else 1.0)
-        env[name] = _V(value, np.zeros_like(value), info.weight_dtype)
-    walker = ExpandingWalker(env, True)
-    out = walker.run(program)
-    rows, row_len = row_ids(out.value.shape, out.rows)
-    finite = bool(np.isfinite(out.value).all())
-    return Evaluation(out.value, out.dtype, out.err, tuple(walker.stages), rows, row_len,
-                      finite, walker.nonfinite, walker.overflow)
+    return evaluate(program, info, arrays, keep_stages=True, walker_class=ExpandingWalker)
 
 
 def is_part(stage) -> bool:

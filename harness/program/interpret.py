@@ -244,11 +244,13 @@ def _array(arrays, name, shape, dtype, default=None):
     return a.astype(np.float64)
 
 
-def evaluate(program: Program, info: ProgramCase, arrays: dict, *, keep_stages: bool = True) -> Evaluation:
+def evaluate(program: Program, info: ProgramCase, arrays: dict, *, keep_stages: bool = True,
+             walker_class: type | None = None) -> Evaluation:
     """Evaluate `program` in FP64 from the rounded arrays of x (y, r) and w, b, s.
 
     A parameter the program reads but `arrays` lacks is ones (w, s) or zeros (b),
     as in the torch module. `keep_stages=False` drops the intermediates (memory).
+    `walker_class` is a subclass of Fp64Walker recording more (harness.program.expand).
     """
     check(program, info)
     env = {"eps": info.eps}
@@ -260,7 +262,7 @@ def evaluate(program: Program, info: ProgramCase, arrays: dict, *, keep_stages: 
     for name in program.params:
         value = _array(arrays, name, info.param_shapes[name], info.weight_dtype, 0.0 if name == "b" else 1.0)
         env[name] = _V(value, np.zeros_like(value), info.weight_dtype)
-    walker = Fp64Walker(env, keep_stages)
+    walker = (walker_class or Fp64Walker)(env, keep_stages)
     out = walker.run(program)
     rows, row_len = row_ids(out.value.shape, out.rows)
     finite = bool(np.isfinite(out.value).all())
