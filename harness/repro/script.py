@@ -27,6 +27,7 @@ from harness.core.spec import CaseSpec
 from harness.oracle.compare import C_ACC, C_OUT, C_ROUND, tolerance
 from harness.oracle.inputs import channel_axis, make_inputs
 from harness.oracle.reference import reference
+from harness.program.styles import upcast
 from harness.repro import pieces as T
 from harness.repro.stage_table import stage_section
 from harness.repro import program_script as P
@@ -148,15 +149,6 @@ def input_code(spec: CaseSpec) -> str:
 
 # -- the model ------------------------------------------------------------------
 
-def _up(var: str, how: str) -> str:
-    """var upcast to float32, spelled as harness.oracle.modules.upcast spells it."""
-    if how == "to":
-        return f"{var}.to(torch.float32)"
-    if how == "to_contiguous":
-        return f"{var}.to(torch.float32, memory_format=torch.contiguous_format)"
-    return f"{var}.float()"
-
-
 def _back(var: str, like: str, dtype_expr: str, dtype: str, how: str) -> str:
     """var cast back to `dtype`, spelled as harness.oracle.modules.cast_back spells it."""
     if how == "type_as":
@@ -194,9 +186,9 @@ def _style_forward(spec: CaseSpec) -> tuple[str, str, str]:
     if spec.style == "upcast":
         body = [
             "orig_type = x.dtype",
-            f"w = {_up('self.weight', c)}" if w else "w = None",
-            f"b = {_up('self.bias', c)}" if b else "b = None",
-            f"y = F.layer_norm({_up('x', c)}, (self.dim,), w, b, self.eps)",
+            f"w = {upcast('self.weight', c)}" if w else "w = None",
+            f"b = {upcast('self.bias', c)}" if b else "b = None",
+            f"y = F.layer_norm({upcast('x', c)}, (self.dim,), w, b, self.eps)",
             f"return {_back('y', 'x', 'orig_type', dt, c)}",
         ]
         return "UpcastLayerNorm", "open_clip's LayerNormFp32: F.layer_norm on a float32 copy, cast back.", body
@@ -211,14 +203,14 @@ def _style_forward(spec: CaseSpec) -> tuple[str, str, str]:
         back = _back("hidden_states", "x", "input_dtype", dt, c)
         body = [
             "input_dtype = x.dtype",
-            f"hidden_states = {_up('x', c)}",
+            f"hidden_states = {upcast('x', c)}",
             "variance = hidden_states.pow(2).mean(-1, keepdim=True)",
             "hidden_states = hidden_states * torch.rsqrt(variance + self.eps)",
             f"return self.weight * {back}" if w else f"return {back}",
         ]
         return "QwenRMSNorm", "transformers' Qwen2RMSNorm.", body
     if spec.style == "llama":
-        normed = "self._norm(" + _up("x", c) + ")"
+        normed = "self._norm(" + upcast("x", c) + ")"
         body = [
             f"output = {_back(normed, 'x', 'x.dtype', dt, c)}",
             "return output * self.weight" if w else "return output",
@@ -226,7 +218,7 @@ def _style_forward(spec: CaseSpec) -> tuple[str, str, str]:
         return "LlamaRMSNorm", "Meta's reference Llama RMSNorm: x.float(), x*x mean, rsqrt, .type_as(x), * weight.", body
     if spec.style == "t5":
         body = [
-            f"variance = {_up('hidden_states', c)}.pow(2).mean(-1, keepdim=True)",
+            f"variance = {upcast('hidden_states', c)}.pow(2).mean(-1, keepdim=True)",
             "hidden_states = hidden_states * torch.rsqrt(variance + self.eps)",
         ]
         if not w:
@@ -238,9 +230,9 @@ def _style_forward(spec: CaseSpec) -> tuple[str, str, str]:
             body.append("return self.weight * hidden_states")
         return "T5RMSNorm", "transformers' T5LayerNorm: variance of a float32 copy, scales x, casts to the weight dtype.", body
     if spec.style == "gemma":
-        body = ["output = self._norm(" + _up("x", c) + ")"]
+        body = ["output = self._norm(" + upcast("x", c) + ")"]
         if w:
-            body.append(f"output = output * (1.0 + {_up('self.weight', c)})")
+            body.append(f"output = output * (1.0 + {upcast('self.weight', c)})")
         body.append(f"return {_back('output', 'x', 'x.dtype', dt, c)}")
         return "GemmaRMSNorm", "Gemma's RMSNorm: normalize in float32, * (1 + weight), cast back.", body
     raise ValueError(spec.style)  # pragma: no cover
@@ -320,7 +312,7 @@ def reference_code(spec: CaseSpec) -> str:
 
 # -- the tolerance ----------------------------------------------------------------
 
-def _round_up(v: float) -> float:
+def _roundupcast(v: float) -> float:
     """v rounded up to three significant digits (a readable bound never below normdiff's)."""
     if v <= 0:
         return 0.0
@@ -341,15 +333,15 @@ def plain_tolerance(spec: CaseSpec) -> tuple[float, float, str]:
     if ref.bound is not None:  # a program: RTOL from where the bound is relative, ATOL the rest
         bound = tolerance(ref, r)
         big = np.abs(ref.out) >= np.median(np.abs(ref.out))
-        rtol = _round_up(float(np.max(bound[big] / np.abs(ref.out[big]))) if big.any() and np.all(ref.out[big])
+        rtol = _roundupcast(float(np.max(bound[big] / np.abs(ref.out[big]))) if big.any() and np.all(ref.out[big])
                          else C_OUT * u_r)
-        atol = _round_up(float(max(0.0, (bound - rtol * np.abs(ref.out)).max())))
+        atol = _roundupcast(float(max(0.0, (bound - rtol * np.abs(ref.out)).max())))
         return rtol, atol, (f"normdiff's bound for this program: each of its roundings and its float32 "
                             f"accumulations over {ref.row_len} elements, carried to the output")
     u_eff = C_ROUND * unit_roundoff(ref.stat_dtype) + C_ACC * unit_roundoff("float32") * math.sqrt(ref.row_len)
-    rtol = _round_up(C_OUT * u_r * (1 + 2 * u_r) + u_eff)
+    rtol = _roundupcast(C_OUT * u_r * (1 + 2 * u_r) + u_eff)
     excess = tolerance(ref, r) - rtol * np.abs(ref.out)
-    atol = _round_up(float(max(0.0, excess.max())))
+    atol = _roundupcast(float(max(0.0, excess.max())))
     note = (f"normdiff's bound: {C_OUT:g} ulp of {r} for rounding the output, plus "
             f"statistics in {ref.stat_dtype} accumulated over {ref.row_len} elements")
     return rtol, atol, note
