@@ -31,16 +31,21 @@ from harness.oracle.reference import reference
 from harness.paths.base import Prepared, StageError, Unsupported, example_args, first_line, stage
 
 
+_PATH_VERSIONS: dict[str, dict] = {}  # by path name: what every record of the path says (the metadata look-ups cost ms)
+
+
 def _versions(path: str) -> dict:
     """numpy and every built-in path's packages, plus a plug-in path's own."""
-    versions = paths.record_versions()
-    try:
-        extra = paths.get(path).packages
-    except Exception:  # noqa: BLE001 - an unknown path gets its error record elsewhere
-        extra = ()
-    for dist in extra:
-        versions.setdefault(dist, paths.installed_version(dist))
-    return versions
+    if path not in _PATH_VERSIONS:
+        versions = paths.record_versions()
+        try:
+            extra = paths.get(path).packages
+        except Exception:  # noqa: BLE001 - an unknown path gets its error record elsewhere
+            return versions
+        for dist in extra:
+            versions.setdefault(dist, paths.installed_version(dist))
+        _PATH_VERSIONS[path] = versions
+    return dict(_PATH_VERSIONS[path])
 
 
 def base_record(spec: CaseSpec, path: str) -> dict[str, Any]:
