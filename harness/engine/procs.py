@@ -74,8 +74,9 @@ class Procs:
     """Starts, feeds, watches and stops worker processes; turns deaths and hangs into records."""
 
     def __init__(self, path_names: Iterable[str], timeout: float, start_method: str = "forkserver",
-                 max_memory: float | None = None, cache: dict | None = None):
+                 max_memory: float | None = None, cache: dict | None = None, fork_server: bool = False):
         self.timeout = timeout
+        self.fork_server = fork_server  # the forkserver is forked from this process (see start_forkserver)
         self.cache = cache  # ArtifactCache.config() for the workers, None: no persistent cache
         self.max_memory = int(max_memory * 2**30) if max_memory else None  # bytes per worker, None: unbounded
         self.warm = warm_modules(sorted(set(path_names)))
@@ -89,13 +90,18 @@ class Procs:
         self.arrivals: queue.Queue = queue.Queue()
         self.launchers: list[threading.Thread] = []
         self.closing = False
+        # The launch thread writes a byte here as each worker arrives, so wait() returns at once
+        # (not when another worker happens to speak, or a second later).
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        os.set_blocking(self._wake_w, False)
 
     def _context(self):
         if self.ctx is None:
             if self.start_method == "forkserver":
                 self.ctx = mp.get_context("forkserver")
                 self.ctx.set_forkserver_preload(["harness.engine.warm"])
-                start_forkserver(self.warm)
+                start_forkserver(self.warm, fork=self.fork_server)
             else:
                 self.ctx = mp.get_context(self.start_method)
         return self.ctx
@@ -150,6 +156,8 @@ class Procs:
                 except BaseException as exc:  # noqa: BLE001 - handed to the scheduler's thread
                     self.arrivals.put(exc)
                     return
+                finally:
+                    self._wake()
 
         thread = threading.Thread(target=starter, name="normdiff-launch", daemon=True)
         thread.start()
@@ -161,6 +169,8 @@ class Procs:
         if wait:
             for thread in self.launchers:
                 thread.join()
+        with contextlib.suppress(OSError):
+            os.read(self._wake_r, 4096)  # the wake-ups of what is taken now (-1 after close: nothing)
         out = []
         while not self.arrivals.empty():
             item = self.arrivals.get()
@@ -186,6 +196,7 @@ class Procs:
         now = time.monotonic()
         deadline = min((w.started + self.timeout for w in workers if w.task is not None), default=now + 1.0)
         objs = [w.conn for w in workers] + [w.process.sentinel for w in workers]
+        objs += [self._wake_r] if self._wake_r >= 0 else []
         wait(objs, timeout=max(0.0, min(1.0, deadline - now)))
 
     def check(self, w: Worker) -> tuple[str, object]:
@@ -244,6 +255,11 @@ class Procs:
             return f" [likely {memory_note(self.max_memory)}]"
         return ""
 
+    def _wake(self) -> None:
+        with self.lock, contextlib.suppress(OSError):  # full: a wake-up is pending anyway
+            if self._wake_w >= 0:
+                os.write(self._wake_w, b"w")
+
     def kill(self, w: Worker) -> None:
         with contextlib.suppress(Exception):
             if w.process.is_alive():
@@ -274,6 +290,11 @@ class Procs:
         for w in workers:
             self.kill(w)
         shutil.rmtree(self.logdir, ignore_errors=True)
+        with self.lock:  # a launch thread may still be writing its wake-up
+            for fd in (self._wake_r, self._wake_w):
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+            self._wake_r = self._wake_w = -1
 
 
 def _size(path: str) -> int:

@@ -66,6 +66,7 @@ class Runner:
 
     affinity = True  # a worker takes the next path of the structure it just ran, where one is pending
     bridging = True  # bridge workers work while the forkserver imports (see _bridges)
+    fork_server = True  # the forkserver is forked from this process, which has torch already (see _procs)
 
     def __init__(self, jobs: int, timeout: float = DEFAULT_TIMEOUT, path_names: Iterable[str] = (),
                  start_method: str = "forkserver", max_memory: float | None = None, cache=None):
@@ -115,8 +116,8 @@ class Runner:
         and the bridge would run it all."""
         if count < 1 or not (self.bridging and self.procs.bridges) or len(self.pending) <= count:
             return []
-        if self.max_memory and _address_space_gb() > self.max_memory / 2:
-            return []  # a bridge inherits this process's address space: little would be left under the limit
+        if not self._forkable():
+            return []
         tasks = Counter(g.path for g in self.pending for _ in g.tasks)
         warm = {}
         for name in tasks:
@@ -140,10 +141,16 @@ class Runner:
             taken.update(chosen[-1])
         return chosen
 
+    def _forkable(self) -> bool:
+        """Whether workers may start from a fork of this process: a bridge, or the forkserver,
+        inherits its address space, and under --max-memory little might be left."""
+        return not (self.max_memory and _address_space_gb() > self.max_memory / 2)
+
     def _procs(self, names: list[str]):
         """What starts and watches the workers (the Ray executor gives actors instead)."""
         return Procs(names, self.timeout, self.start_method, self.max_memory,
-                     cache=self.cache.config() if self.cache else None)
+                     cache=self.cache.config() if self.cache else None,
+                     fork_server=self.fork_server and self._forkable())
 
     def _assign(self, w: Worker) -> None:
         reset = False

@@ -77,10 +77,18 @@ if os.environ.get(_WARM_ENV) and mp.parent_process() is None and __name__ == "ha
     warm(_mods)
 
 
-def start_forkserver(modules: list[str]) -> None:
-    """Start the forkserver with `modules` imported in it and Ctrl-C ignored by it and its children."""
+def start_forkserver(modules: list[str], fork: bool = False) -> None:
+    """Start the forkserver with `modules` imported in it and Ctrl-C ignored by it and its children.
+
+    With `fork` (where this process has /proc/self/fd), it is forked from this
+    process instead of started as a fresh interpreter: what this process has
+    imported already (torch, the harness: seconds) is not imported again.
+    """
     from multiprocessing import forkserver
 
+    if fork and os.path.isdir("/proc/self/fd"):
+        _fork_forkserver(forkserver._forkserver, modules)
+        return
     main = threading.current_thread() is threading.main_thread()
     old = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
     os.environ[_WARM_ENV] = ",".join(modules)
@@ -90,3 +98,96 @@ def start_forkserver(modules: list[str]) -> None:
         os.environ.pop(_WARM_ENV, None)
         if main:
             signal.signal(signal.SIGINT, old)
+
+
+def _fork_forkserver(server, modules: list[str]) -> None:
+    """multiprocessing's ForkServer.ensure_running, with os.fork where it starts a fresh interpreter.
+
+    The fork happens on a bare thread, so the forkserver (and each worker's
+    stack in a crash dump) starts from one frame, as the spawned one does, not
+    from this process's whole stack. The child keeps only stdio, the listening
+    socket and its end of the "alive" pipe (every other descriptor this process
+    holds becomes /dev/null, so no pipe, lock or file of the run is held open
+    by it), ignores Ctrl-C, drops this process's signal handlers, imports
+    `modules` and runs multiprocessing's own forkserver loop until its clients
+    are gone. Workers forked from it are forkserver workers like any other
+    (same Process objects, sentinels and exit codes).
+    """
+    import _thread
+    import socket
+    from multiprocessing import connection, resource_tracker, util
+
+    with server._lock:
+        resource_tracker.ensure_running()
+        if server._forkserver_pid is not None:
+            pid, _ = os.waitpid(server._forkserver_pid, os.WNOHANG)
+            if not pid:
+                return  # still running
+            os.close(server._forkserver_alive_fd)
+            server._forkserver_address = server._forkserver_alive_fd = server._forkserver_pid = None
+        with socket.socket(socket.AF_UNIX) as listener:
+            address = connection.arbitrary_address("AF_UNIX")
+            listener.bind(address)
+            if not util.is_abstract_socket_namespace(address):
+                os.chmod(address, 0o600)
+            listener.listen()
+            alive_r, alive_w = os.pipe()
+            forked: list = []
+            done = _thread.allocate_lock()
+            done.acquire()
+            try:
+                _thread.start_new_thread(_forker, (server, listener.fileno(), alive_r, modules, forked, done))
+                done.acquire()
+                if not isinstance(forked[0], int):
+                    raise forked[0]
+            except BaseException:
+                os.close(alive_w)
+                raise
+            finally:
+                os.close(alive_r)
+            server._forkserver_address, server._forkserver_alive_fd, server._forkserver_pid = (
+                address, alive_w, forked[0])
+
+
+def _forker(server, listener_fd: int, alive_r: int, modules: list[str], forked: list, done) -> None:
+    """On a bare thread: fork; the parent's side reports the pid, the child becomes the forkserver."""
+    try:
+        pid = os.fork()
+    except BaseException as exc:  # noqa: BLE001 - raised in the caller's thread
+        forked.append(exc)
+        done.release()
+        return
+    if pid:
+        forked.append(pid)
+        done.release()
+        return
+    code = 0
+    try:
+        _forkserver_child(server, listener_fd, alive_r)
+        warm(modules)
+        from multiprocessing import forkserver
+
+        forkserver.main(listener_fd, alive_r, [])
+    except SystemExit:
+        pass
+    except BaseException:  # noqa: BLE001 - its clients see it gone, as with any dead forkserver
+        code = 1
+    finally:
+        os._exit(code)
+
+
+def _forkserver_child(server, listener_fd: int, alive_r: int) -> None:
+    """The forked forkserver's descriptors, signals and multiprocessing state, as a fresh one has them."""
+    null = os.open(os.devnull, os.O_RDWR)
+    keep = {0, 1, 2, listener_fd, alive_r, null}
+    for fd in [int(n) for n in os.listdir("/proc/self/fd")]:
+        if fd not in keep:
+            with contextlib.suppress(OSError):  # the listing's own descriptor is gone already
+                os.dup2(null, fd)  # closes ours, keeps the number taken (stale objects may hold it)
+    for sig in signal.valid_signals():
+        with contextlib.suppress(OSError, ValueError, TypeError):
+            if callable(signal.getsignal(sig)):
+                signal.signal(sig, signal.SIG_DFL)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # as the spawned one inherits it; its children too
+    server._lock = threading.Lock()  # held by the parent's thread at the fork
+    server._forkserver_address = server._forkserver_alive_fd = server._forkserver_pid = None
