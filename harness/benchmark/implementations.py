@@ -94,6 +94,24 @@ class Welford(Implementation):
     correct = True
 
 
+class TwoPassSequential(Implementation):
+    description = "float32 two-pass, each sum added left to right (a scalar loop, as TVM lowers a reduction)"
+    recipe = Recipe(stats="sequential")
+    correct = True
+
+
+class TwoPassLanes(Implementation):
+    description = "float32 two-pass, each sum in 8 interleaved lanes then across them (a SIMD kernel)"
+    recipe = Recipe(stats="lanes")
+    correct = True
+
+
+class WelfordBlocks(Implementation):
+    description = "float32 Welford on 4 contiguous blocks, combined by Chan's update (a parallel reduction)"
+    recipe = Recipe(stats="welford_blocks")
+    correct = True
+
+
 # -- one bug class each ---------------------------------------------------------
 
 class StatsInInputDtype(Implementation):
@@ -191,7 +209,8 @@ class WrongAxis(Implementation):
 # registry name (after PREFIX) -> implementation
 CORRECT = {
     "exact": Exact, "exact-ulp-up": ExactUlpUp, "exact-ulp-down": ExactUlpDown,
-    "two-pass": TwoPass, "welford": Welford,
+    "two-pass": TwoPass, "welford": Welford, "two-pass-sequential": TwoPassSequential,
+    "two-pass-lanes": TwoPassLanes, "welford-blocks": WelfordBlocks,
 }
 WRONG = {
     "stats-in-input-dtype": StatsInInputDtype, "one-pass-variance": OnePassVariance,

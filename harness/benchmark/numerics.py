@@ -16,7 +16,9 @@ import numpy as np
 
 from harness.core.dtypes import cast, np_dtype
 
-STATS = ("exact", "two_pass", "welford", "one_pass", "input_dtype")
+STATS = ("exact", "two_pass", "sequential", "lanes", "welford", "welford_blocks", "one_pass", "input_dtype")
+LANES = 8    # a SIMD kernel's interleaved partial sums
+BLOCKS = 4   # a parallel Welford's contiguous blocks, combined by Chan's formula
 
 
 @dataclass(frozen=True)
@@ -123,6 +125,36 @@ def _seq_sum(a: np.ndarray) -> np.ndarray:
     return np.add.accumulate(a, axis=1, dtype=a.dtype)[:, -1]
 
 
+def _lane_sum(a: np.ndarray) -> np.ndarray:
+    """Row sums as a SIMD kernel adds them: LANES interleaved sequential partial sums, then the lanes."""
+    rows, n = a.shape
+    padded = np.zeros((rows, -(-n // LANES) * LANES), a.dtype)
+    padded[:, :n] = a
+    lanes = np.add.accumulate(padded.reshape(rows, -1, LANES), axis=1, dtype=a.dtype)[:, -1]
+    return _seq_sum(lanes)
+
+
+def _welford_blocks(xc: np.ndarray, centered: bool) -> tuple[np.ndarray, np.ndarray]:
+    """Welford on BLOCKS contiguous blocks of each row, combined by Chan et al.'s pairwise update."""
+    f = xc.dtype.type
+    count, mean, m2 = None, None, None
+    for block in np.array_split(xc, BLOCKS, axis=1):
+        k = f(block.shape[1])
+        if not k:
+            continue
+        bm, bv = _welford(block, centered)
+        bm2 = bv * k
+        if count is None:
+            count, mean, m2 = k, bm, bm2
+            continue
+        total = count + k
+        delta = bm - mean
+        mean = mean + delta * (k / total)
+        m2 = m2 + bm2 + delta * delta * (count * k / total)
+        count = total
+    return mean, m2 / count
+
+
 def _in_dtype(x: np.ndarray, centered: bool, count) -> tuple[np.ndarray, np.ndarray]:
     """Mean and variance summed one element at a time, every operation rounding to x's dtype."""
     dt = x.dtype
@@ -144,6 +176,13 @@ def statistics(r: Recipe, rows: Rows, xc: np.ndarray) -> tuple[np.ndarray, np.nd
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
         if r.stats == "welford":
             mean, var = _welford(xc, rows.centered)
+        elif r.stats == "welford_blocks":
+            mean, var = _welford_blocks(xc, rows.centered)
+        elif r.stats in ("sequential", "lanes"):
+            add = _seq_sum if r.stats == "sequential" else _lane_sum
+            mean = add(xc) / count if rows.centered else np.zeros(xc.shape[0], xc.dtype)
+            d = xc - mean[:, None]
+            var = add(d * d) / count
         elif r.stats == "input_dtype":
             mean, var = _in_dtype(rows.x, rows.centered, count.astype(rows.x.dtype))
             mean, var = mean.astype(xc.dtype), var.astype(xc.dtype)

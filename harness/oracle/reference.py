@@ -37,6 +37,11 @@ class Reference:
     # styles, whose bound is the closed-form model of harness.oracle.compare.tolerance.
     bound: np.ndarray | None = None
     stages: tuple = ()       # a program's intermediates (name, op, dtype, value, err), in program order
+    # The rounded input as statistics rows (R, row_len), float64, for the comparator's float32 witnesses
+    # (harness.oracle.witness); None where no statistics are accumulated (batch_norm eval, programs).
+    stats_rows: np.ndarray | None = None
+    centered: bool = True    # the statistics subtract a mean (False for rms_norm)
+    eps: float = 0.0
 
 
 def expected_dtypes(spec: CaseSpec) -> tuple[str, str, str]:
@@ -102,6 +107,7 @@ def reference(spec: CaseSpec, inputs: Inputs) -> Reference:
         kappa = np.broadcast_to(np.sqrt((X**2).mean(1, keepdims=True)) / s, X.shape).reshape(shape)
         rows = np.broadcast_to(np.arange(X.shape[0])[:, None], X.shape).reshape(shape)
         row_len = shape[-1]
+        stats_rows = X
     elif spec.pattern in ("group_norm", "instance_norm"):
         axis = 1
         groups = spec.groups if spec.pattern == "group_norm" else shape[1]
@@ -113,6 +119,7 @@ def reference(spec: CaseSpec, inputs: Inputs) -> Reference:
         kappa = np.broadcast_to(np.sqrt((X**2).mean(1, keepdims=True)) / s, X.shape).reshape(shape)
         rows = np.broadcast_to(np.arange(X.shape[0])[:, None], X.shape).reshape(shape)
         row_len = X.shape[1]
+        stats_rows = X
     elif spec.pattern == "batch_norm":
         axis = 1
         rm = _broadcast_channel(p["running_mean"], shape, 1)
@@ -123,6 +130,7 @@ def reference(spec: CaseSpec, inputs: Inputs) -> Reference:
         kappa = _broadcast_channel(k, shape, 1)
         rows = _broadcast_channel(np.arange(shape[1]), shape, 1)
         row_len = 1  # eval mode: no statistics are accumulated
+        stats_rows = None
     else:  # pragma: no cover
         raise ValueError(spec.pattern)
 
@@ -141,4 +149,6 @@ def reference(spec: CaseSpec, inputs: Inputs) -> Reference:
         kappa=np.ascontiguousarray(kappa), weight=np.ascontiguousarray(weight),
         bias=np.ascontiguousarray(bias), row_len=int(row_len), out_dtype=out_dtype,
         rounding_dtype=rounding, stat_dtype=stat,
+        stats_rows=None if stats_rows is None else np.ascontiguousarray(stats_rows),
+        centered=spec.pattern != "rms_norm", eps=float(eps),
     )

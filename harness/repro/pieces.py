@@ -83,7 +83,7 @@ INPUTS = ($input_tuple)  # the model's inputs, in its argument order
 # -- the report and the check -----------------------------------------------
 
 REPORT = '''\
-# -- the check: normdiff's error bound for this case, as a plain tolerance
+# -- the check: normdiff's tolerance for this case and path, in a plain form
 #    |out - ref| <= ATOL + RTOL * |ref|   ($tolerance_note)
 PATH = "$path"
 IS_EAGER = $is_eager  # else the path is held to eager's dtype and to 2x eager's error

@@ -31,7 +31,8 @@ def spec(**changes):
     return CaseSpec.from_dict({**LN, "dtype": "float16", **changes})
 
 
-@pytest.mark.parametrize("name", ["bench-exact", "bench-two-pass", "bench-welford", "bench-exact-ulp-up"])
+@pytest.mark.parametrize("name", ["bench-exact", "bench-two-pass", "bench-welford", "bench-exact-ulp-up",
+                                  "bench-two-pass-sequential", "bench-two-pass-lanes", "bench-welford-blocks"])
 def test_correct_implementations_pass_through_the_real_runner(name):
     record = Executor().execute(spec(), name)
     assert record["verdict"] == "pass", record["message"]

@@ -116,3 +116,34 @@ def test_ulp_matches_the_dtype_spacing_including_zero_and_subnormals(dtype):
     nxt = np.array([np.nextafter(v, np.array(np.inf, dtype=dt)) for v in finite], dtype=dt)
     expected = nxt.astype(np.float64) - finite.astype(np.float64)
     np.testing.assert_array_equal(ulp(finite.astype(np.float64), dtype), expected)
+
+
+def test_an_error_under_the_bound_far_beyond_correct_float32_accumulation_is_inaccurate():
+    # eps dropped from a float32 layer_norm over 4096 elements: 5e-6 relative, under the
+    # bound's accumulation allowance, but many times what a float32 implementation errs by
+    spec = CaseSpec.from_dict({"pattern": "layer_norm", "dtype": "float32", "shape": [2, 4096]})
+    inputs = make_inputs(spec)
+    ref = reference(spec, inputs)
+    x = inputs.x.astype(np.float64).reshape(2, 4096)
+    d = x - x.mean(1, keepdims=True)
+    no_eps = cast(d / np.sqrt((d * d).mean(1, keepdims=True)), "float32")
+    s = score(no_eps, ref, cast(ref.out, "float32"))
+    assert s.verdict == "inaccurate" and s.max_err_over_tol < 1, s.message
+    assert "beyond what correct float32 implementations achieve" in s.message
+    assert score(no_eps, ref).verdict == "pass"  # eager is held to the bound alone
+
+
+def test_an_error_a_correct_float32_implementation_also_makes_is_not_blamed():
+    # a row where sequential float32 rounding adds up coherently: an output as accurate as
+    # the sequential Welford witness is over the bound, and still not a compiler's bug
+    spec = CaseSpec.from_dict({"pattern": "layer_norm", "dtype": "bfloat16", "shape": [2, 4096],
+                               "input": {"kind": "offset", "offset": 1000, "std": 1}, "seed": 3})
+    inputs = make_inputs(spec)
+    ref = reference(spec, inputs)
+    from harness.oracle.witness import statistics
+    mean, var = statistics(ref.stats_rows, centered=True)[1]
+    x = inputs.x.astype(np.float64).reshape(2, 4096)
+    welford = cast((x - mean[:, None]) / np.sqrt(var.astype(np.float64)[:, None] + spec.eps), "bfloat16")
+    s = score(welford, ref, cast(ref.out, "bfloat16"))
+    assert s.verdict == "pass" and s.max_err_over_tol > 1, s.message
+    assert "of what eager or a correct float32 implementation achieves there" in s.message

@@ -25,6 +25,7 @@ from harness.oracle.inputs import make_inputs
 from harness.oracle.modules import build_module
 from cases.suites import SEED_EXECUTORCH, SEED_TVM
 from harness.repro import pieces as repro_templates, script as repro_script
+from harness.oracle import compare
 from harness.oracle.compare import tolerance
 from harness.oracle.reference import reference
 from harness.core.spec import INPUT_KINDS, CaseSpec
@@ -258,3 +259,17 @@ def test_bfloat16_inputs_use_ml_dtypes():
     spec = CaseSpec.from_dict({"pattern": "layer_norm", "dtype": "bfloat16", "shape": [2, 8]})
     ns = _exec(_prelude(), repro_script.input_code(spec))
     assert ns["x"].dtype == np.dtype(ml_dtypes.bfloat16)
+
+
+def test_a_compiled_path_is_held_to_the_measured_tolerance_in_plain_form():
+    # a long float32 row: the measured tolerance is far tighter than the bound, and the
+    # plain form still covers it everywhere
+    spec = CaseSpec.from_dict({"pattern": "layer_norm", "dtype": "float32", "shape": [2, 4096]})
+    ref = reference(spec, make_inputs(spec))
+    rtol, atol, note = repro_script.plain_tolerance(spec, compiled=True)
+    measured = compare.measured_tolerance(ref)
+    plain = atol + rtol * np.abs(ref.out)
+    assert np.all(plain >= measured)
+    assert np.median(plain / tolerance(ref)) < 0.5
+    assert "correct float32 implementations" in note
+    assert repro_script.plain_tolerance(spec) != (rtol, atol, note)  # eager: the bound
