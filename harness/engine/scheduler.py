@@ -12,12 +12,13 @@ from harness.engine.plan import Group, Task, group_tasks
 from harness.engine.procs import Procs, Worker
 
 MIN_STEAL_GAIN = 0.5  # seconds a split must save before a group's tail moves to an idle worker
-# Seconds a warm module takes to import once torch is loaded (measured on the 2-core development
-# machine); they only order which path family a bridge worker takes. Others count 2 s.
-IMPORT_SECONDS = {"executorch.exir": 5.0, "executorch.runtime": 0.4, "torch._dynamo": 1.6,
-                  "torch._inductor.compile_fx": 0.8, "tvm": 1.0, "tvm.relax": 0.1,
-                  "tvm.relax.frontend.torch": 0.2, "torch.onnx": 0.3, "onnx": 0.2, "onnxscript": 0.3,
-                  "onnxruntime": 0.2}
+# Seconds a warm module takes to import once torch and the harness are loaded, the collector paused
+# as warm() does (measured on the 2-core development machine at load ≈ 3); they only order which path
+# family a bridge worker takes. Others count 2 s.
+IMPORT_SECONDS = {"executorch.exir": 3.0, "executorch.runtime": 0.01, "torch._dynamo": 1.1,
+                  "torch._inductor.compile_fx": 1.0, "tvm": 1.4, "tvm.relax": 0.0,
+                  "tvm.relax.frontend.torch": 0.01, "torch.onnx": 0.04, "onnx": 0.03, "onnxscript": 0.45,
+                  "onnxruntime": 0.04}
 
 
 def _address_space_gb() -> float:

@@ -37,17 +37,39 @@ def warm_modules(path_names: list[str]) -> list[str]:
 
 
 def warm(modules: Iterable[str]) -> None:
-    """Import `modules`, ignoring failures (the execution will report them) and their chatter."""
+    """Import `modules`, ignoring failures (the execution will report them) and their chatter.
+
+    The collector is paused meanwhile: the imports make hundreds of thousands
+    of long-lived objects, and collecting while they are made cost a quarter of
+    the import time (measured: 5.3 s against 3.6 s plus 0.2 s for one collection
+    after). If anything was imported, one collection of the youngest generation
+    (where the collector, paused, left all the imports made) clears their
+    garbage and gc.freeze() moves what is left out of the collector's
+    generations: this process's full collections, and those of every worker
+    forked from it, no longer walk the imported objects (≈ 0.3 s each), nor
+    write to their pages (the fork's copy-on-write memory stays shared).
+    """
+    import gc
     import importlib
     import warnings
 
-    with _quiet_fds(), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for name in modules:
-            try:
-                importlib.import_module(name)
-            except BaseException:  # noqa: BLE001 - an import must not kill a warm process
-                pass
+    before = len(sys.modules)
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        with _quiet_fds(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            for name in modules:
+                try:
+                    importlib.import_module(name)
+                except BaseException:  # noqa: BLE001 - an import must not kill a warm process
+                    pass
+    finally:
+        if enabled:
+            gc.enable()
+    if len(sys.modules) != before:
+        gc.collect(0)
+        gc.freeze()
 
 
 @contextlib.contextmanager
