@@ -144,9 +144,6 @@ RULES: tuple[Rule, ...] = (
          lambda r: r["path"] in TVM and r["verdict"] in ("inaccurate", "nonfinite")
          and (_case(r)["pattern"] in ("group_norm", "instance_norm")
               or (not _half(r) and _case(r)["input"]["kind"] in ("offset", "alternating", "uniform")))),
-    Rule("new", "borderline: a sequentially summed float32 mean of a constant row drifts by about n*u, which "
-                "1/sqrt(eps) amplifies; eager's pairwise sum is exact",
-         lambda r: r["path"] in TVM and r["verdict"] == "inaccurate" and _case(r)["input"]["kind"] == "constant"),
 
     # -- ONNX Runtime ------------------------------------------------------------------
     Rule("new", "not a bug: onnxruntime's CPU execution provider registers no bfloat16 kernel for this op "
@@ -195,8 +192,8 @@ RULES: tuple[Rule, ...] = (
                 "marginal, a few times the bound on small outputs",
          lambda r: r["path"] in ET_RUNTIME and _case(r)["pattern"] == "batch_norm" and _half(r)
          and r["verdict"] == "inaccurate"),
-    Rule("new", "portable group/instance norm in float16 computes its statistics in reduced precision: constant "
-                "rows get a non-zero variance, and a 65,536-element count overflows float16 (the overflow "
+    Rule("new", "portable group/instance norm in float16/bfloat16 computes its statistics in reduced precision: "
+                "constant rows get a non-zero variance, and a 65,536-element count overflows float16 (the overflow "
                 "pytorch/executorch#16727 fixed in group_norm)",
          lambda r: r["path"] in ET_RUNTIME and _case(r)["pattern"] in ("group_norm", "instance_norm") and _half(r)
          and r["verdict"] in ("inaccurate", "nonfinite")),
