@@ -398,6 +398,19 @@ def _header(spec: CaseSpec, path: str, description: str, library: str | None,
     return Template(T.HEADER).substitute(title=_clean(title), body=_clean("\n".join(parts)))
 
 
+def _rows_view(spec: CaseSpec) -> str:
+    """The expression viewing `a` as the normalization rows harness.oracle.reference scores by."""
+    shape = spec.shape
+    if spec.program is not None:
+        return "np.asarray(a).reshape(1, -1)  # a program: the whole output at once"
+    if spec.pattern in ("layer_norm", "rms_norm"):
+        return f"np.asarray(a).reshape(-1, {shape[-1]})"
+    if spec.pattern in ("group_norm", "instance_norm"):
+        groups = spec.groups if spec.pattern == "group_norm" else shape[1]
+        return f"np.asarray(a).reshape({shape[0] * groups}, -1)  # one row per (sample, group)"
+    return "np.moveaxis(np.asarray(a), 1, 0).reshape(a.shape[1], -1)  # batch_norm: one row per channel"
+
+
 def render(spec: CaseSpec, path: str, *, bug=None, recorded: str | None = None) -> str:
     """The standalone script reproducing `spec` on `path` (KeyError for an unknown path)."""
     runner = paths.get(path)  # KeyError for an unknown path
@@ -414,6 +427,7 @@ def render(spec: CaseSpec, path: str, *, bug=None, recorded: str | None = None) 
     path_code = runner.script_code()
     libraries = tuple(dict.fromkeys(("torch", *others, "numpy", "ml_dtypes")))
     report = Template(T.REPORT).substitute(
+        rows_view=_rows_view(spec),
         tolerance_note=note, path=path, is_eager=str(path == "eager"),
         expected_dtype=f"np.dtype({_NP[expected_dtype]})", rtol=repr(rtol), atol=repr(atol),
         libraries=repr(libraries), case_repr=repr(str(spec)), description_repr=repr(description),

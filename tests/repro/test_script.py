@@ -246,6 +246,24 @@ def test_script_of_a_passing_case_exits_0(cli, tmp_path):
 
 
 @pytest.mark.slow
+def test_script_of_a_finding_under_the_bound_fails_as_normdiff_does(cli, tmp_path):
+    """tvm-decompose on a benign bfloat16 row of 8192: under the bound, but beyond what float32 achieves."""
+    raw = {"pattern": "layer_norm", "dtype": "bfloat16", "shape": [2, 8192]}
+    spec = CaseSpec.from_dict(raw)
+    from harness.engine.execute import Executor
+    record = Executor().execute(spec, "tvm-decompose")
+    assert record["verdict"] == "inaccurate" and record["max_err_over_tol"] < 1, record["message"]
+    case = tmp_path / "case.json"
+    case.write_text(json.dumps(raw))
+    script = tmp_path / "under.py"
+    assert cli("repro", str(case), "--path", "tvm-decompose", "-o", str(script)).returncode == 0
+    run = _run_script(script)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "correct float32 implementations" in script.read_text()
+    assert "rows over the tolerance and over 2x eager's error there" in run.stdout
+
+
+@pytest.mark.slow
 def test_script_of_a_compile_error_exits_1_with_the_error(cli, tmp_path):
     script = tmp_path / "bf16.py"
     assert cli("repro", "tvm-new-bf16-layer-norm", "-o", str(script)).returncode == 0
