@@ -79,7 +79,8 @@ class Procs:
         self.fork_server = fork_server  # the forkserver is forked from this process (see start_forkserver)
         self.cache = cache  # ArtifactCache.config() for the workers, None: no persistent cache
         self.max_memory = int(max_memory * 2**30) if max_memory else None  # bytes per worker, None: unbounded
-        self.warm = warm_modules(sorted(set(path_names)))
+        self.path_names = sorted(set(path_names))
+        self.warm = warm_modules(self.path_names)
         self.start_method = start_method
         self.ctx = None
         self.failed_starts = 0
@@ -110,6 +111,16 @@ class Procs:
     def bridges(self) -> bool:
         """Whether start(only=…) can fork a bridge while the forkserver warms up."""
         return self.start_method == "forkserver"
+
+    def leave_to_bridges(self, families: list[list[str]]) -> None:
+        """Before the forkserver starts: it imports only for the paths no bridge runs (and eager, which
+        every execution runs for its reference), not a bridge family's own modules a second time. A
+        worker that does get such a path (a stolen tail, a dead bridge's group) imports what it needs
+        then, as any path does without warm imports."""
+        bridged = {p for family in families for p in family}
+        rest = [p for p in self.path_names if p not in bridged]
+        if rest and self.ctx is None:
+            self.warm = warm_modules(sorted(set(rest) | {"eager"}))
 
     def start(self, only: list[str] | None = None) -> Worker:
         """A fresh worker, forked from the warm forkserver (this waits for its imports).

@@ -80,6 +80,7 @@ class Runner:
         self.estimates = _Estimates()
         self.workers: list[Worker] = []
         self.pending: list[Group] = []
+        self._spec_keys: dict[int, tuple] = {}  # id(spec) -> (spec, its structure key): main-loop time is a worker's wait
 
     def run(self, tasks: list[Task], on_record: Callable[[dict], None]) -> None:
         self.pending = group_tasks(tasks)
@@ -92,7 +93,10 @@ class Runner:
             # As many workers as tasks allow: an idle one may take the tail of a long group.
             # Bridges work while the forkserver imports; the others arrive when it is warm.
             count = min(self.jobs, len(tasks))
-            self.workers = [self.procs.start(only) for only in self._bridges(count - 1)]
+            families = self._bridges(count - 1)
+            self.workers = [self.procs.start(only) for only in families]
+            if families:
+                self.procs.leave_to_bridges(families)
             self.procs.launch(count - len(self.workers))
             while self.pending or any(w.task or (w.group and w.group.tasks) for w in self.workers):
                 self.workers += self.procs.arrived()
@@ -164,7 +168,7 @@ class Runner:
                 self.procs.launch(1)  # a full worker takes its place
             return
         task = w.group.tasks.popleft()
-        w.last_structure = task.spec.structure_key()
+        w.last_structure = self._spec_key(task)
         if not self.procs.send(w, task, reset):  # gone between tasks: the service loop replaces it
             w.group.tasks.appendleft(task)
 
@@ -178,10 +182,17 @@ class Runner:
         pool = [i for i in range(len(self.pending)) if allowed is None or self.pending[i].path in allowed]
         if pool:
             if self.affinity and last_structure:
-                pool = [i for i in pool if self.pending[i].tasks[0].spec.structure_key() == last_structure] or pool
+                pool = [i for i in pool if self._spec_key(self.pending[i].tasks[0]) == last_structure] or pool
             best = max(pool, key=lambda i: (self.estimates.group(self.pending[i]), -i))
             return self.pending.pop(best)
         return self._steal(allowed)
+
+    def _spec_key(self, task: Task) -> str:
+        """task.spec.structure_key(), computed once per spec."""
+        hit = self._spec_keys.get(id(task.spec))
+        if hit is None or hit[0] is not task.spec:
+            hit = self._spec_keys[id(task.spec)] = (task.spec, task.spec.structure_key())
+        return hit[1]
 
     def _steal(self, allowed: frozenset | None = None) -> Group | None:
         """Split the running group with the most work left, if that ends it MIN_STEAL_GAIN sooner."""
