@@ -51,9 +51,17 @@ def expected_keys(specs, paths):
 
 
 def start_cli(*args):
-    """The CLI in its own session, so the test can signal it and all its workers."""
-    return subprocess.Popen([sys.executable, "-m", "harness", *args], cwd=ROOT, env=dict(os.environ, **ENV),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    """The CLI in its own session, so the test can signal it and all its workers.
+
+    It starts with Ctrl-C's default action, as a terminal's foreground job does: a process
+    started with SIGINT ignored keeps ignoring it (POSIX, as for a shell's background job),
+    and a test process under pytest-xdist may have it ignored (seen in full `make test` runs)."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # exec resets a handler to SIG_DFL
+    try:
+        return subprocess.Popen([sys.executable, "-m", "harness", *args], cwd=ROOT, env=dict(os.environ, **ENV),
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def wait_for_lines(path, n, proc, limit=120):
