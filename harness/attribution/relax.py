@@ -22,6 +22,7 @@ from __future__ import annotations
 import numpy as np
 
 from harness.attribution.capture import Capture, Intermediate
+from harness.paths._script_intermediates import returned_var
 from harness.paths.base import example_args, input_arrays
 
 
@@ -40,22 +41,6 @@ def _tensor_bindings(func):
     return out
 
 
-def _returned_var(func):
-    """The tensor variable `func` returns (through the importer's one-element tuple), or None."""
-    from tvm import relax
-
-    bound = {b.var: b.value for block in func.body.blocks for b in block.bindings}
-    expr = func.body.body
-    for _ in range(len(bound) + 1):
-        if isinstance(expr, relax.Tuple) and len(expr.fields) == 1:
-            expr = expr.fields[0]
-        elif isinstance(expr, relax.Var) and isinstance(bound.get(expr), (relax.Tuple, relax.Var)):
-            expr = bound[expr]
-        else:
-            break
-    return expr if isinstance(expr, relax.Var) else None
-
-
 def expose(mod):
     """(module whose main returns (its result, *intermediates), [(name, op)], index of the returned one)."""
     from tvm import relax
@@ -63,7 +48,7 @@ def expose(mod):
     flat = relax.transform.ToNonDataflow()(mod)
     func = flat["main"]
     bindings = _tensor_bindings(func)
-    returned = _returned_var(func)
+    returned = returned_var(func)
     body = relax.SeqExpr(func.body.blocks, relax.Tuple([func.body.body, *(v for v, _ in bindings)]))
     body = relax.BlockBuilder().normalize(body)
     flat["main"] = relax.Function(func.params, body, is_pure=True, attrs=func.attrs)

@@ -9,7 +9,26 @@ the one the graph returns, the re-run's output) from these.
 """
 from __future__ import annotations
 
+import inspect
 from string import Template
+
+
+# Real code: attribution (relax.py) calls it, and a repro script gets it pasted by its source.
+def returned_var(func):
+    """The tensor variable a Relax `func` returns (through the importer's one-element tuple), or None."""
+    from tvm import relax
+
+    bound = {b.var: b.value for block in func.body.blocks for b in block.bindings}
+    expr = func.body.body
+    for _ in range(len(bound) + 1):
+        if isinstance(expr, relax.Tuple) and len(expr.fields) == 1:
+            expr = expr.fields[0]
+        elif isinstance(expr, relax.Var) and isinstance(bound.get(expr), (relax.Tuple, relax.Var)):
+            expr = bound[expr]
+        else:
+            break
+    return expr if isinstance(expr, relax.Var) else None
+
 
 _RELAX = Template('''\
 def intermediates(model, example, x):
@@ -18,21 +37,13 @@ def intermediates(model, example, x):
     mod = from_exported_program(ep, keep_params_as_input=False)
 $decompose    flat = relax.transform.ToNonDataflow()(mod)
     func = flat["main"]
-    bound, found = {}, []
+    found = []
     for block in func.body.blocks:
         for b in block.bindings:
-            bound[b.var] = b.value
             if (isinstance(b.value, relax.Call) and isinstance(b.value.op, tvm.ir.Op)
                     and isinstance(b.var.ty, relax.TensorType)):
                 found.append((b.var, str(b.value.op.name)))
-    returned = func.body.body  # through the importer's one-element tuple to the tensor it returns
-    for _ in range(len(bound) + 1):
-        if isinstance(returned, relax.Tuple) and len(returned.fields) == 1:
-            returned = returned.fields[0]
-        elif isinstance(returned, relax.Var) and isinstance(bound.get(returned), (relax.Tuple, relax.Var)):
-            returned = bound[returned]
-        else:
-            break
+    returned = returned_var(func)
     body = relax.SeqExpr(func.body.blocks, relax.Tuple([func.body.body, *(v for v, _ in found)]))
     flat["main"] = relax.Function(func.params, relax.BlockBuilder().normalize(body), is_pure=True, attrs=func.attrs)
     exposed = relax.transform.ConvertToDataflow()(relax.transform.Normalize()(flat))
@@ -51,7 +62,7 @@ $decompose    flat = relax.transform.ToNonDataflow()(mod)
     while not isinstance(rerun, tvm.runtime.Tensor):
         (rerun,) = list(rerun)
     items = [(v.name, op, str(t.dtype), array(t)) for (v, op), t in zip(found, result[1:])]
-    output = next((i for i, (v, _) in enumerate(found) if isinstance(returned, relax.Var) and v.same_as(returned)), None)
+    output = next((i for i, (v, _) in enumerate(found) if returned is not None and v.same_as(returned)), None)
     return items, output, array(rerun)
 ''')
 
@@ -137,4 +148,4 @@ def fx_intermediates(graph_module, example):
 def relax_intermediates(decompose: str) -> str:
     """The TVM paths' `intermediates`: `decompose` is the relax.transform pass applied before compile ("" none)."""
     line = f"    mod = relax.transform.{decompose}()(mod)\n" if decompose else ""
-    return _RELAX.substitute(decompose=line)
+    return inspect.getsource(returned_var) + "\n\n" + _RELAX.substitute(decompose=line)
