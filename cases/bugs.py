@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 from cases import nearmiss
 from cases.suites import SEED_EXECUTORCH, SEED_TVM
-from harness.core.spec import CaseSpec
+from harness.spec import CaseSpec
 
 EXPECTS = ("reproduced", "fixed")
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from harness.core.spec import CaseSpec
+from harness.spec import CaseSpec
 
 # The canonical Qwen RMSNorm as a program: every near miss below is it with one change.
 QWEN = (

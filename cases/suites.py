@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from cases import nearmiss
 from cases.pairwise import pairwise, product
-from harness.core.spec import CASTS, CATALOG_STYLES, PATTERNS, STYLES, CaseSpec, SpecError
+from harness.spec import CASTS, CATALOG_STYLES, PATTERNS, STYLES, CaseSpec, SpecError
 
 # The two seeds and their controls come first: every suite must show them.
 SEED_TVM = {"pattern": "layer_norm", "dtype": "float16", "shape": [1, 4096],

@@ -10,7 +10,7 @@ import os
 import subprocess
 import sys
 
-from harness.core.spec import CaseSpec
+from harness.spec import CaseSpec
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEEDS = os.path.join(ROOT, "cases", "seeds")

@@ -10,7 +10,7 @@ import pytest
 
 from harness.reports.baseline import case_label
 from harness.core.records import read_results
-from harness.core.spec import load_spec_file
+from harness.spec import load_spec_file
 from helpers import ROOT
 
 SEED = load_spec_file(os.path.join(ROOT, "cases", "seeds", "tvm-20909.json"))[0]
@@ -55,7 +55,7 @@ def test_collects_one_test_per_case_and_path(cli, tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     ids = [line for line in r.stdout.splitlines() if line.startswith("normdiff::")]
     assert f"{2 * len(cases)} tests collected" in r.stdout
-    from harness.core.spec import CaseSpec
+    from harness.spec import CaseSpec
 
     expected = {f"normdiff::{p}::{case_label(c, CaseSpec.from_dict(c).case_id)}"
                 for c in cases for p in ("eager", "tvm-decompose")}

@@ -14,7 +14,7 @@ from typing import NamedTuple
 
 from harness.attribution.capture import Unavailable
 from harness.attribution.match import canonical
-from harness.core.spec import CaseSpec, program_case
+from harness.spec import CaseSpec, program_case
 from harness.program import ProgramCase, parse, style_program
 from harness.program.expand import evaluate_expanded, is_part
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from harness import paths
 from harness.benchmark import anchors, grid, implementations, truth
-from harness.core.spec import CaseSpec
+from harness.spec import CaseSpec
 from harness.core.tensors import to_torch
 from harness.engine.execute import Executor
 from harness.oracle.inputs import make_inputs

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from cases.suites import inputs_for
 from harness.core.dtypes import DTYPES
-from harness.core.spec import INPUT_KINDS, CaseSpec
+from harness.spec import INPUT_KINDS, CaseSpec
 
 # (pattern, shape, extra spec keys): rows of 256, 4096 and an odd 1023 for layer/rms norms
 STRUCTURES = [

@@ -66,7 +66,7 @@ SAMPLE_SEED = 0
 
 def bench_specs():
     """The fixed set: every structure with every input variant."""
-    from harness.core.spec import CaseSpec
+    from harness.spec import CaseSpec
 
     return [CaseSpec.from_dict({**s, "input": i}) for s in STRUCTURES for i in INPUTS]
 

@@ -8,7 +8,7 @@ from cases.suites import suite
 from harness import paths
 from harness.core.errors import UsageError
 from harness.core.records import latest_per_execution, read_results
-from harness.core.spec import CaseSpec, SpecError, load_spec_file
+from harness.spec import CaseSpec, SpecError, load_spec_file
 
 
 class Parser(argparse.ArgumentParser):

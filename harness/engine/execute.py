@@ -21,7 +21,7 @@ import numpy as np
 
 from harness import paths
 from harness.attribution import ATTRIBUTED, annotate
-from harness.core.spec import CaseSpec
+from harness.spec import CaseSpec
 from harness.core.tensors import to_torch
 from harness.engine.cache import ArtifactCache, cacheable
 from harness.oracle.compare import eager_row_errors, score

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from harness import paths
-from harness.core.spec import CaseSpec
+from harness.spec import CaseSpec
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from collections import defaultdict, deque
 from typing import Iterable
 
-from harness.core.spec import CaseSpec
+from harness.spec import CaseSpec
 from harness.core.verdicts import DEFAULT_TIMEOUT
 from harness.engine.plan import Task, structure_of
 from harness.engine.procs import Procs, RunnerError, Worker

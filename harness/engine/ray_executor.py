@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from harness.core.errors import UsageError
-from harness.core.spec import CaseSpec
+from harness.spec import CaseSpec
 from harness.core.verdicts import DEFAULT_TIMEOUT
 from harness.engine.plan import Task
 from harness.engine.procs import START_FAILURES, START_TIMEOUT, RunnerError, Worker

@@ -37,7 +37,7 @@ from typing import Callable, Iterable
 from harness import paths
 from harness.core.errors import UsageError
 from harness.core.records import ResultsWriter, read_results
-from harness.core.spec import CaseSpec
+from harness.spec import CaseSpec
 from harness.core.verdicts import DEFAULT_TIMEOUT
 from harness.engine.cache import ArtifactCache, library_cache_env
 from harness.engine.execute import Executor

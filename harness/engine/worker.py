@@ -9,7 +9,7 @@ import sys
 import threading
 import time
 
-from harness.core.spec import CaseSpec
+from harness.spec import CaseSpec
 from harness.engine.cache import ArtifactCache, library_cache_env
 from harness.engine.execute import Executor, base_record
 from harness.engine.warm import warm

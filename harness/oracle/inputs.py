@@ -20,7 +20,7 @@ import ml_dtypes
 import numpy as np
 
 from harness.core.dtypes import cast, np_dtype
-from harness.core.spec import CaseSpec
+from harness.spec import CaseSpec
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from harness.core.dtypes import torch_dtype
-from harness.core.spec import CaseSpec, program_case
+from harness.spec import CaseSpec, program_case
 from harness.program import build_program_module, parse
 from harness.core.tensors import to_torch
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.core.dtypes import narrowest, promote
-from harness.core.spec import CaseSpec, program_case
+from harness.spec import CaseSpec, program_case
 from harness.program import evaluate, parse
 from harness.oracle.inputs import Inputs
 

@@ -9,7 +9,7 @@ analysis, the style case's from the closed-form model (README, "Tolerance").
 """
 from __future__ import annotations
 
-from harness.core.spec import CaseSpec
+from harness.spec import CaseSpec
 from harness.program import style_program
 
 # The catalog styles that have a program: every hand-written style, and the

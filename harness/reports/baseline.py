@@ -29,7 +29,7 @@ from dataclasses import dataclass
 
 from cases.triage import triage
 from harness.core.records import latest_per_execution, one_line
-from harness.core.spec import CaseSpec, SpecError
+from harness.spec import CaseSpec, SpecError
 from harness.core.verdicts import VERDICTS, Status, Verdict
 
 FORMAT = "normdiff-baseline"

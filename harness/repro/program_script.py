@@ -16,7 +16,7 @@ import textwrap
 
 import numpy as np
 
-from harness.core.spec import CaseSpec
+from harness.spec import CaseSpec
 from harness.oracle.inputs import EXTRA_STREAMS, make_inputs
 
 _FLOAT_DTYPES = {"float16", "bfloat16", "float32"}

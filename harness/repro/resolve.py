@@ -17,7 +17,7 @@ from cases import bugs
 from harness import paths
 from harness.core.errors import UsageError
 from harness.core.records import latest_per_execution, read_results
-from harness.core.spec import CaseSpec, SpecError, load_spec_file
+from harness.spec import CaseSpec, SpecError, load_spec_file
 from harness.core.verdicts import DEFAULT_OUT
 
 DEFAULT_RESULTS = os.path.join(DEFAULT_OUT, "results.jsonl")

@@ -24,7 +24,7 @@ import numpy as np
 
 from harness import paths
 from harness.core.dtypes import np_dtype, unit_roundoff
-from harness.core.spec import CaseSpec
+from harness.spec import CaseSpec
 from harness.oracle.compare import (C_ACC, C_OUT, C_ROUND, EAGER_MULTIPLIER, FLOOR, measured_tolerance,
                                     tolerance, witness_units)
 from harness.oracle.inputs import channel_axis, make_inputs

@@ -21,7 +21,7 @@ import numpy as np
 from harness.attribution import match
 from harness.attribution.capture import Unavailable
 from harness.attribution.stages import case_program, program_stages
-from harness.core.spec import CaseSpec
+from harness.spec import CaseSpec
 from harness.oracle.inputs import make_inputs
 from harness.repro.stage_code import stage_lines
 

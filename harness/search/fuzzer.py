@@ -35,7 +35,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from harness.core.spec import CaseSpec
+from harness.spec import CaseSpec
 from harness.core.verdicts import FAILING
 from harness.engine.plan import Task
 from harness.search.store import (

@@ -29,7 +29,7 @@ from dataclasses import dataclass, fields
 from hypothesis import strategies as st
 
 from harness.core.dtypes import DTYPES
-from harness.core.spec import CaseSpec
+from harness.spec import CaseSpec
 from harness.search.strategies import _pow2ish, _weighted, input_specs
 
 BASES = ("qwen", "llama", "gemma", "t5", "layer")

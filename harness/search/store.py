@@ -6,7 +6,7 @@ import json
 import os
 
 from harness.core.records import write_atomic
-from harness.core.spec import CaseSpec
+from harness.spec import CaseSpec
 from harness.search.programs import Skeleton, explains, remember, skeleton_of
 
 # A finding is told apart from others by these record/case fields.

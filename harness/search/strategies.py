@@ -34,7 +34,7 @@ import math
 from hypothesis import strategies as st
 
 from harness.core.dtypes import DTYPES
-from harness.core.spec import AFFINES, CASTS, CATALOG_STYLES, INPUT_KINDS, PATTERNS, STYLES, CaseSpec
+from harness.spec import AFFINES, CASTS, CATALOG_STYLES, INPUT_KINDS, PATTERNS, STYLES, CaseSpec
 
 # (pattern, style) pairs, simplest first; drawn uniformly, so every way a
 # model writes a norm gets as many examples as the plain modules.

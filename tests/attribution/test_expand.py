@@ -7,7 +7,7 @@ import pytest
 from helpers import seed
 
 from harness.core.dtypes import np_dtype
-from harness.core.spec import CaseSpec
+from harness.spec import CaseSpec
 from harness.oracle.inputs import make_inputs
 from harness.program import ProgramCase, evaluate, parse
 from harness.program.expand import evaluate_expanded, is_part

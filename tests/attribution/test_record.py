@@ -9,7 +9,7 @@ from harness import paths
 from harness.attribution import ATTRIBUTED, annotate, attribute
 from harness.attribution.annotate import CAPTURES
 from harness.core.records import dumps
-from harness.core.spec import CaseSpec
+from harness.spec import CaseSpec
 from harness.engine.execute import Executor
 from harness.oracle.inputs import make_inputs
 

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from harness.attribution.stages import program_stages
-from harness.core.spec import CaseSpec
+from harness.spec import CaseSpec
 from harness.oracle.inputs import make_inputs
 from harness.repro import script as repro_script
 from harness.repro.stage_table import stage_section, stage_tolerance

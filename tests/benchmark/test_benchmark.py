@@ -8,7 +8,7 @@ from harness import paths
 from harness.benchmark import anchors, bench, implementations, truth
 from harness.benchmark.grid import cases
 from harness.core.dtypes import cast, ulp
-from harness.core.spec import CaseSpec
+from harness.spec import CaseSpec
 from harness.engine.execute import Executor
 from harness.oracle.inputs import make_inputs
 from harness.oracle.reference import reference

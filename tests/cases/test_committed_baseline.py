@@ -3,7 +3,7 @@
 from cases.suites import suite
 from harness import paths
 from harness.reports.baseline import load_baseline
-from harness.core.spec import CaseSpec
+from harness.spec import CaseSpec
 
 from helpers import BASELINE  # noqa: E402
 

@@ -10,7 +10,7 @@ from cases.suites import SEEDS, factors, inputs_for, suite, suite_names, variant
 from harness.core.dtypes import DTYPES
 from harness.core.records import read_results
 from cases import nearmiss
-from harness.core.spec import CASTS, INPUT_KINDS, PATTERNS, STYLES, CaseSpec
+from harness.spec import CASTS, INPUT_KINDS, PATTERNS, STYLES, CaseSpec
 
 FP16_MAX = 65504
 

@@ -4,7 +4,7 @@ import json
 from cases.triage import triage
 from harness.engine.execute import base_record
 from harness.reports.baseline import load_baseline
-from harness.core.spec import CaseSpec
+from harness.spec import CaseSpec
 
 SEED = CaseSpec.from_dict({"pattern": "layer_norm", "dtype": "float16", "shape": [1, 4096],
                            "input": {"kind": "alternating", "amplitude": 0.25}})

@@ -11,7 +11,7 @@ from cases import bugs
 from harness import paths
 from harness.commands.bugs import status
 from harness.engine.execute import execute
-from harness.core.spec import CaseSpec
+from harness.spec import CaseSpec
 from harness.core.verdicts import Verdict
 from helpers import ROOT
 

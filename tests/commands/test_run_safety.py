@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from harness.core.records import read_results
-from harness.core.spec import CaseSpec
+from harness.spec import CaseSpec
 from harness.engine.lock import folder_lock
 from harness.engine.procs import Procs, default_max_memory_gb
 from helpers import ROOT, seed

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from cases import nearmiss
-from harness.core.spec import CaseSpec, SpecError
+from harness.spec import CaseSpec, SpecError
 
 QWEN = {"pattern": "rms_norm", "dtype": "float16", "shape": [4, 64], "params": {"kind": "normal"},
         "program": nearmiss.QWEN}

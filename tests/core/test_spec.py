@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from harness.core.spec import CaseSpec, SpecError
+from harness.spec import CaseSpec, SpecError
 
 SEED = {"pattern": "layer_norm", "dtype": "float16", "shape": [1, 4096],
         "input": {"kind": "alternating", "amplitude": 0.25}}
@@ -34,7 +34,7 @@ def test_round_trip_through_json_keeps_the_spec_and_its_id():
 
 def test_case_id_is_the_same_in_another_process():
     spec = CaseSpec.from_dict(SEED)
-    code = ("import json,sys; from harness.core.spec import CaseSpec; "
+    code = ("import json,sys; from harness.spec import CaseSpec; "
             f"print(CaseSpec.from_dict(json.loads({json.dumps(json.dumps(SEED))})).case_id)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == spec.case_id

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from harness import paths
-from harness.core.spec import CaseSpec
+from harness.spec import CaseSpec
 from harness.engine.cache import ArtifactCache, cacheable, max_bytes_from_env
 from harness.engine.execute import Executor
 from harness.oracle.inputs import make_inputs

@@ -12,7 +12,7 @@ from collections import Counter
 import pytest
 
 from harness.core.records import read_results
-from harness.core.spec import CaseSpec
+from harness.spec import CaseSpec
 from harness.engine.run import run
 from helpers import ROOT
 

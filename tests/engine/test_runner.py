@@ -21,7 +21,7 @@ from harness.core.records import read_results
 from harness.engine.plan import shard
 from harness.engine.progress import Progress
 from harness.engine.run import run
-from harness.core.spec import CaseSpec
+from harness.spec import CaseSpec
 from helpers import ROOT
 
 EXTRA = ("abort=tests.crashy_paths:AbortPath,sleep=tests.crashy_paths:SleepPath,"

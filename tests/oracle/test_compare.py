@@ -6,7 +6,7 @@ from harness.oracle.inputs import make_inputs
 from harness.oracle.compare import score
 from harness.core.dtypes import cast, np_dtype, ulp
 from harness.oracle.reference import reference
-from harness.core.spec import CaseSpec
+from harness.spec import CaseSpec
 
 SEED = CaseSpec.from_dict({"pattern": "layer_norm", "dtype": "float16", "shape": [1, 4096],
                            "input": {"kind": "alternating", "amplitude": 0.25}})

@@ -7,7 +7,7 @@ import harness.oracle.inputs as inputs_module
 from harness.oracle.inputs import KINDS, describe, make_inputs, outlier_count
 from harness.core.dtypes import DTYPES
 from harness.oracle.reference import reference
-from harness.core.spec import INPUT_KINDS, CaseSpec
+from harness.spec import INPUT_KINDS, CaseSpec
 
 FP16_MAX = 65504.0
 FP16_MIN_NORMAL = 2.0**-14

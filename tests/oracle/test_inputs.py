@@ -7,7 +7,7 @@ import ml_dtypes
 import numpy as np
 
 from harness.oracle.inputs import make_inputs
-from harness.core.spec import CaseSpec
+from harness.spec import CaseSpec
 
 
 def digest(inputs) -> str:
@@ -30,7 +30,7 @@ def test_inputs_are_rounded_to_the_case_dtypes():
 
 
 def test_same_spec_same_bytes_in_another_process():
-    code = ("from harness.oracle.inputs import make_inputs; from harness.core.spec import CaseSpec; "
+    code = ("from harness.oracle.inputs import make_inputs; from harness.spec import CaseSpec; "
             "from tests.oracle.test_inputs import SPEC, digest; print(digest(make_inputs(SPEC)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == digest(make_inputs(SPEC))

@@ -15,7 +15,7 @@ from harness.oracle.inputs import make_inputs
 from harness.oracle.modules import build_module, float64_twin, upcast
 from cases.suites import variants
 from harness.oracle.reference import reference
-from harness.core.spec import CaseSpec, SpecError
+from harness.spec import CaseSpec, SpecError
 from harness.core.tensors import to_numpy, to_torch
 
 SHAPES = {"layer_norm": [3, 2, 40], "rms_norm": [3, 2, 40], "group_norm": [2, 6, 5, 3],

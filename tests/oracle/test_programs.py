@@ -6,7 +6,7 @@ import pytest
 
 from cases import nearmiss
 from cases.suites import suite
-from harness.core.spec import CaseSpec
+from harness.spec import CaseSpec
 from harness.engine.execute import Executor
 from harness.oracle.inputs import make_inputs
 from harness.oracle.reference import reference

@@ -6,7 +6,7 @@ import torch.nn.functional as F
 
 from harness.oracle.inputs import make_inputs
 from harness.oracle.reference import reference
-from harness.core.spec import CaseSpec
+from harness.spec import CaseSpec
 
 SEED = {"pattern": "layer_norm", "dtype": "float16", "shape": [1, 4096],
         "input": {"kind": "alternating", "amplitude": 0.25}}

@@ -1,7 +1,7 @@
 """The float32 witnesses: what correct implementations' accumulation achieves on a case's own rows."""
 import numpy as np
 
-from harness.core.spec import CaseSpec
+from harness.spec import CaseSpec
 from harness.oracle import compare, witness
 from harness.oracle.inputs import make_inputs
 from harness.oracle.reference import reference

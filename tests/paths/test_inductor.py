@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from harness import paths
-from harness.core.spec import CaseSpec
+from harness.spec import CaseSpec
 from harness.core.tensors import to_torch
 from harness.engine.execute import execute
 from harness.oracle.inputs import make_inputs

@@ -19,7 +19,7 @@ import pytest
 pytest.importorskip("onnxruntime")
 
 from harness import paths  # noqa: E402
-from harness.core.spec import CaseSpec  # noqa: E402
+from harness.spec import CaseSpec  # noqa: E402
 from harness.core.tensors import to_torch  # noqa: E402
 from harness.engine.execute import execute  # noqa: E402
 from harness.oracle.inputs import make_inputs  # noqa: E402

@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from harness import paths
-from harness.core.spec import CaseSpec
+from harness.spec import CaseSpec
 from harness.engine.execute import execute
 from harness.repro.script import render
 

@@ -19,7 +19,7 @@ from harness.oracle.modules import build_module  # noqa: E402
 from harness import paths  # noqa: E402
 from harness.engine.execute import execute  # noqa: E402
 from harness.paths.tvm import _from_tvm, _to_tvm  # noqa: E402
-from harness.core.spec import CaseSpec  # noqa: E402
+from harness.spec import CaseSpec  # noqa: E402
 from harness.core.tensors import to_torch  # noqa: E402
 
 pytestmark = pytest.mark.slow

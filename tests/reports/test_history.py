@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from harness.core.records import read_results
-from harness.core.spec import load_spec_file
+from harness.spec import load_spec_file
 from harness.reports import history
 from helpers import ROOT, SPECS, record, seed
 

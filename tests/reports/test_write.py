@@ -10,7 +10,7 @@ import pytest
 from harness.reports import baseline as gate
 from harness.reports.write import write_reports
 from harness.core.records import read_results
-from harness.core.spec import load_spec_file
+from harness.spec import load_spec_file
 from helpers import ROOT
 from helpers import SPECS, entry, record, write_baseline, write_results  # noqa: F401
 

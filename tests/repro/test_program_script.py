@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from cases import nearmiss
-from harness.core.spec import CaseSpec
+from harness.spec import CaseSpec
 from harness.repro.program_script import float64_source
 from harness.repro.script import render
 

@@ -28,7 +28,7 @@ from harness.repro import pieces as repro_templates, script as repro_script
 from harness.oracle import compare
 from harness.oracle.compare import tolerance
 from harness.oracle.reference import reference
-from harness.core.spec import INPUT_KINDS, CaseSpec
+from harness.spec import INPUT_KINDS, CaseSpec
 from harness.core.tensors import to_torch
 from helpers import ROOT
 

@@ -12,7 +12,7 @@ import json
 import pytest
 from crashy_paths import ABORT_ROW
 
-from harness.core.spec import CaseSpec
+from harness.spec import CaseSpec
 
 ABORT_PATH = "abort-on-long-rows"
 ABORT_ENV = {"NORMDIFF_EXTRA_PATHS": f"{ABORT_PATH}=tests.crashy_paths:AbortOnLongRows"}

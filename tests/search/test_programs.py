@@ -6,7 +6,7 @@ import json
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from harness.core.spec import CaseSpec
+from harness.spec import CaseSpec
 from harness.engine.execute import Executor
 from harness.search.programs import AXES, BASES, Skeleton, explains, program_specs, render, skeleton_of, spec_of
 from harness.search.store import explained, signature

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from harness.core.dtypes import DTYPES
 from harness.core.verdicts import WRONG_OUTPUT, Verdict
 from harness.engine.execute import Executor
-from harness.core.spec import AFFINES, CASTS, CATALOG_STYLES, INPUT_KINDS, PATTERNS, CaseSpec
+from harness.spec import AFFINES, CASTS, CATALOG_STYLES, INPUT_KINDS, PATTERNS, CaseSpec
 from harness.search.strategies import (
     ADVERSARIAL_INPUTS, BENIGN_INPUTS, SIMPLE_INPUTS, case_specs, input_specs, resolve_inputs, row_length,
 )

@@ -1,0 +1,239 @@
+"""The case spec (DESIGN §1): one norm, one style, dtype, layout, cast, input.
+
+`CaseSpec.from_dict` validates a JSON object and fills in the defaults; every
+problem is a `SpecError` whose one-line message names the key. The normalised
+spec serialises to the same JSON bytes in every process, so `case_id` (a hash
+of those bytes) is stable across processes and machines.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass, fields
+from typing import Any
+
+from harness.core.dtypes import DTYPES
+from harness.spec.keys import (
+    AFFINES, CASTS, INPUT_KINDS, KEYS, LAYOUTS, PARAM_KINDS, PATTERNS, PROGRAM_KEYS, STYLES, RANGES,
+    SpecError, choice, fail, integer, kinded, number,
+)
+from harness.spec.program_keys import _program
+
+
+@dataclass(frozen=True)
+class CaseSpec:
+    """One normalised case. Build it with `CaseSpec.from_dict`."""
+
+    pattern: str
+    style: str
+    dtype: str
+    weight_dtype: str
+    cast: str | None
+    shape: tuple[int, ...]
+    layout: str
+    affine: str
+    eps: float
+    groups: int
+    input: tuple[tuple[str, Any], ...]
+    params: tuple[tuple[str, Any], ...]
+    seed: int
+    program: str | None = None                                   # normalised source, or None
+    inputs: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()  # extra inputs: name -> input object
+    param_shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()     # every parameter the program reads
+
+    # -- construction -----------------------------------------------------
+    @classmethod
+    def from_dict(cls, raw: Any) -> "CaseSpec":
+        if isinstance(raw, CaseSpec):
+            return raw
+        if not isinstance(raw, dict):
+            raise SpecError(f"spec: expected a JSON object, got {type(raw).__name__}")
+        for key in raw:
+            if key not in KEYS + PROGRAM_KEYS:
+                fail(key, f"unknown key (known: {', '.join(KEYS + PROGRAM_KEYS)})")
+        for key in ("pattern", "dtype", "shape"):
+            if key not in raw:
+                fail(key, "required key is missing")
+        pattern = choice("pattern", raw["pattern"], PATTERNS)
+        is_program = "program" in raw
+        style = choice("style", raw.get("style", "program" if is_program else "module"), tuple(STYLES))
+        if is_program != (style == "program"):
+            fail("style", "'program' is the style of a case that gives a program, and only of one")
+        for key in ("inputs", "param_shapes"):
+            if key in raw and not is_program:
+                fail(key, "only a program case (with a 'program' key) takes it")
+        if is_program:
+            for key in ("cast", "affine", "groups"):
+                if key in raw:
+                    fail(key, "a program writes its own casts, parameters and groups")
+        style_patterns, default_cast = STYLES[style]
+        if pattern not in style_patterns:
+            fail("style", f"{style!r} is not a style of {pattern!r}")
+        dtype = choice("dtype", raw["dtype"], DTYPES)
+        weight_dtype = choice("weight_dtype", raw.get("weight_dtype", dtype), DTYPES)
+        if weight_dtype not in (dtype, "float32"):
+            fail("weight_dtype", f"must be the activation dtype or float32, got {weight_dtype!r} under {dtype!r}")
+
+        cast = raw.get("cast", default_cast)
+        if cast is not None:
+            cast = choice("cast", cast, CASTS)
+            if default_cast is None:
+                fail("cast", f"style {style!r} writes no casts")
+
+        shape = raw["shape"]
+        if not isinstance(shape, list) or not shape:
+            fail("shape", f"expected a non-empty list of ints, got {shape!r}")
+        shape = tuple(integer("shape", d) for d in shape)
+        if any(d < 1 for d in shape):
+            fail("shape", f"every dimension must be >= 1, got {list(shape)}")
+        if math.prod(shape) > 2**24:
+            fail("shape", f"{math.prod(shape)} elements is over the 16M limit")
+        if is_program:
+            pass  # the program's own reductions say which dims it needs (checked below)
+        elif pattern in ("group_norm", "instance_norm", "batch_norm") and len(shape) < 2:
+            fail("shape", f"{pattern} needs (N, C, ...) with at least 2 dimensions")
+        if pattern == "instance_norm" and not 3 <= len(shape) <= 5:
+            fail("shape", f"instance_norm needs 3 to 5 dimensions (N, C, L...), got {len(shape)}")
+        if pattern == "batch_norm" and len(shape) > 5:
+            fail("shape", f"batch_norm takes 2 to 5 dimensions, got {len(shape)}")
+
+        layout = choice("layout", raw.get("layout", "contiguous"), LAYOUTS)
+        if layout == "channels_last" and len(shape) != 4:
+            fail("layout", f"channels_last needs a 4-D shape, got {len(shape)}-D")
+
+        default_affine = "none" if is_program else "weight" if pattern == "rms_norm" else "weight_bias"
+        affine = choice("affine", raw.get("affine", default_affine), AFFINES)
+        if pattern == "rms_norm" and affine == "weight_bias":
+            fail("affine", "rms_norm has no bias; use 'none' or 'weight'")
+        if pattern in ("group_norm", "instance_norm", "batch_norm") and affine == "weight":
+            fail("affine", f"torch's {pattern} module has weight and bias together; use 'none' or 'weight_bias'")
+
+        eps = number("eps", raw.get("eps", 1e-6 if pattern == "rms_norm" else 1e-5))
+        if eps < 0:
+            fail("eps", f"must be >= 0, got {eps!r}")
+
+        groups = integer("groups", raw.get("groups", 1))
+        if pattern != "group_norm" and "groups" in raw and groups != 1:
+            fail("groups", f"only group_norm takes groups, not {pattern}")
+        if groups < 1:
+            fail("groups", f"must be >= 1, got {groups}")
+        if is_program:
+            pass
+        elif pattern == "group_norm" and shape[1] % groups:
+            fail("groups", f"{groups} groups do not divide {shape[1]} channels")
+        spatial = math.prod(shape[2:])
+        if not is_program and pattern == "group_norm" and shape[0] * (shape[1] // groups) * spatial < 2:
+            fail("shape", "group_norm needs more than one value per group over the batch (torch refuses)")
+        if not is_program and pattern == "instance_norm" and spatial < 2:
+            fail("shape", "instance_norm needs more than one spatial element (torch refuses)")
+
+        inp = kinded("input", raw.get("input", {"kind": "normal"}), INPUT_KINDS, RANGES)
+        params = kinded("params", raw.get("params", {"kind": "ones"}), PARAM_KINDS)
+        seed = integer("seed", raw.get("seed", 0))
+        if not 0 <= seed < 2**63:
+            fail("seed", f"must be in [0, 2**63), got {seed}")
+
+        program = extra = pshapes = None
+        if is_program:
+            program, extra, pshapes = _program(raw, dtype, weight_dtype, shape, eps)
+        return cls(
+            pattern=pattern, style=style, dtype=dtype, weight_dtype=weight_dtype,
+            cast=cast, shape=shape, layout=layout, affine=affine, eps=eps,
+            groups=groups, input=tuple(inp.items()), params=tuple(params.items()),
+            seed=seed, program=program, inputs=extra or (), param_shapes=pshapes or (),
+        )
+
+    @classmethod
+    def from_json(cls, text: str) -> "CaseSpec":
+        try:
+            raw = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise SpecError(f"spec: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})") from None
+        return cls.from_dict(raw)
+
+    # -- views ------------------------------------------------------------
+    @property
+    def input_dict(self) -> dict[str, Any]:
+        return dict(self.input)
+
+    @property
+    def params_dict(self) -> dict[str, Any]:
+        return dict(self.params)
+
+    @property
+    def inputs_dict(self) -> dict[str, dict[str, Any]]:
+        """The extra inputs a program reads: name -> input object."""
+        return {name: dict(kind) for name, kind in self.inputs}
+
+    @property
+    def param_shapes_dict(self) -> dict[str, tuple[int, ...]]:
+        return dict(self.param_shapes)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The normalised spec as a JSON-able dict, keys in DESIGN order (program keys only for programs)."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if f.name in PROGRAM_KEYS and self.program is None:
+                continue
+            if self.program is not None and (f.name in ("cast", "affine", "groups")
+                                             or (f.name == "inputs" and not value)):
+                continue  # a program writes its own casts, parameters and groups
+            if f.name == "shape":
+                value = list(value)
+            elif f.name in ("input", "params"):
+                value = dict(value)
+            elif f.name == "inputs":
+                value = self.inputs_dict
+            elif f.name == "param_shapes":
+                value = {k: list(v) for k, v in value}
+            out[f.name] = value
+        return out
+
+    def to_json(self) -> str:
+        """Canonical JSON: the same bytes for the same spec everywhere."""
+        return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
+
+    @property
+    def case_id(self) -> str:
+        return hashlib.sha256(self.to_json().encode()).hexdigest()[:12]
+
+    def structure_key(self) -> str:
+        """What a compiled artifact depends on: the spec minus its input.
+
+        The seed is dropped too unless it draws the parameters (params
+        kind "normal"), since compiled paths embed parameters as constants.
+        """
+        d = self.to_dict()
+        d.pop("input")
+        if "inputs" in d:  # which extra inputs there are shapes the module; their values do not
+            d["inputs"] = sorted(d["inputs"])
+        if d["params"]["kind"] == "ones":
+            d.pop("seed")
+        return hashlib.sha256(json.dumps(d, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:12]
+
+    def replace(self, **changes) -> "CaseSpec":
+        """A new spec with `changes`; a weight dtype that followed dtype keeps following it."""
+        d = self.to_dict()
+        if "dtype" in changes and "weight_dtype" not in changes and self.weight_dtype == self.dtype:
+            d["weight_dtype"] = changes["dtype"]
+        d.update(changes)
+        return CaseSpec.from_dict(d)
+
+    def __str__(self) -> str:
+        inp = self.input_dict
+        kind = inp.pop("kind")
+        detail = ",".join(f"{k}={v:g}" for k, v in inp.items())
+        parts = [self.pattern, self.style, self.dtype]
+        if self.program is not None:
+            parts[1] = f"program[{hashlib.sha256(self.program.encode()).hexdigest()[:6]}]"
+        if self.weight_dtype != self.dtype:
+            parts.append(f"w={self.weight_dtype}")
+        if self.cast:
+            parts.append(f"cast={self.cast}")
+        parts.append("x".join(map(str, self.shape)))
+        if self.layout != "contiguous":
+            parts.append(self.layout)
+        parts.append(f"{kind}({detail})")
+        return " ".join(parts)

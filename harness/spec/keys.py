@@ -1,0 +1,117 @@
+"""The vocabulary of a case spec (DESIGN §1): its keys, the values each takes, and the one-line SpecError.
+
+Validators here name the key in every message, so a bad spec is one line.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+PATTERNS = ("layer_norm", "rms_norm", "group_norm", "instance_norm", "batch_norm")
+
+# style -> (patterns it belongs to, the cast it writes by default or None)
+STYLES: dict[str, tuple[tuple[str, ...], str | None]] = {
+    "module": (PATTERNS, None),
+    "upcast": (("layer_norm",), "float"),
+    "manual": (("layer_norm",), None),
+    "qwen": (("rms_norm",), "to"),
+    "llama": (("rms_norm",), "type_as"),
+    "t5": (("rms_norm",), "to"),
+    "gemma": (("rms_norm",), "type_as"),
+    "program": (PATTERNS, None),  # the case gives its own `program` (DESIGN §7)
+}
+# The catalog's own styles: every style but "program" (whose case brings its program).
+CATALOG_STYLES = tuple(s for s in STYLES if s != "program")
+CASTS = ("to", "float", "type_as", "to_contiguous")
+LAYOUTS = ("contiguous", "channels_last")
+AFFINES = ("none", "weight", "weight_bias")
+
+# input kind -> {parameter: default}
+INPUT_KINDS: dict[str, dict[str, float]] = {
+    "normal": {"mean": 0.0, "std": 1.0},
+    "alternating": {"amplitude": 1.0, "offset": 0.0},
+    "uniform": {"low": -1.0, "high": 1.0},
+    "constant": {"value": 1.0},
+    "outlier": {"std": 1.0, "scale": 100.0},
+    "offset": {"offset": 1000.0, "std": 1.0},
+    "overflow": {"magnitude": 300.0},
+    "tiny": {"scale": 1e-6},
+    "subnormal": {"fraction": 1.0},
+}
+PARAM_KINDS: dict[str, dict[str, float]] = {"ones": {}, "normal": {}}
+
+KEYS = (
+    "pattern", "style", "dtype", "weight_dtype", "cast", "shape", "layout",
+    "affine", "eps", "groups", "input", "params", "seed",
+)
+# The keys of a program case (DESIGN §7); a catalog case's normalised form has none of them,
+# so its case_id is what it was before programs existed.
+PROGRAM_KEYS = ("program", "inputs", "param_shapes")
+EXTRA_INPUTS = ("y", "r")       # the extra inputs a program may read
+PROGRAM_PARAMS = ("w", "b", "s")  # the parameters a program may read
+
+class SpecError(ValueError):
+    """A bad spec; the message is one line naming the key."""
+
+
+def fail(key: str, problem: str):
+    raise SpecError(f"spec key {key!r}: {problem}")
+
+
+def choice(key: str, value: Any, allowed) -> str:
+    if not isinstance(value, str):
+        fail(key, f"expected a string, got {type(value).__name__} {value!r}")
+    if value not in allowed:
+        fail(key, f"unknown value {value!r}; expected one of {', '.join(allowed)}")
+    return value
+
+
+def number(key: str, value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        fail(key, f"expected a number, got {type(value).__name__} {value!r}")
+    value = float(value)
+    if not math.isfinite(value):
+        fail(key, f"expected a finite number, got {value!r}")
+    return value
+
+
+def integer(key: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        fail(key, f"expected an integer, got {type(value).__name__} {value!r}")
+    return value
+
+
+def kinded(key: str, value: Any, kinds: dict[str, dict[str, float]], ranges=None) -> dict:
+    if not isinstance(value, dict):
+        fail(key, f"expected an object like {{\"kind\": ...}}, got {value!r}")
+    if "kind" not in value:
+        fail(key, "missing \"kind\"")
+    kind = choice(f"{key}.kind", value["kind"], tuple(kinds))
+    out: dict[str, Any] = {"kind": kind}
+    for name in value:
+        if name != "kind" and name not in kinds[kind]:
+            known = ", ".join(kinds[kind]) or "none"
+            fail(f"{key}.{name}", f"unknown parameter for kind {kind!r} (known: {known})")
+    for name, default in kinds[kind].items():
+        out[name] = number(f"{key}.{name}", value.get(name, default))
+    for name, (low, high) in (ranges or {}).get(kind, {}).items():
+        if not low <= out[name] <= high:
+            fail(f"{key}.{name}", f"must be in [{low:g}, {high:g}] for kind {kind!r}, got {out[name]!r}")
+    if kind == "uniform" and out["low"] > out["high"]:
+        fail(f"{key}.low", f"low {out['low']!r} is above high {out['high']!r}")
+    return out
+
+
+# Parameter ranges outside of which an input kind means nothing (or overflows float64).
+BIG = 1e30
+RANGES: dict[str, dict[str, tuple[float, float]]] = {
+    "normal": {"std": (0.0, BIG), "mean": (-BIG, BIG)},
+    "alternating": {"amplitude": (-BIG, BIG), "offset": (-BIG, BIG)},
+    "uniform": {"low": (-BIG, BIG), "high": (-BIG, BIG)},
+    "constant": {"value": (-BIG, BIG)},
+    "outlier": {"std": (0.0, BIG), "scale": (0.0, BIG)},
+    "offset": {"offset": (-BIG, BIG), "std": (0.0, BIG)},
+    "overflow": {"magnitude": (0.0, BIG)},
+    "tiny": {"scale": (0.0, BIG)},
+    "subnormal": {"fraction": (0.0, 1.0)},
+}
