@@ -8,17 +8,19 @@ user writes can reach an interpreter.
 from __future__ import annotations
 
 import ast
+import functools
 import textwrap
 
 from harness.program import grammar as g
+from harness.program import ops
 from harness.program.ir import (
-    INPUTS,
     PARAMS,
     Assign,
     BinOp,
     Cast,
     DType,
     DTypeOf,
+    Linear,
     Name,
     Neg,
     Norm,
@@ -28,7 +30,9 @@ from harness.program.ir import (
     Reduce,
     Return,
     ShapeOf,
+    ShapeOp,
     Unary,
+    param_order,
 )
 
 
@@ -43,17 +47,27 @@ def normalise_source(source: str) -> str:
 
 
 def parse(source: str, *, inputs=("x",), params=PARAMS, case=None) -> Program:
-    """Parse and check a program; with `case` (a ProgramCase) also check shapes and dtypes."""
+    """Parse and check a program; with `case` (a ProgramCase) also check shapes and dtypes.
+
+    The result is memoised (a Program is frozen): the spec, the reference, the
+    torch module and attribution all ask for the same program of one case,
+    which is then parsed once per process.
+    """
     if case is not None:
-        inputs = case.inputs
+        inputs, params = case.inputs, case.params
     if not isinstance(source, str):
         raise ProgramError(f"program: must be a string, got {type(source).__name__}")
+    return _parse(source, tuple(inputs), tuple(params), case)
+
+
+@functools.lru_cache(maxsize=256)
+def _parse(source: str, inputs: tuple, params: tuple, case) -> Program:
     if len(source) > g.MAX_SOURCE:
         raise ProgramError(f"program: longer than {g.MAX_SOURCE} characters")
     text = normalise_source(source)
     try:
         tree = ast.parse(text, mode="exec")
-        program = _Parser(text, tuple(inputs), tuple(params)).program(tree)
+        program = _Parser(text, inputs, params).program(tree)
     except SyntaxError as e:
         raise ProgramError(f"program line {e.lineno or 1}: syntax error: {e.msg}") from None
     except (RecursionError, MemoryError):
@@ -88,7 +102,8 @@ class _Parser:
     def __init__(self, text, inputs, params):
         self.text = text
         self.available = set(inputs) | set(params) | {"eps"}
-        self.inputs = tuple(n for n in INPUTS if n in inputs)
+        self.inputs = ("x",) + tuple(sorted(n for n in inputs if n != "x"))
+        self.params = param_order(params)
         self.assigned: set[str] = set()
         self.later: set[str] = set()
         self.reads: set[str] = set()
@@ -124,8 +139,8 @@ class _Parser:
                 self.fail(f"{label} is not allowed", stmt)
         if not returned:
             raise ProgramError("program: no return")
-        reads = tuple(n for n in INPUTS + PARAMS + ("eps",) if n in self.reads)
-        return Program(self.text, tuple(statements), reads, self.inputs)
+        reads = tuple(n for n in self.inputs + self.params + ("eps",) if n in self.reads)
+        return Program(self.text, tuple(statements), reads, self.inputs, self.params)
 
     def _reject_dunders(self, tree):
         """Any dunder name or attribute anywhere, first by position: the usual escape routes."""
@@ -187,7 +202,10 @@ class _Parser:
         if isinstance(node, ast.Attribute):
             return self.attribute(node)
         if isinstance(node, ast.Subscript):
-            return self.shape_of(node)
+            base = node.value
+            if isinstance(base, ast.Attribute) and base.attr == "shape" and isinstance(base.value, ast.Name):
+                return self.shape_of(node)
+            return self.index(node)
         if isinstance(node, ast.Call):
             return self.call(node)
         label = g.EXPRESSIONS.get(type(node).__name__, type(node).__name__.lower())
@@ -240,6 +258,21 @@ class _Parser:
             self.fail(f"index of {name}.shape must be an int literal", node)
         return ShapeOf(name, k)
 
+    def index(self, node: ast.Subscript) -> ShapeOp:
+        """t[:, None, None], t[..., None]: only full slices, None and one Ellipsis (a view, exact)."""
+        elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        items = []
+        for e in elts:
+            if isinstance(e, ast.Slice) and e.lower is None and e.upper is None and e.step is None:
+                items.append(":")
+            elif isinstance(e, ast.Constant) and e.value is None:
+                items.append("None")
+            elif isinstance(e, ast.Constant) and e.value is Ellipsis:
+                items.append("...")
+            else:
+                self.fail("subscript is not allowed (only NAME.shape[K], or an index of ':', None and '...')", node)
+        return ShapeOp("index", self.expr(node.value), tuple(items))
+
     def int_literal(self, node) -> int | None:
         negative = False
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
@@ -263,14 +296,14 @@ class _Parser:
             for prefix in ("torch.nn.functional.", "F."):
                 if dotted.startswith(prefix):
                     rest = dotted[len(prefix):]
-                    if rest not in g.NORM_SIGNATURES:
+                    if rest not in g.FUNCTIONAL:
                         self.fail(f"call of {dotted!r} is not allowed", node)
-                    return self.norm(rest, node)
+                    return self.functional(g.FUNCTIONAL[rest], node)
             if dotted.startswith("torch."):
                 rest = dotted[len("torch."):]
                 if rest not in g.FUNCTIONS:
                     self.fail(f"call of {dotted!r} is not allowed", node)
-                return self.function(rest, node)
+                return self.function(g.FUNCTIONS[rest], node)
         if isinstance(func, ast.Attribute):
             if func.attr not in g.METHODS:
                 self.fail(f"call of {dotted or '.' + func.attr!r} is not allowed", node)
@@ -297,6 +330,8 @@ class _Parser:
         return bound
 
     def method(self, name, receiver, node):
+        if name in g.SHAPE:
+            return self.shape_op(name, receiver, node)
         if name in g.CASTS or name in g.UNARY:
             self.bind(name, node, ())
             if name in g.CASTS:
@@ -318,8 +353,49 @@ class _Parser:
             return BinOp("pow", receiver, self.expr(args["exponent"]))
         return self.reduction(name, receiver, node)
 
+    def functional(self, name, node):
+        """A torch.nn.functional call: an F.* norm, F.linear, or an elementwise op (F.silu)."""
+        if name in g.NORM_SIGNATURES:
+            return self.norm(name, node)
+        label = f"F.{name}"
+        if name == "linear":
+            args = self.bind(label, node, ("input", "weight", "bias"), ("weight", "bias"), ("input", "weight"))
+            bias = self.optional(args["bias"]) if "bias" in args else None
+            return Linear(self.expr(args["input"]), self.expr(args["weight"]), bias)
+        args = self.bind(label, node, ("input",), (), ("input",))
+        return Unary(name, self.expr(args["input"]))
+
+    def shape_op(self, name, receiver, node, skip=0, label=None):
+        """A shape op's int arguments: one per dim, or (for sizes) one tuple/list of them."""
+        label = label or name
+        for kw in node.keywords:
+            if not (name == "squeeze" and kw.arg == "dim") and not (name == "narrow" and kw.arg in
+                                                                    ("dim", "start", "length")):
+                self.fail(f"keyword {kw.arg!r} is not allowed for {label}", kw.value)
+        raw = list(node.args[skip:]) + [kw.value for kw in node.keywords]
+        if name in ops.SIZES and len(raw) == 1 and isinstance(raw[0], (ast.Tuple, ast.List)):
+            raw = list(raw[0].elts)
+        if name == "squeeze" and len(raw) == 1 and isinstance(raw[0], (ast.Tuple, ast.List)):
+            raw = list(raw[0].elts)
+        arity = {"unsqueeze": (1, 1), "squeeze": (0, 8), "transpose": (2, 2), "narrow": (3, 3),
+                 "contiguous": (0, 0)}.get(name, (1, 8))
+        if not arity[0] <= len(raw) <= arity[1]:
+            want = arity[0] if arity[0] == arity[1] else f"{arity[0]} to {arity[1]}"
+            self.fail(f"{label} takes {want} int argument(s), got {len(raw)}", node)
+        return ShapeOp(name, receiver, tuple(self.size_arg(a, label) for a in raw))
+
+    def size_arg(self, node, label):
+        """An int argument of a shape op: a number, NAME.shape[K], or arithmetic on them (checked as ints)."""
+        if isinstance(node, (ast.Tuple, ast.List, ast.Starred)):
+            self.fail(f"{label}: each argument must be an int expression", node)
+        return self.expr(node)
+
     def function(self, name, node):
         label = f"torch.{name}"
+        if name in g.SHAPE:
+            if not node.args:
+                self.fail(f"missing argument 'input' for {label}", node)
+            return self.shape_op(name, self.expr(node.args[0]), node, skip=1, label=label)
         if name in g.UNARY:
             args = self.bind(label, node, ("input",), (), ("input",))
             return Unary(name, self.expr(args["input"]))
