@@ -5,14 +5,9 @@ nothing of it runs.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from harness.program.ir import RESERVED_NAMES, ProgramCase, ProgramError, param_order
 from harness.program.parse import parse
 from harness.spec.keys import EXTRA_INPUTS, PROGRAM_PARAMS, SpecError, dims_list, fail, identifier, input_object
-
-if TYPE_CHECKING:
-    from harness.spec.case import CaseSpec
 
 
 def input_types(extra) -> dict:
@@ -29,8 +24,8 @@ def _program_case(dtype, weight_dtype, shape, extra, eps, param_shapes) -> Progr
                        input_types=types)
 
 
-def program_case(spec: "CaseSpec") -> ProgramCase:
-    """What the program language needs to know of a program case."""
+def program_case(spec) -> ProgramCase:
+    """What the program language needs to know of a program case (a CaseSpec)."""
     return _program_case(spec.dtype, spec.weight_dtype, spec.shape, spec.inputs, spec.eps, dict(spec.param_shapes))
 
 
