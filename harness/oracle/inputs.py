@@ -32,7 +32,8 @@ class Inputs:
 
     x: np.ndarray
     params: dict[str, np.ndarray] = field(default_factory=dict)
-    extra: dict[str, np.ndarray] = field(default_factory=dict)  # a program's y, r
+    extra: dict[str, np.ndarray] = field(default_factory=dict)  # a program's y, r; a module's forward arguments
+    order: tuple[str, ...] | None = None  # the extra inputs in call order (None: sorted, a program's forward)
 
     @property
     def arrays(self) -> dict[str, np.ndarray]:
@@ -41,8 +42,9 @@ class Inputs:
 
     @property
     def run_arg(self):
-        """What a path's `Prepared.run` takes: `x`, or (x, then the extra inputs in sorted order)."""
-        return (self.x, *(self.extra[k] for k in sorted(self.extra))) if self.extra else self.x
+        """What a path's `Prepared.run` takes: `x`, or (x, then the extra inputs in call order)."""
+        order = self.order if self.order is not None else tuple(sorted(self.extra))
+        return (self.x, *(self.extra[k] for k in order)) if order else self.x
 
 
 def _rng(seed: int, stream: int, name: str | None = None) -> np.random.Generator:
@@ -230,7 +232,9 @@ def draw_program_params(spec: CaseSpec) -> dict[str, np.ndarray]:
 
 
 def draw_params(spec: CaseSpec) -> dict[str, np.ndarray]:
-    """Weight, bias and (batch_norm) running statistics, in float64."""
+    """Weight, bias and (batch_norm) running statistics, in float64 (a module case's are in its module)."""
+    if spec.is_module:
+        return {}
     if spec.program is not None:
         return draw_program_params(spec)
     channels = spec.shape[channel_axis(spec)]

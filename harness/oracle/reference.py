@@ -78,7 +78,13 @@ def _broadcast_channel(v: np.ndarray, shape: tuple[int, ...], axis: int) -> np.n
 
 def program_reference(spec: CaseSpec, inputs: Inputs) -> Reference:
     """The FP64 interpretation of a program case, with its running error bound and intermediates."""
-    ev = evaluate(parse(spec.program, case=program_case(spec)), program_case(spec), {**inputs.arrays, **inputs.params})
+    case = program_case(spec)
+    return evaluation_reference(evaluate(parse(spec.program, case=case), case, {**inputs.arrays, **inputs.params}))
+
+
+def evaluation_reference(ev) -> Reference:
+    """The Reference of a program's FP64 evaluation (harness.program.evaluate): a program case's, or a module
+    case's lifted program's."""
     out = np.ascontiguousarray(np.asarray(ev.out, dtype=np.float64))
     zeros = np.zeros_like(out)
     return Reference(
