@@ -211,7 +211,8 @@ class Executor:
             record.update(verdict=exc.verdict, stage=exc.stage, message=exc.message)
         else:
             record.update(verdict=Verdict.PASS, message="lifted", program=case.resolved.source,
-                          lifted=case.resolved.to_dict(), lifted_pattern=case.resolved.pattern)
+                          lifted=case.resolved.to_dict(), lifted_pattern=case.resolved.pattern,
+                          param_values=case.constant_values())
         record["seconds"] = round(time.perf_counter() - start, 6)
         return record
 

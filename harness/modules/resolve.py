@@ -107,6 +107,11 @@ class ModuleCase:
         read = {state_name: prog for prog, state_name, _ in self.resolved.params}
         return state.arrays(self.module, read)
 
+    def constant_values(self) -> dict[str, float | None]:
+        """{program name: its value where every element holds it, else None} of the parameters read."""
+        return {name: (float(a.reshape(-1)[0].astype(np.float64)) if a.size and state.is_constant(a) else None)
+                for name, a in self.param_arrays().items()}
+
     def inputs(self, base):
         """The case's Inputs (harness.oracle.inputs.make_inputs) with the module's parameters, in call order."""
         import dataclasses

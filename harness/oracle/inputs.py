@@ -206,7 +206,7 @@ def draw_extra(spec: CaseSpec) -> dict[str, np.ndarray]:
     return out
 
 
-def draw_named_params(kind: str, seed: int, shapes) -> dict[str, np.ndarray]:
+def draw_named_params(kind: str, seed: int, shapes, values=None) -> dict[str, np.ndarray]:
     """Parameters by name, in float64: `ones` gives 1, or 0 to a shift (b, a bias, a mean); `normal` draws
     N(0, 1), and U(0.5, 2) for a variance (a running_var must stay positive). w, b and s draw in that order from
     the parameters' stream; every other name from a stream of its own, so a module's parameters and its lifted
@@ -215,8 +215,8 @@ def draw_named_params(kind: str, seed: int, shapes) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {}
     for name, shape in shapes:
         shape = tuple(shape)
-        if kind == "ones":
-            out[name] = np.full(shape, ones_value(name))
+        if kind in ("ones", "fill"):  # fill: the values given, the others as ones gives them
+            out[name] = np.full(shape, (values or {}).get(name, ones_value(name)))
             continue
         source = rng if name in ("w", "b", "s") else _rng(seed, 1, name)
         if "var" in name.lower():
@@ -228,7 +228,8 @@ def draw_named_params(kind: str, seed: int, shapes) -> dict[str, np.ndarray]:
 
 def draw_program_params(spec: CaseSpec) -> dict[str, np.ndarray]:
     """A program's parameters (draw_named_params, in param_order)."""
-    return draw_named_params(spec.params_dict["kind"], spec.seed, spec.param_shapes)
+    params = spec.params_dict
+    return draw_named_params(params["kind"], spec.seed, spec.param_shapes, params.get("values"))
 
 
 def draw_params(spec: CaseSpec) -> dict[str, np.ndarray]:

@@ -21,7 +21,7 @@ from harness.spec.keys import (
 from harness.spec.module_keys import (
     MODULE_KEYS, MODULE_PARAM_KINDS, UNSAID_PATTERN, check_module_raw, class_name, init_json, module_inputs,
 )
-from harness.spec.program_keys import _program
+from harness.spec.program_keys import _program, program_params
 
 
 def _shape(shape) -> tuple[int, ...]:
@@ -80,8 +80,8 @@ class CaseSpec:
         for key in ("pattern", "dtype", "shape"):
             if key not in raw:
                 fail(key, "required key is missing")
-        pattern = choice("pattern", raw["pattern"], PATTERNS)
         is_program = "program" in raw
+        pattern = choice("pattern", raw["pattern"], PATTERNS + ((UNSAID_PATTERN,) if is_program else ()))
         style = choice("style", raw.get("style", "program" if is_program else "module"), tuple(STYLES))
         if is_program != (style == "program"):
             fail("style", "'program' is the style of a case that gives a program, and only of one")
@@ -93,7 +93,7 @@ class CaseSpec:
                 if key in raw:
                     fail(key, "a program writes its own casts, parameters and groups")
         style_patterns, default_cast = STYLES[style]
-        if pattern not in style_patterns:
+        if pattern not in style_patterns and not (is_program and pattern == UNSAID_PATTERN):
             fail("style", f"{style!r} is not a style of {pattern!r}")
         dtype = choice("dtype", raw["dtype"], DTYPES)
         weight_dtype = choice("weight_dtype", raw.get("weight_dtype", dtype), DTYPES)
@@ -147,7 +147,8 @@ class CaseSpec:
             fail("shape", "instance_norm needs more than one spatial element (torch refuses)")
 
         inp = kinded("input", raw.get("input", {"kind": "normal"}), INPUT_KINDS, RANGES)
-        params = kinded("params", raw.get("params", {"kind": "ones"}), PARAM_KINDS)
+        params = program_params(raw.get("params", {"kind": "ones"})) if is_program else \
+            kinded("params", raw.get("params", {"kind": "ones"}), PARAM_KINDS)
         seed = _seed(raw.get("seed", 0))
 
         program = extra = pshapes = None
@@ -200,7 +201,10 @@ class CaseSpec:
 
     @property
     def params_dict(self) -> dict[str, Any]:
-        return dict(self.params)
+        out = dict(self.params)
+        if "values" in out:  # a program's `fill`: {name: value}
+            out["values"] = dict(out["values"])
+        return out
 
     @property
     def inputs_dict(self) -> dict[str, dict[str, Any]]:
@@ -225,7 +229,7 @@ class CaseSpec:
         if self.is_module:
             out = {"pattern": self.pattern, "style": self.style, "class": self.cls, "init": self.init_dict,
                    "dtype": self.dtype, "weight_dtype": self.weight_dtype, "shape": list(self.shape),
-                   "layout": self.layout, "input": dict(self.input), "params": dict(self.params), "seed": self.seed}
+                   "layout": self.layout, "input": dict(self.input), "params": self.params_dict, "seed": self.seed}
             if self.inputs:
                 out["inputs"] = self.inputs_dict
             return out
@@ -241,8 +245,10 @@ class CaseSpec:
                 continue  # a program writes its own casts, parameters and groups
             if f.name == "shape":
                 value = list(value)
-            elif f.name in ("input", "params"):
+            elif f.name == "input":
                 value = dict(value)
+            elif f.name == "params":
+                value = self.params_dict
             elif f.name == "inputs":
                 value = self.inputs_dict
             elif f.name == "param_shapes":

@@ -7,7 +7,9 @@ from __future__ import annotations
 
 from harness.program.ir import RESERVED_NAMES, ProgramCase, ProgramError, param_order
 from harness.program.parse import parse
-from harness.spec.keys import EXTRA_INPUTS, PROGRAM_PARAMS, SpecError, dims_list, fail, identifier, input_object
+from harness.spec.keys import (
+    EXTRA_INPUTS, PARAM_KINDS, PROGRAM_PARAMS, SpecError, dims_list, fail, identifier, input_object, kinded, number,
+)
 
 
 def input_types(extra) -> dict:
@@ -59,6 +61,11 @@ def _program(raw: dict, dtype: str, weight_dtype: str, shape: tuple[int, ...], e
         program = parse(source, case=case)
     except ProgramError as exc:
         raise SpecError(f"spec key 'program': {exc}") from None
+    params = raw.get("params")
+    if isinstance(params, dict) and params.get("kind") == "fill" and isinstance(params.get("values"), dict):
+        unread = sorted(set(params["values"]) - set(program.params))
+        if unread:
+            fail(f"params.values.{unread[0]}", "the program does not read this parameter")
     unread = sorted(set(shapes_raw) - set(program.reads))
     if unread:
         fail(f"param_shapes.{unread[0]}", "the program does not read this parameter")
@@ -67,3 +74,19 @@ def _program(raw: dict, dtype: str, weight_dtype: str, shape: tuple[int, ...], e
         fail(f"inputs.{unread[0]}", "the program does not read this input")
     pshapes = tuple((n, tuple(case.param_shapes[n])) for n in param_order(program.params))
     return program.source, tuple(extra), pshapes
+
+
+def program_params(raw) -> dict:
+    """A program's `params`: `ones`, `normal`, or `fill` with {name: value} (the others as `ones` gives them),
+    which holds the constant values a module's constructor gives (Gemma's zero weight) in a lifted program."""
+    if isinstance(raw, dict) and raw.get("kind") == "fill":
+        for key in raw:
+            if key not in ("kind", "values"):
+                fail(f"params.{key}", "unknown parameter for kind 'fill' (known: values)")
+        values = raw.get("values", {})
+        if not isinstance(values, dict):
+            fail("params.values", f"expected an object like {{\"weight\": 0.0}}, got {values!r}")
+        items = tuple(sorted((identifier(f"params.values.{k}", k), number(f"params.values.{k}", v))
+                             for k, v in values.items()))
+        return {"kind": "fill", "values": items}
+    return kinded("params", raw, PARAM_KINDS)
