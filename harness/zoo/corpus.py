@@ -13,6 +13,7 @@ import fnmatch
 import importlib.util
 import os
 import re
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -20,6 +21,7 @@ from functools import cached_property
 DEFAULT_PACKAGE = "transformers"
 DEFAULT_GLOB = "modeling_*.py"
 GENERATED_MARK = "This file was automatically generated from"
+MODULAR_PREFIX = "modular_"
 
 
 class CorpusError(ValueError):
@@ -166,6 +168,7 @@ class Corpus:
     sys_path: str  # the import root the dotted names are relative to
     modules: dict[str, Module]
     library: str  # a label for reports: the package name, or the folder
+    copied: Counter = field(default_factory=Counter)  # class name -> how many modular files derive from it
     memo: dict = field(default_factory=dict, repr=False)  # derived views, filled by the modules above
 
     def module_of(self, dotted: str) -> tuple[Module, str] | None:
@@ -199,10 +202,13 @@ def load(root: str | None = None, package: str | None = None, pattern: str = DEF
         library = os.path.abspath(root)
     root = os.path.abspath(root)
     modules: dict[str, Module] = {}
+    copied: Counter = Counter()
     sys_path = None
     for folder, dirs, files in os.walk(root):
         dirs[:] = sorted(d for d in dirs if not d.startswith((".", "__")))
         for f in sorted(files):
+            if f.startswith(MODULAR_PREFIX) and f.endswith(".py"):
+                copied.update(_modular_bases(os.path.join(folder, f)))
             if not _matches(f, pattern):
                 continue
             top, pkg = import_root(folder)
@@ -211,7 +217,14 @@ def load(root: str | None = None, package: str | None = None, pattern: str = DEF
             modules[name] = parse_module(name, os.path.join(folder, f), os.path.basename(folder))
     if not modules:
         raise CorpusError(f"no {pattern} files under {root}")
-    return Corpus(root=root, sys_path=sys_path or root, modules=modules, library=library)
+    return Corpus(root=root, sys_path=sys_path or root, modules=modules, library=library, copied=copied)
+
+
+def _modular_bases(path: str) -> list[str]:
+    """The bases named by a modular file's classes: transformers generates modeling files from these,
+    copying each base's code under the new name, so a base named often is the original of many copies."""
+    with open(path, encoding="utf-8") as fh:
+        return [b for m in _CLASS.finditer(fh.read()) for b in _simple_bases(m.group(2) or "")]
 
 
 def _matches(filename: str, pattern: str) -> bool:

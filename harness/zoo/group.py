@@ -125,8 +125,9 @@ class Implementation:
 
 
 def representative_order(ref: ClassRef) -> tuple:
-    """Hand-written files before generated copies, then by model folder and class name."""
-    return (ref.module.generated, ref.module.model, ref.name, ref.module.name)
+    """The original first: the class most modular files copy from, then hand-written files before
+    generated ones, then by model folder and class name."""
+    return (-ref.corpus.copied.get(ref.name, 0), ref.module.generated, ref.module.model, ref.name, ref.module.name)
 
 
 def group(norms: list[ClassRef]) -> list[Implementation]:

@@ -2,6 +2,7 @@
 
 The rules, first match wins (each names what in the source decides it):
 
+* a size argument given as a shape (heads, size): [batch, seq, heads, size];
 * `feature_dims` argument: [batch, time, *feature_dims, channels] (a norm over time-stepped features);
 * a head-count argument (`num_heads`): [batch, heads, seq, size], the heads split on dim 1;
 * `[None, None, :, None]` on a parameter: [batch, seq, heads, size] (a per-head scale on dim 2);
@@ -95,6 +96,9 @@ def _rank_of(norm: str) -> int:
 
 def layout_of(ref: ClassRef, init: dict) -> Layout:
     """The layout (and a small shape) of the norm's input, by the rules of this module's docstring."""
+    shaped = [v for v in init.values() if isinstance(v, list) and len(v) == 2 and v[-1] == SIZE]
+    if shaped:
+        return Layout("heads x size", (BATCH, SEQ, *shaped[0]))
     if "feature_dims" in init:
         return Layout("time x features x channels", (BATCH, SEQ, *init["feature_dims"], SIZE))
     if any(k in init for k in ("num_heads", "num_attention_heads", "n_heads", "heads", "n_head")):

@@ -43,6 +43,10 @@ CONFIG_HEADS = {"num_attention_heads", "num_key_value_heads", "num_heads", "n_he
 CONFIG_GROUPS = {"num_groups", "n_groups"}
 
 
+BATCH_NORMS = ("BatchNorm", "SyncBatchNorm")
+NORM_FUNCTIONS = ("layer_norm", "group_norm", "rms_norm", "batch_norm", "instance_norm")
+
+
 class SynthError(ValueError):
     """The implementation cannot be written as a spec (one line: why)."""
 
@@ -116,10 +120,40 @@ def _pattern(ref: ClassRef) -> str | None:
 
 
 def _params_kind(ref: ClassRef) -> str:
-    """`normal`, except for a norm holding running statistics: a normal draw makes a variance negative."""
+    """`normal`, except for a norm holding running statistics (a buffer named running_var, a torch batch
+    norm as base or held): a normal draw makes a variance negative and the output NaN."""
     text = " ".join(ast.unparse(p.node) for p in init_pieces(ref))
-    holds_stats = "running_var" in text or (ref.torch_norm or "").rpartition(".")[2].startswith(("BatchNorm", "SyncBatch"))
-    return "ones" if holds_stats else "normal"
+    torch_classes = [(ref.torch_norm or "")] + [b.dotted for b in built_classes(init_pieces(ref))]
+    batch = any(c.startswith("torch.nn.") and c.rpartition(".")[2].startswith(BATCH_NORMS) for c in torch_classes)
+    return "ones" if batch or "running_var" in text else "normal"
+
+
+def _fp32_pinned(ref: ClassRef) -> bool:
+    """The forward upcasts the input and hands it, with `self.weight`/`self.bias` uncast, to a norm
+    function: the weights are kept in float32 (EsmFold2LayerNorm: "its weight/bias are fp32-pinned")."""
+    for p in reached(ref, roots=("forward",)):
+        for node in ast.walk(p.node):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in NORM_FUNCTIONS and node.args):
+                continue
+            first = node.args[0]
+            upcast = isinstance(first, ast.Call) and isinstance(first.func, ast.Attribute) and (
+                first.func.attr == "float" or (first.func.attr == "to" and "float32" in ast.unparse(first)))
+            plain = [a for a in list(node.args[1:]) + [k.value for k in node.keywords]
+                     if isinstance(a, ast.Attribute) and isinstance(a.value, ast.Name) and a.value.id == "self"
+                     and a.attr in ("weight", "bias")]
+            if upcast and plain:
+                return True
+    return False
+
+
+def _shape_arg(ref: ClassRef, name: str) -> bool:
+    """The constructor indexes the size argument (`hidden_size[-1]`): it is a shape, not a size."""
+    for p in init_pieces(ref):
+        for node in ast.walk(p.node):
+            if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name) and node.value.id == name:
+                return True
+    return False
 
 
 def synthesize(ref: ClassRef) -> Synth:
@@ -135,6 +169,9 @@ def synthesize(ref: ClassRef) -> Synth:
             fields = config_fields(cc.fields, reads, "head_dim" in reads)
             init["config"] = {"class": cc.target, **fields}
             notes.append(f"config {cc.target.rpartition(':')[2]} ({how})")
+        elif p.name in SIZE_ARGS and (p.required or p.default is None) and _shape_arg(ref, p.name):
+            init[p.name] = [HEADS, SIZE]
+            notes.append(f"{p.name} is a shape (heads, size)")
         elif p.name in ARG_RULES and (p.required or p.default is None):
             init[p.name] = ARG_RULES[p.name]
         elif p.name == "eps" and isinstance(p.default, (int, float)) and not isinstance(p.default, bool):
@@ -153,6 +190,9 @@ def synthesize(ref: ClassRef) -> Synth:
     pattern = _pattern(ref)
     if pattern:
         spec = {"pattern": pattern, **spec}
+    if _fp32_pinned(ref):
+        spec["weight_dtype"] = "float32"
+        notes.append("weights kept in float32 (the forward upcasts the input, not its weights)")
     inputs = {}
     for p in forward_params(ref):
         if p.name in GATE_ARGS or (p.required and p.name not in COND_ARGS):
