@@ -108,8 +108,10 @@ def totals(zoo, rows, dtypes) -> str:
 
 
 def cmd_list(args) -> int:
-    zoo = _load(args)
+    if args.jobs < 1 or not args.timeout > 0:
+        raise UsageError(f"--jobs must be at least 1 and --timeout positive, got {args.jobs} and {args.timeout:g}")
     dtypes = _dtypes(args.dtypes)
+    zoo = _load(args)
     only = set(n.strip() for n in args.only.split(",")) if args.only else None
     if only:
         unknown = only - {e.name for e in zoo.entries}

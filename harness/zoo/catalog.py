@@ -110,7 +110,8 @@ def _fingerprint(root: str, pattern: str) -> tuple:
     for folder, dirs, files in os.walk(root):
         dirs.sort()
         for f in sorted(files):
-            if f.endswith(".py") and (f.startswith(("modeling_", "configuration_")) or pattern != corpus_mod.DEFAULT_GLOB):
+            if f.endswith(".py") and (f.startswith(("modeling_", "configuration_", corpus_mod.MODULAR_PREFIX))
+                                      or pattern != corpus_mod.DEFAULT_GLOB):
                 st = os.stat(os.path.join(folder, f))
                 out.append((folder, f, st.st_size, st.st_mtime_ns))
     return tuple(out)
@@ -139,7 +140,18 @@ def load_zoo(root: str | None = None, package: str | None = None,
     return _CACHE[key]
 
 
+def installed(package: str = corpus_mod.DEFAULT_PACKAGE) -> bool:
+    """Whether the package is installed (found, not imported): the zoo suite exists only then."""
+    try:
+        corpus_mod.package_dir(package)
+        return True
+    except corpus_mod.CorpusError:
+        return False
+
+
 def zoo_specs(dtypes=DTYPES, inputs_for=default_inputs, root: str | None = None,
               package: str | None = None) -> list[dict]:
-    """The zoo's module specs as plain dicts, for the `zoo` suite (cases/suites.py)."""
+    """The zoo's module specs as plain dicts, for the `zoo` suite (cases/suites.py): every implementation
+    with a spec, in every dtype, with each input object `inputs_for(dtype)` gives (default: a normal draw
+    and the catalog's outlier). Raises corpus.CorpusError when the library is not installed."""
     return load_zoo(root=root, package=package).specs(dtypes, inputs_for)

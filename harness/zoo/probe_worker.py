@@ -3,6 +3,7 @@
 This is the only zoo module that imports torch and the library's classes, and it is imported only by
 the probe's child processes. Each step that fails gives one line naming the step (`stage`) and the
 exception. Until the module cases of DESIGN §8 land, this stands in for their worker-side resolution.
+Inputs are normal draws: the input kind of a spec does not change what is built or exported.
 """
 from __future__ import annotations
 

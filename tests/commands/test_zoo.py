@@ -36,6 +36,7 @@ def test_without_transformers_a_folder_of_modeling_files_is_still_listed(tiny_mo
     (["zoo", "list", "--root", "/no/such/folder"], "no such folder"),
     (["zoo", "list", "--package", "no_such_package_here"], "is not installed"),
     (["zoo", "list", "--dtypes", "float8"], "--dtypes"),
+    (["zoo", "list", "--jobs", "0"], "--jobs"),
     (["zoo"], "required"),
 ])
 def test_bad_usage_is_one_line_and_exit_2(cli, args, words):
