@@ -219,6 +219,8 @@ TABLE: tuple[Op, ...] = (
            torch="torch.nn.functional.silu", functions=("nn.functional.silu",), method=False,
            compiled=("swish",)),
     _unary("sigmoid", _sigmoid, bounds.by_slope(_sigmoid, _sigmoid_slope), text="1.0 / (1.0 + np.exp(-{a}))"),
+    # max(a, 0) is exact and 1-Lipschitz: the operand's bound carries over unchanged
+    _unary("relu", lambda a: np.maximum(a, 0.0), None, text="np.maximum({a}, 0.0)", exact=True),
     # elementwise, two operands (operators: `**` is also .pow(K) and torch.pow)
     _binary("add", np.add, bounds.add, "+", ("add",)),
     _binary("sub", np.subtract, lambda a, ea, b, eb: bounds.add(a, ea, b, eb, -1.0), "-", ("sub", "rsub"),
