@@ -172,8 +172,12 @@ class ArtifactCache:
             }
         return self._parts[path.name]
 
-    def key(self, path, spec) -> str:
+    def key(self, path, spec, salt: str = "") -> str:
+        """The entry of `path` for `spec`'s structure; `salt` is what else the artifact depends on (a module
+        case's code and values: its class is the user's, edited between runs)."""
         parts = {**self.key_parts(path), "structure": path.structure_key(spec)}
+        if salt:
+            parts["module"] = salt
         return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
     def file_of(self, key: str) -> str:
