@@ -82,8 +82,7 @@ def test_every_normdiff_call_in_the_workflow_parses():
     # every run and merge names its history: none falls back to a default place by accident
     for argv in calls:
         if argv[0] in ("run", "merge"):
-            args = parser.parse_args(argv)
-            assert args.no_history or args.history, argv
+            assert "--history" in argv or "--no-history" in argv, argv
     (merge,) = [parser.parse_args(c) for c in calls if c[0] == "merge"]
     doc = yaml.safe_load(open(WORKFLOW, encoding="utf-8"))
     kept = [step["with"]["path"] for job in doc["jobs"].values() for step in job["steps"]

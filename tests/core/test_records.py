@@ -23,7 +23,7 @@ def written_mode(path, umask: int, mode: int = 0o666) -> int:
 @pytest.mark.parametrize("umask, mode, expected", [
     (0o022, 0o666, 0o644), (0o002, 0o666, 0o664), (0o077, 0o666, 0o600), (0o027, 0o666, 0o640),
     (0o022, 0o777, 0o755),  # a repro script: executable as the umask allows
-])
+], ids=lambda v: f"{v:04o}")
 def test_write_atomic_gives_the_mode_less_the_umask(tmp_path, umask, mode, expected):
     target = tmp_path / "sub" / "report.html"
     assert written_mode(target, umask, mode) == expected
