@@ -1,10 +1,19 @@
 # `make run` and `make test` each create .venv and install normdiff when needed.
+# EXTRAS=ray,zoo installs those optional extras of pyproject.toml too (.ci/run does).
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed-stamp
+EXTRAS ?=
+comma  := ,
+empty  :=
+space  := $(empty) $(empty)
+extras := $(subst $(space),,$(strip $(EXTRAS)))
+# The stamp names the extras installed with it, so asking for other extras installs again.
+STAMP  := $(VENV)/.installed-stamp$(if $(extras),-$(subst $(comma),-,$(extras)))
+PACKAGE := .$(if $(extras),[$(extras)])
 OUT    ?= reports/latest
 JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
+HISTORY ?= reports/history.sqlite
 
 .PHONY: install run test nightly bench fuzz bugs baseline clean oracle-check
 
@@ -12,7 +21,7 @@ install: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e .
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '$(PACKAGE)'
 	touch $(STAMP)
 
 # The default suite on every path; exit 1 (some verdict is not pass) still writes the reports.
@@ -26,9 +35,10 @@ test: $(STAMP)
 clean:
 	rm -rf $(VENV) reports/latest .pytest_cache
 
-# The nightly suite on every path, its reports, and the gate against the committed baseline.
+# The nightly suite on every path, its reports, and the gate against the committed baseline;
+# the night is appended to the run history $(HISTORY) (kept from night to night).
 nightly: $(STAMP)
-	$(BIN)/normdiff run --suite nightly --out reports/nightly --jobs $(JOBS) --quiet || [ $$? -eq 1 ]
+	$(BIN)/normdiff run --suite nightly --out reports/nightly --jobs $(JOBS) --quiet --history $(HISTORY) || [ $$? -eq 1 ]
 	$(BIN)/normdiff gate reports/nightly/results.jsonl --baseline reports/baseline.json
 
 # Naive (a process per execution) against the warm runner, side by side.
