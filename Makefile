@@ -15,7 +15,7 @@ OUT    ?= reports/latest
 JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
 HISTORY ?= reports/history.sqlite
 
-.PHONY: install run test nightly bench fuzz bugs baseline clean oracle-check
+.PHONY: install run test nightly nightly-zoo bench fuzz bugs baseline clean oracle-check
 
 install: $(STAMP)
 
@@ -37,9 +37,17 @@ clean:
 
 # The nightly suite on every path, its reports, and the gate against the committed baseline;
 # the night is appended to the run history $(HISTORY) (kept from night to night).
+# With the zoo extra installed (make install EXTRAS=zoo), the zoo suite too, gated against its own baseline.
 nightly: $(STAMP)
 	$(BIN)/normdiff run --suite nightly --out reports/nightly --jobs $(JOBS) --quiet --history $(HISTORY) || [ $$? -eq 1 ]
 	$(BIN)/normdiff gate reports/nightly/results.jsonl --baseline reports/baseline.json
+	@if $(BIN)/python -c "from harness.zoo.catalog import installed; raise SystemExit(not installed())"; then \
+	  $(MAKE) --no-print-directory nightly-zoo; fi
+
+# The zoo suite on every path (the zoo extra), gated against reports/zoo-baseline.json.
+nightly-zoo: $(STAMP)
+	$(BIN)/normdiff run --suite zoo --out reports/zoo --jobs $(JOBS) --quiet --history $(HISTORY) || [ $$? -eq 1 ]
+	$(BIN)/normdiff gate reports/zoo/results.jsonl --baseline reports/zoo-baseline.json
 
 # Naive (a process per execution) against the warm runner, side by side.
 bench: $(STAMP)
@@ -54,6 +62,9 @@ bugs: $(STAMP)
 # After `make nightly`: rewrite the baseline from its results, keeping the reasons it had.
 baseline: $(STAMP)
 	$(BIN)/normdiff gate reports/nightly/results.jsonl --baseline reports/baseline.json --update
+	if [ -f reports/zoo/results.jsonl ]; then \
+	  $(BIN)/normdiff gate reports/zoo/results.jsonl --baseline reports/zoo-baseline.json --update; \
+	fi
 
 # The oracle's own test: correct and deliberately wrong norms, scored by normdiff and the anchors' oracles.
 oracle-check: $(STAMP)
