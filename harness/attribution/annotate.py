@@ -67,7 +67,7 @@ def _runner(path, spec, inputs):
     return _BUILT[key]
 
 
-def attribute(spec, path, inputs, out, verdict: str) -> dict:
+def attribute(spec, path, inputs, out, verdict: Verdict) -> dict:
     """{"attribution", "first_stage_over", "attribution_note"}; Unavailable if it cannot be done."""
     from harness.core.tensors import to_torch
     from harness.paths.base import input_arrays

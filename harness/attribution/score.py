@@ -53,7 +53,7 @@ def entries(stages, capture: Capture, approximate: bool) -> list[dict]:
     return out
 
 
-def first_stage_over(attribution: list[dict], verdict: str) -> str | None:
+def first_stage_over(attribution: list[dict], verdict: Verdict) -> str | None:
     """dtype_mismatch: the first computed stage whose dtype differs from the program's; else the first over its bound."""
     for e in attribution:
         if verdict == Verdict.DTYPE_MISMATCH:

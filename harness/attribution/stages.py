@@ -1,8 +1,8 @@
 """The program stages of a case: its program (or its catalog style's), evaluated in FP64 with its norms opened.
 
 A program case has its own program. A catalog layer_norm or rms_norm case
-has the program of its style (harness.program.style_program, the program
-twin of harness/oracle/twins.py: the same bits as the style's module), and
+has the program of its style (harness.oracle.twins.style_case: the program
+its module runs), and
 a group_norm module is `F.group_norm(x, groups, w, b, eps)`; their input
 and parameters are the case's own (weight and bias read as w and b), in any
 layout, since the stages are logical values. instance_norm and batch_norm
@@ -15,7 +15,8 @@ from typing import NamedTuple
 from harness.attribution.capture import Unavailable
 from harness.attribution.match import canonical
 from harness.spec import CaseSpec, program_case
-from harness.program import ProgramCase, parse, style_program
+from harness.oracle.twins import TWIN_PATTERNS, style_case
+from harness.program import ProgramCase, parse
 from harness.program.expand import evaluate_expanded, is_part
 
 
@@ -33,17 +34,15 @@ def case_program(spec: CaseSpec) -> tuple[str, ProgramCase]:
     """(program text, ProgramCase) of a case; Unavailable if its pattern has no program."""
     if spec.program is not None:
         return spec.program, program_case(spec)
-    params = {}
-    if spec.pattern in ("layer_norm", "rms_norm"):
-        text = style_program(spec.pattern, spec.style, spec.cast, spec.affine, spec.dtype, spec.weight_dtype)
-    elif spec.pattern == "group_norm":
+    if spec.pattern in TWIN_PATTERNS:
+        return style_case(spec)
+    if spec.pattern == "group_norm":
         w, b = ("w" if spec.affine != "none" else "None"), ("b" if spec.affine == "weight_bias" else "None")
-        text = f"return F.group_norm(x, {spec.groups}, {w}, {b}, eps)"
         params = {name: (spec.shape[1],) for name in ("w", "b")}
-    else:
-        raise Unavailable(f"no program for the {spec.pattern} module (running statistics or per-instance norms "
-                          "are not in the program language)")
-    return text, ProgramCase(spec.dtype, tuple(spec.shape), spec.weight_dtype, (), params, spec.eps)
+        return (f"return F.group_norm(x, {spec.groups}, {w}, {b}, eps)",
+                ProgramCase(spec.dtype, tuple(spec.shape), spec.weight_dtype, (), params, spec.eps))
+    raise Unavailable(f"no program for the {spec.pattern} module (running statistics or per-instance norms "
+                      "are not in the program language)")
 
 
 def case_arrays(spec: CaseSpec, inputs) -> dict:

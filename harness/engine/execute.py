@@ -23,7 +23,8 @@ from harness import paths
 from harness.attribution import ATTRIBUTED, annotate
 from harness.spec import CaseSpec
 from harness.core.tensors import to_torch
-from harness.engine.cache import ArtifactCache, cacheable
+from harness.core.verdicts import Verdict
+from harness.engine.cache import ArtifactCache, Origin, cacheable
 from harness.oracle.compare import eager_row_errors, score
 from harness.oracle.inputs import make_inputs
 from harness.oracle.modules import build_module
@@ -81,41 +82,41 @@ class Executor:
         prepared, origin = self._from_disk(path, spec)
         if prepared is None:
             prepared = self._build(path, spec, inputs)
-            origin = self._store(path, spec, prepared) if origin == "miss" else origin
+            origin = self._store(path, spec, prepared) if origin == Origin.MISS else origin
         self._prepared[key] = (prepared, origin)
         return prepared, False, time.perf_counter() - start, origin
 
     def _from_disk(self, path, spec: CaseSpec) -> tuple[Prepared | None, str]:
         """The cached artifact restored, or None and what the cache status will be."""
         if self.cache is None:
-            return None, "off"
+            return None, Origin.OFF
         if not cacheable(path):
-            return None, "unsupported"
+            return None, Origin.UNSUPPORTED
         ckey = self.cache.key(path, spec)
         entry = self.cache.get(ckey)
         if entry is None:
-            return None, "miss"
+            return None, Origin.MISS
         try:
             prepared = path.restore(spec, entry.data)
         except Exception:  # noqa: BLE001 - an entry that does not restore is not trusted
             self.cache.discard(ckey)
-            return None, "miss"
+            return None, Origin.MISS
         prepared.facts = dict(entry.facts)
-        return prepared, "hit"
+        return prepared, Origin.HIT
 
     def _store(self, path, spec: CaseSpec, prepared: Prepared | Exception) -> str:
         """Put what was built into the cache: "miss", or "unsupported" if the path could not serialise it."""
         if isinstance(prepared, Exception):
-            return "miss"  # failures are rebuilt every time: they may come from the moment
+            return Origin.MISS  # failures are rebuilt every time: they may come from the moment
         try:
             data = path.artifact(prepared)
             facts = json.loads(json.dumps(prepared.facts))
         except Exception:  # noqa: BLE001 - e.g. no C compiler to link TVM's library
             data = None
         if data is None:
-            return "unsupported"
+            return Origin.UNSUPPORTED
         self.cache.put(self.cache.key(path, spec), path.name, data, facts)
-        return "miss"
+        return Origin.MISS
 
     def _build(self, path, spec: CaseSpec, inputs) -> Prepared | Exception:
         try:
@@ -150,7 +151,7 @@ class Executor:
         try:
             path = paths.get(path_name)
         except KeyError as exc:
-            record.update(verdict="error", stage="compile", message=str(exc.args[0]))
+            record.update(verdict=Verdict.ERROR, stage="compile", message=str(exc.args[0]))
             return record
         inputs = make_inputs(spec)
         ref = reference(spec, inputs)
@@ -168,16 +169,16 @@ class Executor:
         record["artifact_cache"] = origin
         record["prepare_seconds"] = round(prep_s, 6)
         if isinstance(prepared, Unsupported):
-            record.update(verdict="unsupported", message=str(prepared))
+            record.update(verdict=Verdict.UNSUPPORTED, message=str(prepared))
         elif isinstance(prepared, StageError):
-            record.update(verdict="error", stage=prepared.stage, message=prepared.message)
+            record.update(verdict=Verdict.ERROR, stage=prepared.stage, message=prepared.message)
         else:
             record["facts"] = dict(prepared.facts)
             run_start = time.perf_counter()
             try:
                 out = prepared.run(inputs.run_arg)
             except StageError as exc:
-                record.update(verdict="error", stage=exc.stage, message=exc.message)
+                record.update(verdict=Verdict.ERROR, stage=exc.stage, message=exc.message)
             else:
                 record["run_seconds"] = round(time.perf_counter() - run_start, 6)
                 result = score(out, ref, eager_out)

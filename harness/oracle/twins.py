@@ -10,11 +10,22 @@ analysis, the style case's from the closed-form model (README, "Tolerance").
 from __future__ import annotations
 
 from harness.spec import CaseSpec
-from harness.program import style_program
+from harness.program import ProgramCase, style_program
 
 # The catalog styles that have a program: every hand-written style, and the
 # layer_norm/rms_norm modules (as F.layer_norm / F.rms_norm).
 TWIN_PATTERNS = ("layer_norm", "rms_norm")
+
+
+def style_case(spec: CaseSpec) -> tuple[str, ProgramCase]:
+    """(program text, ProgramCase) of a catalog layer_norm/rms_norm case: the program its module runs.
+
+    ValueError for a case whose pattern has no style program (group, instance, batch norm).
+    """
+    if spec.program is not None or spec.pattern not in TWIN_PATTERNS:
+        raise ValueError(f"no style program for a {spec.pattern} {spec.style} case")
+    text = style_program(spec.pattern, spec.style, spec.cast, spec.affine, spec.dtype, spec.weight_dtype)
+    return text, ProgramCase(spec.dtype, tuple(spec.shape), spec.weight_dtype, eps=spec.eps)
 
 
 def has_twin(spec: CaseSpec) -> bool:
@@ -28,7 +39,7 @@ def program_twin(spec: CaseSpec) -> CaseSpec | None:
     raw = {
         "pattern": spec.pattern, "dtype": spec.dtype, "shape": list(spec.shape), "eps": spec.eps,
         "input": spec.input_dict, "params": spec.params_dict, "seed": spec.seed,
-        "program": style_program(spec.pattern, spec.style, spec.cast, spec.affine, spec.dtype, spec.weight_dtype),
+        "program": style_case(spec)[0],
     }
     if spec.weight_dtype != spec.dtype:
         raw["weight_dtype"] = spec.weight_dtype
