@@ -15,7 +15,7 @@ from typing import NamedTuple
 from harness.attribution.capture import Unavailable
 from harness.attribution.match import canonical
 from harness.spec import CaseSpec, program_case
-from harness.oracle.twins import TWIN_PATTERNS, style_case
+from harness.oracle.twins import PROGRAM_NAMES, TWIN_PATTERNS, style_case
 from harness.program import ProgramCase, parse
 from harness.program.expand import evaluate_expanded, is_part
 
@@ -49,8 +49,7 @@ def case_arrays(spec: CaseSpec, inputs) -> dict:
     """The arrays a case's program reads, by name."""
     if spec.program is not None:
         return {**inputs.arrays, **inputs.params}
-    names = {"weight": "w", "bias": "b"}
-    return {"x": inputs.x, **{names[k]: v for k, v in inputs.params.items() if k in names}}
+    return {"x": inputs.x, **{PROGRAM_NAMES[k]: v for k, v in inputs.params.items() if k in PROGRAM_NAMES}}
 
 
 def labelled(stages) -> list[ProgramStage]:

@@ -22,8 +22,9 @@ from torch import nn
 
 from harness.core.dtypes import torch_dtype
 from harness.core.tensors import to_torch
-from harness.oracle.twins import style_case
+from harness.oracle.twins import PROGRAM_NAMES, style_case
 from harness.program import build_program_module, parse
+from harness.program.styles import STYLE_INPUTS
 from harness.program.torch_module import TorchWalker
 from harness.spec import CaseSpec, program_case
 
@@ -57,9 +58,9 @@ class StyleModule(nn.Module):
 
     def forward(self, x):
         env = {"x": x, "eps": self.eps}
-        for name, param in (("w", self.weight), ("b", self.bias)):
-            if param is not None:
-                env[name] = param
+        for attr, name in PROGRAM_NAMES.items():
+            if getattr(self, attr) is not None:
+                env[name] = getattr(self, attr)
         return self.walker(env).run(self.program)
 
 
@@ -73,8 +74,8 @@ class _HiddenStatesArg(StyleModule):
         return super().forward(hidden_states)
 
 
-# The input named as its model names it (torch.export keeps the name: the graph's placeholder).
-_STYLE_CLASSES = {("layer_norm", "module"): _InputArg, ("rms_norm", "t5"): _HiddenStatesArg}
+# By what the model calls its input (STYLE_INPUTS; torch.export keeps the name: the graph's placeholder).
+_BY_INPUT = {"x": StyleModule, "input": _InputArg, "hidden_states": _HiddenStatesArg}
 
 
 def _torch_module(spec: CaseSpec) -> nn.Module:
@@ -99,7 +100,7 @@ def build_module(spec: CaseSpec, params: dict[str, np.ndarray]) -> nn.Module:
     if spec.program is not None:
         return build_program_module(parse(spec.program, case=program_case(spec)), program_case(spec), params)
     if spec.pattern in ("layer_norm", "rms_norm"):
-        module = _STYLE_CLASSES.get((spec.pattern, spec.style), StyleModule)(spec)
+        module = _BY_INPUT[STYLE_INPUTS.get((spec.pattern, spec.style), "x")](spec)
     else:
         module = _torch_module(spec)
     with torch.no_grad():

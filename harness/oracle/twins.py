@@ -15,6 +15,8 @@ from harness.program import ProgramCase, style_program
 # The catalog styles that have a program: every hand-written style, and the
 # layer_norm/rms_norm modules (as F.layer_norm / F.rms_norm).
 TWIN_PATTERNS = ("layer_norm", "rms_norm")
+# A catalog parameter's name in its style's program.
+PROGRAM_NAMES = {"weight": "w", "bias": "b"}
 
 
 def style_case(spec: CaseSpec) -> tuple[str, ProgramCase]:

@@ -19,6 +19,13 @@ STYLE_CASTS = {"upcast": "float", "manual": None, "qwen": "to", "llama": "type_a
 STYLE_PATTERNS = {"upcast": "layer_norm", "manual": "layer_norm", "qwen": "rms_norm", "llama": "rms_norm",
                   "t5": "rms_norm", "gemma": "rms_norm"}
 CASTS = ("to", "float", "type_as", "to_contiguous")
+# The model each style is, in a few words (repro scripts say it).
+STYLE_MODELS = {"qwen": "transformers' Qwen2RMSNorm", "llama": "Meta's reference Llama RMSNorm",
+                "t5": "transformers' T5LayerNorm", "gemma": "transformers' GemmaRMSNorm",
+                "upcast": "open_clip's LayerNormFp32", "manual": "mean and variance written out in the input dtype",
+                "module": "torch's nn.LayerNorm / nn.RMSNorm"}
+# What the model calls its input, where not `x` (torch.export keeps the name as the graph's input).
+STYLE_INPUTS = {("layer_norm", "module"): "input", ("rms_norm", "t5"): "hidden_states"}
 _METHOD = {"float16": "half", "bfloat16": "bfloat16", "float32": "float"}
 _CONTIGUOUS = ", memory_format=torch.contiguous_format"
 
