@@ -5,9 +5,9 @@ import math
 
 import numpy as np
 
-from harness.attribution.capture import Capture
 from harness.attribution.match import align, canonical, err_over_bound
 from harness.core.verdicts import Verdict
+from harness.paths.base import Capture
 
 
 def _same_bits(a: np.ndarray | None, b: np.ndarray) -> bool:

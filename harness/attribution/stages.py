@@ -12,10 +12,10 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from harness.attribution.capture import Unavailable
 from harness.attribution.match import canonical
 from harness.spec import CaseSpec, program_case
 from harness.oracle.twins import PROGRAM_NAMES, TWIN_PATTERNS, style_case
+from harness.paths.base import IntermediatesUnavailable
 from harness.program import ProgramCase, parse
 from harness.program.expand import evaluate_expanded, is_part
 
@@ -31,7 +31,7 @@ class ProgramStage(NamedTuple):
 
 
 def case_program(spec: CaseSpec) -> tuple[str, ProgramCase]:
-    """(program text, ProgramCase) of a case; Unavailable if its pattern has no program."""
+    """(program text, ProgramCase) of a case; IntermediatesUnavailable if its pattern has no program."""
     if spec.program is not None:
         return spec.program, program_case(spec)
     if spec.pattern in TWIN_PATTERNS:
@@ -41,7 +41,7 @@ def case_program(spec: CaseSpec) -> tuple[str, ProgramCase]:
         params = {name: (spec.shape[1],) for name in ("w", "b")}
         return (f"return F.group_norm(x, {spec.groups}, {w}, {b}, eps)",
                 ProgramCase(spec.dtype, tuple(spec.shape), spec.weight_dtype, (), params, spec.eps))
-    raise Unavailable(f"no program for the {spec.pattern} module (running statistics or per-instance norms "
+    raise IntermediatesUnavailable(f"no program for the {spec.pattern} module (running statistics or per-instance norms "
                       "are not in the program language)")
 
 

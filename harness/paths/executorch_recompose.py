@@ -32,7 +32,7 @@ from harness.paths._executorch_common import (
     op_name,
     quiet_imports,
 )
-from harness.paths._script_intermediates import FX_INTERMEDIATES
+from harness.paths import _fx_intermediates as fx
 from harness.paths.base import Path, Prepared, stage
 
 _CASTS = {"aten._to_copy.default", "dim_order_ops._to_dim_order_copy.default", "aten.to.dtype"}
@@ -100,7 +100,7 @@ class RecomposePath(Path):
     skip_dim_order = False
 
     def script_code(self) -> str:
-        return _SCRIPT_REPORT + "\n\n" + FX_INTERMEDIATES + f'''
+        return _SCRIPT_REPORT + "\n\n" + fx.SCRIPT_CODE + f'''
 
 def rewritten(model, example):
     """The edge program after QNN's RemoveRedundancy and RecomposeRmsNorm."""
@@ -127,7 +127,8 @@ def intermediates(model, example, x):
     return fx_intermediates(rewritten(model, example).module(), example)
 '''
 
-    def prepare(self, spec, module, example, exported=None) -> Prepared:
+    def _rewritten(self, module, example, exported=None):
+        """(the edge graph module after both passes, the facts)."""
         quiet_imports()
         from executorch.exir import EdgeCompileConfig, to_edge
 
@@ -138,8 +139,15 @@ def intermediates(model, example, x):
             config = EdgeCompileConfig(_check_ir_validity=False, _skip_dim_order=self.skip_dim_order)
             edge_ep = to_edge(ep, compile_config=config).exported_program()
             facts = rewrite(edge_ep.graph_module, quantization_capture=False)
-            runner = edge_ep.module()
-        return Prepared(module_runner(runner, spec), facts)
+            return edge_ep.module(), facts
+
+    def prepare(self, spec, module, example, exported=None) -> Prepared:
+        graph_module, facts = self._rewritten(module, example, exported)
+        return Prepared(module_runner(graph_module, spec), facts)
+
+    def intermediates(self, spec, module, example):
+        """The rewritten graph rebuilt as `prepare` builds it and run node by node (_fx_intermediates)."""
+        return fx.fx_runner(self._rewritten(module, example)[0], spec, fx.INTERPRETED.format("the rewritten graph"))
 
 
 class RecomposeNoDimOrderPath(RecomposePath):
@@ -162,7 +170,7 @@ class RecomposeCapturePath(Path):
     script_imports = "from executorch.backends.qualcomm._passes import RecomposeRmsNorm, RemoveRedundancy\n"
 
     def script_code(self) -> str:
-        return _SCRIPT_REPORT + "\n\n" + FX_INTERMEDIATES + f'''
+        return _SCRIPT_REPORT + "\n\n" + fx.SCRIPT_CODE + f'''
 
 def rewritten(model, example):
     """The captured graph after QNN's RemoveRedundancy and RecomposeRmsNorm (quantization_capture=True)."""
@@ -187,10 +195,18 @@ def intermediates(model, example, x):
     return fx_intermediates(rewritten(model, example), example)
 '''
 
-    def prepare(self, spec, module, example, exported=None) -> Prepared:
+    def _rewritten(self, module, example, exported=None):
+        """(the captured graph module after both passes, the facts)."""
         quiet_imports()
         ep = export(module, example, exported)
         with stage("compile"):
             graph_module = ep.module()
-            facts = rewrite(graph_module, quantization_capture=True)
+            return graph_module, rewrite(graph_module, quantization_capture=True)
+
+    def prepare(self, spec, module, example, exported=None) -> Prepared:
+        graph_module, facts = self._rewritten(module, example, exported)
         return Prepared(module_runner(graph_module, spec), facts)
+
+    def intermediates(self, spec, module, example):
+        """The rewritten graph rebuilt as `prepare` builds it and run node by node (_fx_intermediates)."""
+        return fx.fx_runner(self._rewritten(module, example)[0], spec, fx.INTERPRETED.format("the rewritten graph"))

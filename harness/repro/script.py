@@ -341,7 +341,7 @@ def render(spec: CaseSpec, path: str, *, bug=None, recorded: str | None = None) 
         tolerance_note=note, path=path, is_eager=str(path == "eager"),
         expected_dtype=f"np.dtype({_NP[expected_dtype]})", rtol=repr(rtol), atol=repr(atol),
         libraries=repr(libraries), case_repr=repr(str(spec)), description_repr=repr(description),
-        layout=".contiguous(memory_format=torch.channels_last)" if spec.layout == "channels_last" else "",
+        layout=repr(spec.layout),
     )
     # A path that can expose its intermediates gets the stage table (README, "Attribution").
     stages = stage_section(spec) if "\ndef intermediates(" in path_code else None
