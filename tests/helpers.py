@@ -66,3 +66,40 @@ def write_baseline(tmp_path, entries, name="baseline.json"):
     p = tmp_path / name
     p.write_text(json.dumps({"format": "normdiff-baseline", "version": 1, "entries": entries}, indent=1))
     return str(p)
+
+
+# A path's intermediates, as attribution reads them and as its repro script reads them.
+
+def hooked_capture(spec, path):
+    """The path's own intermediates (`Path.intermediates`, the hook attribution calls) on the case's input."""
+    from harness import paths
+    from harness.core.tensors import to_torch
+    from harness.oracle.inputs import make_inputs
+    from harness.oracle.modules import build_module
+    from harness.paths.base import input_arrays
+
+    inputs = make_inputs(spec)
+    example = tuple(to_torch(a, spec.layout) for a in input_arrays(inputs.run_arg))
+    return paths.get(path).intermediates(spec, build_module(spec, inputs.params), example)(inputs.run_arg)
+
+
+def scripted_intermediates(spec, path):
+    """The repro script's `intermediates(model, example, x)`, run from the script's own text."""
+    from harness import paths
+    from harness.repro import pieces, script
+
+    runner = paths.get(path)
+    namespace: dict = {}
+    exec("\n".join([pieces.IMPORTS, "from torch import nn\nimport torch.nn.functional as F\n",  # noqa: S102
+                    runner.script_imports, pieces.CONVERSIONS, script.input_code(spec), script.model_code(spec),
+                    runner.script_code()]), namespace)
+    example = tuple(namespace["to_torch"](a, spec.layout) for a in namespace["INPUTS"])
+    return namespace["intermediates"](namespace["model"], example, namespace["INPUTS"])
+
+
+def assert_same_intermediates(capture, items, output, rerun):
+    """A Capture and a script's (items, output, rerun) hold the same values, bit for bit."""
+    assert [(i.name, i.op, i.dtype) for i in capture.intermediates] == [t[:3] for t in items]
+    for i, t in zip(capture.intermediates, items):
+        assert i.value.dtype == t[3].dtype and i.value.tobytes() == t[3].tobytes(), i.name
+    assert capture.output == output and capture.rerun_output.tobytes() == rerun.tobytes()

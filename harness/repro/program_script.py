@@ -87,7 +87,10 @@ def _module(name: str, doc: str, params: list[tuple[str, str]], args: str, sourc
     first = args.split(", ")[0]
     lines = [f"class {name}(nn.Module):", f'    """{doc}"""', "",
              "    def __init__(self, params, eps):", "        super().__init__()"]
-    lines += [f"        self.{a} = nn.Parameter(to_torch(params[{a!r}]), requires_grad=False)" for a, _ in params]
+    # a torch-allocated copy, as normdiff's modules hold: TVM's importer takes parameters by DLPack,
+    # which refuses NumPy's less aligned buffers (and its NumPy fallback has no bfloat16)
+    lines += [f"        self.{a} = nn.Parameter(to_torch(params[{a!r}]).clone(), requires_grad=False)"
+              for a, _ in params]
     lines += ["        self.eps = eps", "", f"    def forward(self, {args}):"]
     reads = ", ".join([f"self.{a}" for a, _ in params] + ["self.eps"])
     names = ", ".join([n for _, n in params] + ["eps"])

@@ -32,7 +32,7 @@ from harness.spec import INPUT_KINDS, CaseSpec
 from harness.core.tensors import to_torch
 from helpers import ROOT
 
-STANDARD = {"base64", "hashlib", "importlib", "platform", "sys", "tempfile", "traceback"}
+STANDARD = {"base64", "hashlib", "importlib", "operator", "platform", "sys", "tempfile", "traceback", "warnings"}
 # A distribution's import name where the two differ.
 IMPORT_NAMES = {"apache-tvm": "tvm"}
 
