@@ -29,6 +29,17 @@ def seed(name: str) -> str:
     return os.path.join(SEEDS, name)
 
 
+# The misbehaving test paths (tests/crashy_paths.py), as NORMDIFF_EXTRA_PATHS registers them, and their trigger.
+CRASHY_PATHS = ("abort=tests.crashy_paths:AbortPath,sleep=tests.crashy_paths:SleepPath,"
+                "slow=tests.crashy_paths:SlowPath")
+TRIGGER = {"kind": "constant", "value": 7.0}  # tests.crashy_paths.TRIGGER
+
+
+def small_layer_norm(**changes) -> dict:
+    """A float32 layer_norm [2, 16] spec, changed as asked: the runner's tests' cheap case."""
+    return {"pattern": "layer_norm", "dtype": "float32", "shape": [2, 16], **changes}
+
+
 # Small specs, records and baseline entries for the gate and the reports.
 SPECS = {name: CaseSpec.from_dict(raw) for name, raw in {
     "a": {"pattern": "layer_norm", "dtype": "float16", "shape": [2, 64]},

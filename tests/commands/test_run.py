@@ -11,7 +11,6 @@ import pytest
 from harness.core.records import read_results
 from harness.spec import CaseSpec
 from harness.engine.lock import folder_lock
-from harness.engine.procs import Procs, default_max_memory_gb
 from helpers import ROOT, seed
 
 SEED = seed("tvm-20909.json")
@@ -40,19 +39,6 @@ def test_a_busy_folder_is_refused_before_anything_is_touched(cli, tmp_path):
     # once the holder is gone the folder is free again
     assert cli("run", "--case", SEED, "--paths", "eager", "--out", str(out), "--jobs", "0",
                "--no-history").returncode == 0
-
-
-def test_the_lock_is_reentrant_in_one_process_and_exclusive_across_processes(tmp_path):
-    with folder_lock(str(tmp_path)):
-        with folder_lock(str(tmp_path)):  # the command and the engine both take it
-            pass
-        probe = ("import sys; from harness.engine.lock import folder_lock, FolderBusy\n"
-                 "try:\n    folder_lock(sys.argv[1]).__enter__()\nexcept FolderBusy as e:\n"
-                 "    print(e); sys.exit(3)\n")
-        r = subprocess.run([sys.executable, "-c", probe, str(tmp_path)], cwd=ROOT, capture_output=True, text=True)
-        assert r.returncode == 3 and f"pid {os.getpid()}" in r.stdout
-    r = subprocess.run([sys.executable, "-c", probe, str(tmp_path)], cwd=ROOT, capture_output=True, text=True)
-    assert r.returncode == 0, r.stdout + r.stderr
 
 
 @pytest.mark.slow
@@ -115,19 +101,6 @@ def test_resume_refuses_records_of_other_library_versions(cli, tmp_path):
 def test_bad_max_memory_is_one_line_and_exit_2(cli, args, words):
     r = cli("run", "--case", SEED, "--paths", "eager", *args)
     assert r.returncode == 2 and words in one_line(r.stderr)
-
-
-def test_the_default_limit_is_a_share_of_the_machine_and_at_least_two_gb():
-    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-    assert default_max_memory_gb(1) == pytest.approx(max(2.0, 0.6 * total), abs=0.06)
-    assert default_max_memory_gb(1000) == 2.0
-    procs = Procs(["eager"], 5.0, max_memory=4)
-    try:  # a worker killed outright (the kernel's OOM killer) says the limit may be why
-        assert "memory limit of 4 GB" in procs._memory_hint(-9, [])
-        assert "memory limit of 4 GB" in procs._memory_hint(-6, ["terminate called after throwing std::bad_alloc"])
-        assert procs._memory_hint(-6, ["Fatal Python error: Aborted"]) == ""
-    finally:
-        procs.close([])
 
 
 def test_a_worker_past_max_memory_is_one_error_record_and_the_run_goes_on(tmp_path):
