@@ -1,9 +1,9 @@
 """A catalog case's program twin: the same norm written as its style's program (DESIGN §7).
 
 The twin draws the same input and the same parameters (w and b from the
-stream weight and bias come from, in that order), and its program computes
-the same bits as the style's module (tests/program/test_styles.py), so a
-style case and its twin give the same output through every path. What may
+stream weight and bias come from, in that order), and its program is the
+very text the style case's module runs (`style_case`, harness.oracle.modules),
+so a style case and its twin give the same output through every path. What may
 differ is the bound: the twin's comes from the program's running error
 analysis, the style case's from the closed-form model (README, "Tolerance").
 """

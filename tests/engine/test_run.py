@@ -134,12 +134,18 @@ SLOW_SPECS = [ln(seed=i) for i in range(10)] + [
     {"pattern": "rms_norm", "dtype": "float16", "shape": [2, 16], "seed": i} for i in range(10)]
 
 
-def test_sigkilled_run_resumes_with_every_record_once(tmp_path):
+def started_run(tmp_path, paths: str, records: int):
+    """(cases file, out folder, results file, the CLI process) of a run of SLOW_SPECS past `records` records."""
     cases = write_cases(tmp_path, SLOW_SPECS)
     out = tmp_path / "out"
     results = str(out / "results.jsonl")
-    proc = start_cli("run", "--case", cases, "--paths", "slow,eager", "--out", str(out), "--jobs", "2")
-    wait_for_lines(results, 6, proc)
+    proc = start_cli("run", "--case", cases, "--paths", paths, "--out", str(out), "--jobs", "2")
+    wait_for_lines(results, records, proc)
+    return cases, out, results, proc
+
+
+def test_sigkilled_run_resumes_with_every_record_once(tmp_path):
+    cases, out, results, proc = started_run(tmp_path, "slow,eager", 6)
     os.killpg(proc.pid, signal.SIGKILL)  # the parent, its forkserver and its workers, mid-run
     proc.wait(30)
     proc.communicate()
@@ -161,11 +167,7 @@ def test_sigkilled_run_resumes_with_every_record_once(tmp_path):
 
 
 def test_ctrl_c_stops_cleanly_keeping_what_finished(tmp_path):
-    cases = write_cases(tmp_path, SLOW_SPECS)
-    out = tmp_path / "out"
-    results = str(out / "results.jsonl")
-    proc = start_cli("run", "--case", cases, "--paths", "slow", "--out", str(out), "--jobs", "2")
-    wait_for_lines(results, 3, proc)
+    _, out, results, proc = started_run(tmp_path, "slow", 3)
     os.killpg(proc.pid, signal.SIGINT)  # what a terminal sends the whole foreground group
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err[-2000:]
