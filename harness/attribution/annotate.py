@@ -35,7 +35,8 @@ def _runner(path, spec, inputs):
     if key in _BUILT:
         _BUILT.move_to_end(key)
         return _BUILT[key]
-    example = tuple(to_torch(a, spec.layout) for a in input_arrays(inputs.run_arg))
+    tensors = tuple(to_torch(a, spec.layout) for a in input_arrays(inputs.run_arg))
+    example = tensors if inputs.extra else tensors[0]  # as `prepare` gets it
     _BUILT[key] = path.intermediates(spec, build_module(spec, inputs.params), example)
     CAPTURES["builds"] += 1
     while len(_BUILT) > BUILT_SIZE:

@@ -181,8 +181,9 @@ class Path:
         """The path's graph rebuilt with every value it computes exposed: run(x) -> Capture (attribution).
 
         Optional. Attribution calls it for a failing execution (inaccurate,
-        dtype_mismatch, nonfinite) with what `prepare` was given: `spec`, the
-        eval-mode `module` and its `example`. It rebuilds what `prepare`
+        dtype_mismatch, nonfinite) with what `prepare` is given: `spec`, the
+        eval-mode `module` and its `example` (a tensor, or a tuple of them;
+        `example_args` gives the model's arguments). It rebuilds what `prepare`
         builds, changed only so that the intermediates can be read, and
         returns `run(x)`, `x` as `Prepared.run` takes it. Each run gives a
         Capture: every value the graph computed (name, op, dtype, NumPy value),
