@@ -24,6 +24,7 @@ from harness import paths
 from harness.benchmark import anchors, grid, implementations, truth
 from harness.spec import CaseSpec
 from harness.core.tensors import to_torch
+from harness.core.verdicts import Verdict
 from harness.engine.execute import Executor
 from harness.oracle.inputs import make_inputs
 from harness.oracle.modules import build_module
@@ -40,8 +41,8 @@ class Outcome:
     spec: CaseSpec
     implementation: str
     kind: str                 # "correct", "wrong" (materially wrong) or "left-out"
-    reason: str               # the ground truth's reason for a materially wrong output
-    verdict: str              # normdiff's verdict
+    reason: Verdict | None    # the ground truth's verdict for a materially wrong output
+    verdict: Verdict          # normdiff's verdict
     message: str
     over_tol: float | None    # normdiff's largest error in units of its bound
     flags: dict[str, bool] = field(default_factory=dict)
@@ -70,7 +71,7 @@ def run_case(spec: CaseSpec, names: dict[str, type], executor: Executor, runner:
     records, outputs = {}, {}
     for name in names:
         record = executor.execute(spec, name)
-        if record["verdict"] == "unsupported":
+        if record["verdict"] == Verdict.UNSUPPORTED:
             continue
         records[name] = record
         outputs[name] = runner.output(name, spec, inputs)
@@ -80,12 +81,12 @@ def run_case(spec: CaseSpec, names: dict[str, type], executor: Executor, runner:
     result = []
     for name, out in outputs.items():
         if names[name].correct:
-            kind, reason = "correct", ""
+            kind, reason = "correct", None
         else:
             judged = truth.judge(out, ref, expected, baseline)
             kind, reason = ("wrong" if judged.wrong else "left-out"), judged.reason
         record = records[name]
-        flags = {NORMDIFF: record["verdict"] != "pass"}
+        flags = {NORMDIFF: record["verdict"] != Verdict.PASS}
         if kind != "left-out":
             for anchor, oracle in anchors.ANCHORS.items():
                 flags[anchor] = oracle(out, eager, ref.out)
