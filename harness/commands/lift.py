@@ -14,41 +14,7 @@ import sys
 from harness.commands.module_args import add_module_options, module_spec
 from harness.core.errors import UsageError
 from harness.core.verdicts import DEFAULT_TIMEOUT, Verdict
-from harness.program.ir import ones_value
-
-
-def program_spec(spec, record: dict) -> tuple[dict, list[str]]:
-    """(the lifted program as a §7 spec, notes for stderr) from a module case's LIFT record."""
-    lifted = record["lifted"]
-    notes = []
-    out = {"pattern": spec.pattern if spec.pattern != "program" else lifted["pattern"], "dtype": spec.dtype}
-    if spec.weight_dtype != spec.dtype:
-        out["weight_dtype"] = spec.weight_dtype
-    out.update(shape=list(spec.shape), program=lifted["source"])
-    if spec.layout != "contiguous":
-        out["layout"] = spec.layout
-    out["input"] = spec.input_dict
-    inputs = spec.inputs_dict
-    if len(lifted["inputs"]) > 1:
-        out["inputs"] = {prog: inputs[fwd] for prog, fwd in lifted["inputs"][1:]}
-    out["param_shapes"] = {prog: list(shape) for prog, _, shape in lifted["params"]}
-    kind = spec.params_dict["kind"]
-    if kind == "init":
-        values = record.get("param_values") or {}
-        if all(v is not None and v == ones_value(n) for n, v in values.items()):
-            kind = "ones"
-        elif all(v is not None for v in values.values()):
-            out["params"] = {"kind": "fill", "values": {n: v for n, v in values.items() if v != ones_value(n)}}
-        else:
-            kind = "normal"
-            varied = sorted(n for n, v in values.items() if v is None)
-            notes.append(f"the constructor's values of {', '.join(varied)} are not constant: the spec draws every "
-                         "parameter N(0, 1) instead (lift with --params normal for the very same values)")
-    if "params" not in out:
-        out["params"] = {"kind": kind}
-    if kind == "normal" or spec.params_dict["kind"] != "init":
-        out["seed"] = spec.seed
-    return out, notes
+from harness.modules.lifted_spec import program_spec
 
 
 def cmd_lift(args) -> int:

@@ -16,10 +16,31 @@ from harness.repro.resolve import DEFAULT_RESULTS, check_path, resolve
 from harness.repro.script import render
 
 
+def _module_script(spec, path: str, inline: bool, extra: dict) -> str:
+    """A module case's script: its class resolved in a worker first (it is user code), then written out."""
+    from harness.core.verdicts import DEFAULT_TIMEOUT, Verdict
+    from harness.engine.plan import Task
+    from harness.engine.run import execute_tasks
+    from harness.modules import LIFT
+    from harness.repro.module_script import render_module
+
+    records: list[dict] = []
+    execute_tasks([Task(spec, LIFT)], records.append, jobs=1, timeout=DEFAULT_TIMEOUT)
+    record = records[0]
+    if record["verdict"] != Verdict.PASS:
+        raise UsageError(record["message"] or f"{spec.cls}: {record['verdict']} while it was resolved")
+    return render_module(spec, path, record, inline=inline, **extra)
+
+
 def cmd_repro(args) -> int:
     spec, path, extra = resolve(args.target, args.path, args.results)
     check_path(path)
-    text = render(spec, path, **extra)
+    if spec.is_module:
+        text = _module_script(spec, path, args.inline, extra)
+    elif args.inline:
+        raise UsageError("--inline: only a module case has a lifted program to paste")
+    else:
+        text = render(spec, path, **extra)
     if args.output in (None, "-"):
         sys.stdout.write(text)
         return 0
@@ -48,4 +69,6 @@ def add_command(subparsers) -> None:
     p.add_argument("-o", "--output", metavar="FILE", help="write the script here; into a folder as repro-CASE_ID-PATH.py (default: stdout)")
     p.add_argument("--results", default=DEFAULT_RESULTS,
                    help=f"results to look a CASE_ID up in (default {DEFAULT_RESULTS})")
+    p.add_argument("--inline", action="store_true",
+                   help="a module case: paste its lifted program as the model instead of importing the class")
     p.set_defaults(func=cmd_repro)

@@ -213,9 +213,19 @@ class Executor:
         else:
             record.update(verdict=Verdict.PASS, message="lifted", program=case.resolved.source,
                           lifted=case.resolved.to_dict(), lifted_pattern=case.resolved.pattern,
-                          param_values=case.constant_values())
+                          param_values=case.constant_values(), param_arrays=encode_arrays(case.param_arrays()))
         record["seconds"] = round(time.perf_counter() - start, 6)
         return record
+
+
+def encode_arrays(arrays: dict) -> dict:
+    """Arrays as plain data (base64 bytes, dtype, shape): a module case's parameter values in its LIFT record."""
+    import base64
+
+    from harness.core.dtypes import name_of
+
+    return {n: {"dtype": name_of(a.dtype), "shape": list(a.shape),
+                "data": base64.b64encode(np.ascontiguousarray(a).tobytes()).decode()} for n, a in arrays.items()}
 
 
 EXPORT_MEMO_SIZE = 4  # structures whose exported program a worker keeps for the paths still to come

@@ -18,6 +18,8 @@ from __future__ import annotations
 import inspect
 
 from harness.core import tensors
+from harness.oracle import inputs as draws
+from harness.program import ir
 
 HEADER = '''\
 #!/usr/bin/env python3
@@ -42,6 +44,7 @@ import hashlib
 import importlib.metadata
 import platform
 import traceback
+import zlib
 
 import ml_dtypes
 import numpy as np
@@ -50,6 +53,10 @@ import torch
 
 # The conversions normdiff itself uses, pasted by their source (one definition: harness/core/tensors.py).
 CONVERSIONS = "\n\n".join(inspect.getsource(f) for f in (tensors.to_torch, tensors.to_numpy, tensors.single))
+
+# How normdiff draws its streams and a program's (or a module's) named parameters, pasted by their source
+# (one definition: harness/oracle/inputs.py and harness/program/ir.py).
+DRAWS = "\n\n".join(inspect.getsource(f) for f in (draws._rng, ir.ones_value, draws.draw_named_params))
 
 INPUTS = '''\
 # -- inputs: drawn in float64 with NumPy's PCG64 and rounded to the case dtypes,
@@ -60,8 +67,11 @@ DTYPE = $np_dtype
 WEIGHT_DTYPE = $np_weight_dtype
 
 
-def rng(stream):
-    return np.random.Generator(np.random.PCG64(np.random.SeedSequence([SEED, stream])))
+$draws
+
+
+def rng(stream, name=None):
+    return _rng(SEED, stream, name)
 
 
 $draw_x

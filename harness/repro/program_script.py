@@ -15,9 +15,9 @@ from __future__ import annotations
 import ast
 import textwrap
 
-import numpy as np
+from harness.oracle.inputs import EXTRA_STREAMS, NAMED, extra_type, make_inputs
 
-from harness.oracle.inputs import EXTRA_STREAMS, make_inputs
+NUMPY_TYPES = {"float32": "np.float32", "float16": "np.float16", "bfloat16": "ml_dtypes.bfloat16"}
 from harness.oracle.twins import PROGRAM_NAMES, style_case
 from harness.program.styles import STYLE_INPUTS, STYLE_MODELS
 from harness.spec import CaseSpec
@@ -60,25 +60,24 @@ def _args(spec: CaseSpec) -> str:
 
 
 def extra_input_code(spec: CaseSpec, draw_input) -> str:
-    """Code drawing each extra input and rounding it to the case dtype."""
+    """Code drawing each extra input (its own stream, shape and dtype) and rounding it."""
     inputs = make_inputs(spec)
     lines = []
     for name, p in spec.inputs_dict.items():
-        lines.append(draw_input(spec, p, EXTRA_STREAMS[name], name, inputs.extra[name]))
-        lines.append(f"{name} = {name}64.reshape(SHAPE).astype(DTYPE)")
+        stream = EXTRA_STREAMS[name] if name in EXTRA_STREAMS else (NAMED, name)
+        shape, dtype = extra_type(spec, name)
+        lines.append(draw_input(spec, p, stream, name, inputs.extra[name], shape))
+        lines.append(f"{name} = {name}64.reshape({tuple(shape)}).astype({NUMPY_TYPES[dtype]})")
     return "\n".join(lines)
 
 
 def param_code(spec: CaseSpec) -> str:
-    """Code setting w/b/s as harness.oracle.inputs.draw_program_params does."""
-    ones = spec.params_dict["kind"] == "ones"
-    lines = [] if ones else ["g = rng(1)"]
-    for name, shape in spec.param_shapes:
-        if ones:
-            expr = f"np.full({tuple(shape)}, {0.0 if name == 'b' else 1.0})"
-        else:
-            expr = f"g.normal(0.0, 1.0, {int(np.prod(shape))}).reshape({tuple(shape)})"
-        lines.append(f"{name} = {expr}.astype(WEIGHT_DTYPE)")
+    """Code setting each parameter with harness.oracle.inputs.draw_named_params (pasted by its source)."""
+    params = spec.params_dict
+    shapes = [(name, tuple(shape)) for name, shape in spec.param_shapes]
+    values = params.get("values")
+    lines = [f"PARAMS = draw_named_params({params['kind']!r}, SEED, {shapes!r}, {values!r})"]
+    lines += [f"{name} = PARAMS[{name!r}].astype(WEIGHT_DTYPE)" for name, _ in shapes]
     return "\n".join(lines)
 
 

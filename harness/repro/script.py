@@ -18,6 +18,7 @@ import hashlib
 import json
 import math
 import textwrap
+import types
 from string import Template
 
 import ml_dtypes
@@ -35,7 +36,7 @@ from harness.repro import pieces as T
 from harness.repro.stage_table import stage_section
 from harness.repro import program_script as P
 
-_NP = {"float32": "np.float32", "float16": "np.float16", "bfloat16": "ml_dtypes.bfloat16"}
+_NP = P.NUMPY_TYPES
 _TORCH = {"float32": "torch.float32", "float16": "torch.float16", "bfloat16": "torch.bfloat16"}
 
 
@@ -46,12 +47,18 @@ def _f(v) -> str:
 
 # -- inputs -------------------------------------------------------------------
 
-def draw_input(spec: CaseSpec, p: dict, stream: int, name: str, rounded: np.ndarray) -> str:
-    """Code setting NAME64 (float64, flat or shaped) as harness.oracle.inputs draws input `p` from `stream`.
+def draw_input(spec: CaseSpec, p: dict, stream, name: str, rounded: np.ndarray, shape=None) -> str:
+    """Code setting NAME64 (float64, flat or shaped) as harness.oracle.inputs draws input `p` from `stream`
+    (a number, or (number, name) for an input with a stream of its own), of `shape` (default x's).
 
     `rounded` is the input as normdiff rounds it: a kind without a recipe here embeds its bytes.
     """
-    n = math.prod(spec.shape)
+    shape = tuple(shape or spec.shape)
+    if shape != tuple(spec.shape):  # the kinds that read the case's shape read this input's
+        spec = types.SimpleNamespace(shape=shape, dtype=str(rounded.dtype), pattern=spec.pattern)
+    if isinstance(stream, tuple):
+        stream = f"{stream[0]}, {stream[1]!r}"
+    n = math.prod(shape)
     kind = p["kind"]
     if kind == "normal":
         return f"{name}64 = rng({stream}).normal({_f(p['mean'])}, {_f(p['std'])}, {n})"
@@ -75,7 +82,7 @@ def draw_input(spec: CaseSpec, p: dict, stream: int, name: str, rounded: np.ndar
         channels = spec.shape[axis]
         count = max(1, min(4, channels // 16))
         return (f"g = rng({stream})\n"
-                f"{name}64 = g.normal(0.0, {_f(p['std'])}, {n}).reshape(SHAPE)\n"
+                f"{name}64 = g.normal(0.0, {_f(p['std'])}, {n}).reshape({shape})\n"
                 f"index = [slice(None)] * {len(spec.shape)}\n"
                 f"index[{axis}] = np.sort(g.choice({channels}, size={count}, replace=False))  # outlier channels\n"
                 f"{name}64[tuple(index)] *= {_f(p['scale'])}")
@@ -143,7 +150,7 @@ def input_code(spec: CaseSpec) -> str:
     if extra:
         draw_x += "\nx = x64.reshape(SHAPE).astype(DTYPE)\n" + P.extra_input_code(spec, draw_input)
     return Template(T.INPUTS).substitute(
-        shape=repr(tuple(spec.shape)), seed=spec.seed, np_dtype=_NP[spec.dtype],
+        shape=repr(tuple(spec.shape)), seed=spec.seed, np_dtype=_NP[spec.dtype], draws=T.DRAWS,
         np_weight_dtype=_NP[spec.weight_dtype], draw_x=draw_x, draw_params=_draw_params(spec),
         digest=_digest(spec), digest_tuple=", ".join(["x", *extra, *_param_names(spec)]) + ",",
         input_tuple=", ".join(["x", *extra]) + ",",
@@ -231,7 +238,7 @@ def _roundupcast(v: float) -> float:
     return s if s >= v else float(f"{v * 1.01:.2e}")
 
 
-def plain_tolerance(spec: CaseSpec, compiled: bool = False) -> tuple[float, float, str]:
+def plain_tolerance(spec: CaseSpec, compiled: bool = False, ref=None) -> tuple[float, float, str]:
     """(rtol, atol, note): ATOL + RTOL*|ref| is at least normdiff's tolerance at every element.
 
     RTOL carries the terms that scale with the output (C_OUT ulps of the
@@ -241,7 +248,7 @@ def plain_tolerance(spec: CaseSpec, compiled: bool = False) -> tuple[float, floa
     (compare.measured_tolerance: 2x what correct float32 implementations
     achieve on these rows); eager, programs and batch_norm eval to the bound.
     """
-    ref = reference(spec, make_inputs(spec))
+    ref = ref if ref is not None else reference(spec, make_inputs(spec))  # a module case's: its lifted program's
     r = ref.rounding_dtype
     u_r = unit_roundoff(r)
     if ref.bound is not None:  # a program: RTOL from where the bound is relative, ATOL the rest
