@@ -25,10 +25,17 @@ EAGER_MULTIPLIER times the largest of eager's and the float32 witnesses'
 two-pass, measured on the row itself) and more than FLOOR times the bound's
 accumulation term C_ACC·√n·u_acc (one standard deviation of a sequential
 sum's random walk: below it no measured error tells a bug from another
-summation order). Where no witness applies (programs, batch_norm eval), a row
-is `inaccurate` when it is over the bound and its error, in units of the
-bound, is more than EAGER_MULTIPLIER times eager's (as torch._dynamo's
-fp64-reference check uses a multiplier).
+summation order). A program (or a module case's lifted program) is held the
+same way to its own witnesses (harness.program.witness: the program run in
+its dtypes with float32 sums sequential, pairwise and blocked, two-pass and
+Welford), with the bound as the unit: a row is `inaccurate` when its error
+beyond C_OUT ULPs, per unit of the running bound, is more than
+EAGER_MULTIPLIER times the largest of eager's and the witnesses' and more
+than FLOOR (README, "Programs against their witnesses"). Where no witness
+applies (batch_norm eval; a program the witnesses cannot run), a row is
+`inaccurate` when it is over the bound and its error, in units of the bound,
+is more than EAGER_MULTIPLIER times eager's (as torch._dynamo's fp64-reference
+check uses a multiplier).
 """
 from __future__ import annotations
 
@@ -108,9 +115,15 @@ def witness_units(ref: Reference) -> np.ndarray:
 def measured_tolerance(ref: Reference, rounding_dtype: str | None = None) -> np.ndarray | None:
     """Per element, what a compiled path is held to before eager's share: the per-element terms plus
     EAGER_MULTIPLIER x the witnesses' accumulation error on the row (at least the floor); None where no
-    witness applies (programs, batch_norm eval: the bound decides)."""
+    witness applies (batch_norm eval, a program no witness can run: the bound decides)."""
     if ref.stats_rows is None:
-        return None
+        if ref.bound is None or ref.witness_outputs is None or not ref.witness_outputs():
+            return None
+        r = rounding_dtype or ref.rounding_dtype
+        n_rows = int(ref.rows.max()) + 1 if ref.rows.size else 0
+        per_element = _program_per_element(ref, r)
+        witnessed = _program_witness_units(ref, per_element, n_rows)
+        return per_element + ref.bound * np.maximum(EAGER_MULTIPLIER * witnessed, FLOOR)[ref.rows]
     per_element, unit, acc = _terms(ref, rounding_dtype or ref.rounding_dtype)
     allowed = np.maximum(EAGER_MULTIPLIER * witness_units(ref), FLOOR * acc)
     return per_element + unit * allowed[ref.rows]
@@ -197,11 +210,14 @@ def score(out: np.ndarray, ref: Reference, eager_out: np.ndarray | None = None) 
                          unstable=True, rows_over=int(over.sum()), **metrics)
         return Score("pass", describe, out_dtype=out_dtype, expected_dtype=expected, **metrics)
 
+    blamed = None
     if ref.stats_rows is not None:
         blamed = _measured(err, eager_err if eager_row_err is not None else None, ref, rounding, n_rows)
+    elif ref.bound is not None and ref.witness_outputs is not None:
+        blamed = _program_measured(err, eager_err if eager_row_err is not None else None, ref, rounding, n_rows)
+    if blamed is not None:
         worse = blamed.worse
     else:
-        blamed = None
         if eager_row_err is None:  # eager failed to give a comparable output: the bound alone decides
             worse = over
         else:
@@ -215,8 +231,8 @@ def score(out: np.ndarray, ref: Reference, eager_out: np.ndarray | None = None) 
         metrics["worst_row"] = w
         if blamed is not None:
             text = (f"{int(worse.sum())} of {n_rows} rows beyond what correct float32 implementations achieve; "
-                    f"row {w} err {row_err[w]:.4g} ({row_ratio[w]:.3g}x the bound): accumulation error "
-                    f"{blamed.own[w]:.3g} per unit of |w|(kappa+|z|), over {EAGER_MULTIPLIER:g}x eager's "
+                    f"row {w} err {row_err[w]:.4g} ({row_ratio[w]:.3g}x the bound): {blamed.what} "
+                    f"{blamed.own[w]:.3g} per unit of {blamed.unit}, over {EAGER_MULTIPLIER:g}x eager's "
                     f"{blamed.eager[w]:.3g}, the float32 witnesses' {blamed.witness[w]:.3g} and the floor "
                     f"{blamed.floor:.3g}")
         else:
@@ -242,6 +258,8 @@ class _Blame:
     witness: np.ndarray
     floor: float
     worse: np.ndarray
+    what: str = "accumulation error"
+    unit: str = "|w|(kappa+|z|)"
 
 
 def _accumulation(err: np.ndarray, per_element: np.ndarray, unit: np.ndarray, ref: Reference,
@@ -265,6 +283,37 @@ def _measured(err, eager_err, ref: Reference, rounding: str, n_rows: int) -> _Bl
         witnessed = witness_units(ref)
         allowed = np.maximum(allowed, EAGER_MULTIPLIER * witnessed)
     return _Blame(own, eager, witnessed, floor, own > allowed)
+
+
+def _program_per_element(ref: Reference, r: str) -> np.ndarray:
+    """A program's per-element term: C_OUT ULPs of the rounding dtype at the reference value."""
+    return C_OUT * ulp(np.abs(ref.out) * (1.0 + 2.0 * unit_roundoff(r)), r)
+
+
+def _program_witness_units(ref: Reference, per_element: np.ndarray, n_rows: int) -> np.ndarray:
+    """Per row, the largest error beyond the per-element term, per unit of the bound, of the program's witnesses."""
+    worst = np.zeros(n_rows)
+    for out in ref.witness_outputs():
+        if tuple(out.shape) == tuple(ref.out.shape):
+            worst = np.maximum(worst, _accumulation(_errors(out, ref)[0], per_element, ref.bound, ref, n_rows))
+    return worst
+
+
+def _program_measured(err, eager_err, ref: Reference, rounding: str, n_rows: int) -> _Blame | None:
+    """As _measured for a program: errors beyond C_OUT ULPs in units of its running bound, against eager's,
+    its witnesses' and FLOOR; None where rows need the witnesses and none can run the program."""
+    per_element = _program_per_element(ref, rounding)
+    own = _accumulation(err, per_element, ref.bound, ref, n_rows)
+    eager = np.zeros(n_rows) if eager_err is None else _accumulation(eager_err, per_element, ref.bound, ref, n_rows)
+    allowed = np.maximum(EAGER_MULTIPLIER * eager, FLOOR)
+    witnessed = np.zeros(n_rows)
+    if (own > allowed).any():  # the witnesses walk the program once each: only when they can decide
+        if not ref.witness_outputs():
+            return None
+        witnessed = _program_witness_units(ref, per_element, n_rows)
+        allowed = np.maximum(allowed, EAGER_MULTIPLIER * witnessed)
+    return _Blame(own, eager, witnessed, FLOOR, own > allowed, f"error beyond {C_OUT:g} ulp of {rounding}",
+                  "the bound")
 
 
 def eager_row_errors(eager_out: np.ndarray, ref: Reference) -> float | None:
