@@ -8,10 +8,12 @@ CPU semantics, op by op:
 
 * a float16/bfloat16 elementwise op is computed in float32 and rounded once
   to its dtype (ATen's opmath); a float32 op in float32;
-* a Python number is kept in float32 inside the op (ATen reads a wrapped
-  number as opmath, not as the tensor's dtype); `c / t` is reciprocal(t)·c
-  and `t ** k` takes ATen's special cases (k = 2, 3, -2, ±0.5, -1), as
-  torch's own Tensor methods do;
+* a Python number is kept in float32 inside a multiply or a division (ATen
+  reads a wrapped number as opmath there) and rounded to the tensor's dtype
+  in an add, a subtract or as a power's exponent (ATen's add kernel and
+  pow take it as the scalar type); `c / t` is reciprocal(t)·c and `t ** k`
+  takes ATen's special cases (k = 2, 3, -2, ±0.5, -1), as torch's own
+  Tensor methods do;
 * a reduction accumulates in float32 and rounds once to its dtype (mean:
   the float32 sum divided by n, as ATen's mean does for every dtype);
 * F.layer_norm / F.rms_norm / F.group_norm keep their statistics and the
@@ -121,39 +123,56 @@ def row_sum(a: np.ndarray, acc: Accumulation) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- moments over the last axis
-def _welford(a: np.ndarray, centered: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(count, mean, M2) one element at a time; for centered=False the mean of squares, M2 unused."""
+def _welford(a: np.ndarray, centered: bool, lengths: np.ndarray | None = None):
+    """(count, mean, M2) over the last axis, one element at a time; for centered=False the running mean of
+    squares (M2 unused). `lengths` (broadcast over a.shape[:-1]) stops a row's updates after its own
+    length, so blocks of unequal length are walked side by side."""
     f = a.dtype.type
     mean = np.zeros(a.shape[:-1], a.dtype)
     m2 = np.zeros(a.shape[:-1], a.dtype)
     for k in range(a.shape[-1]):
         v = a[..., k] if centered else a[..., k] * a[..., k]
         delta = v - mean
-        mean = mean + delta / f(k + 1)
-        if centered:
-            m2 = m2 + delta * (v - mean)
-    return f(a.shape[-1]), mean, m2
-
-
-def _chan(parts, f):
-    """Chan et al.'s combination of (count, mean, M2) partial moments, in order."""
-    count, mean, m2 = parts[0]
-    for k, bm, bm2 in parts[1:]:
-        total = count + k
-        delta = bm - mean
-        mean = mean + delta * (k / total)
-        m2 = m2 + bm2 + delta * delta * (count * k / total)
-        count = total
+        new_mean = mean + delta / f(k + 1)
+        new_m2 = m2 + delta * (v - new_mean) if centered else m2
+        if lengths is not None:
+            live = k < lengths
+            new_mean, new_m2 = np.where(live, new_mean, mean), np.where(live, new_m2, m2)
+        mean, m2 = new_mean, new_m2
+    count = f(a.shape[-1]) if lengths is None else np.broadcast_to(lengths, mean.shape).astype(a.dtype)
     return count, mean, m2
 
 
-def _lane_parts(a: np.ndarray, centered: bool):
-    """Welford in LANES interleaved lanes (element k in lane k mod LANES), as a vectorized kernel keeps them."""
+def _chan(count, mean, m2):
+    """Chan et al.'s combination, in order, of partial moments along the last axis of (count, mean, M2)."""
+    c, mu, s = count[..., 0], mean[..., 0], m2[..., 0]
+    for j in range(1, mean.shape[-1]):
+        k, bm, bm2 = count[..., j], mean[..., j], m2[..., j]
+        total = c + k
+        delta = bm - mu
+        mu = mu + delta * (k / total)
+        s = s + bm2 + delta * delta * (c * k / total)
+        c = total
+    return c, mu, s
+
+
+def _grouped(a: np.ndarray, centered: bool, groups: str, blocks: int):
+    """Welford per group (BLOCKS contiguous blocks, or LANES interleaved lanes) walked side by side, then Chan."""
     n = a.shape[-1]
-    parts = []
-    for lane in range(min(LANES, n)):
-        parts.append(_welford(a[..., lane::LANES], centered))
-    return parts
+    if groups == "lanes":
+        g = min(LANES, n)
+        length = -(-n // g)
+        padded = np.zeros(a.shape[:-1] + (length * g,), a.dtype)
+        padded[..., :n] = a
+        parts = np.swapaxes(padded.reshape(a.shape[:-1] + (length, g)), -1, -2)  # (..., lane, k)
+        lengths = np.array([len(range(lane, n, g)) for lane in range(g)])
+    else:
+        chunks = _chunks(a, blocks)
+        length = max(c.shape[-1] for c in chunks)
+        parts = np.stack([np.pad(c, [(0, 0)] * (a.ndim - 1) + [(0, length - c.shape[-1])]) for c in chunks], -2)
+        lengths = np.array([c.shape[-1] for c in chunks])
+    count, mean, m2 = _welford(parts, centered, lengths)
+    return _chan(count, mean, m2)
 
 
 def moments(a: np.ndarray, centered: bool, acc: Accumulation) -> tuple[np.ndarray, np.ndarray]:
@@ -162,10 +181,8 @@ def moments(a: np.ndarray, centered: bool, acc: Accumulation) -> tuple[np.ndarra
     f = a.dtype.type
     n = f(a.shape[-1])
     if acc.moments == "welford":
-        if acc.sums == "blocked":
-            _, mean, m2 = _chan([_welford(c, centered) for c in _chunks(a, acc.blocks)], f)
-        elif acc.sums == "lanes":
-            _, mean, m2 = _chan(_lane_parts(a, centered), f)
+        if acc.sums in ("blocked", "lanes"):
+            _, mean, m2 = _grouped(a, centered, acc.sums, acc.blocks)
         else:
             _, mean, m2 = _welford(a, centered)
         # uncentered: the running mean of squares is the statistic (the combinations' M2 is unused)
@@ -178,7 +195,7 @@ def moments(a: np.ndarray, centered: bool, acc: Accumulation) -> tuple[np.ndarra
 
 
 # ------------------------------------------------------------------------------------ the walker
-def _to_end(a: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+def to_end(a: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
     """`a` with `axes` moved last and flattened into one: (..., n)."""
     moved = np.moveaxis(a, axes, tuple(range(a.ndim - len(axes), a.ndim)))
     return moved.reshape(moved.shape[: a.ndim - len(axes)] + (-1,))
@@ -213,10 +230,11 @@ class NumpyWalker(Walker):
         """A computed value rounded to an op's dtype."""
         return np.asarray(value).astype(np_dtype(dtype))
 
-    def _operand(self, v, dtype: str):
-        """An operand of a `dtype` op, in the compute dtype (a wider 0-dim tensor first rounds to dtype)."""
+    def _operand(self, v, dtype: str, scalar_in_dtype: bool = False):
+        """An operand of a `dtype` op, in the compute dtype (a wider 0-dim tensor first rounds to dtype;
+        a Python number too where `scalar_in_dtype`, else it stays in the compute dtype)."""
         if is_scalar(v):
-            return self.COMPUTE(v)
+            return self.round(v, dtype).astype(self.COMPUTE) if scalar_in_dtype else self.COMPUTE(v)
         if self.dtype(v) != dtype:
             v = self.round(v, dtype)
         return np.asarray(v).astype(self.COMPUTE)
@@ -224,7 +242,9 @@ class NumpyWalker(Walker):
     # ---------------------------------------------------------------- elementwise
     def binop(self, op, a, b):
         dtype = binary_type(op, self._type(a), self._type(b), self.line).dtype
-        x, y = self._operand(a, dtype), self._operand(b, dtype)
+        # ATen's add/sub take a Python number in the tensor's dtype; mul/div read it as opmath
+        in_dtype = op in ("add", "sub")
+        x, y = self._operand(a, dtype, in_dtype), self._operand(b, dtype, in_dtype)
         with np.errstate(all="ignore"):
             if op == "add":
                 z = x + y
@@ -254,7 +274,7 @@ class NumpyWalker(Walker):
             if dtype == "bfloat16":
                 sq = self.round(sq, dtype).astype(self.COMPUTE)
             if dtype == "float16":
-                return self.round(np.power(x, self.COMPUTE(k)), dtype)
+                return self.round(np.power(x, self._operand(k, dtype, True)), dtype)
             return self.round(sq * x if k == 3 else one / sq, dtype)
         if k == 0.5:
             return self.round(np.sqrt(x), dtype)
@@ -262,7 +282,9 @@ class NumpyWalker(Walker):
             return self.round(one / np.sqrt(x), dtype)
         if k == -1:
             return self.round(one / x, dtype)
-        return self.round(np.power(x, self.COMPUTE(k)), dtype)
+        if dtype == "float32":  # correctly rounded (torch's vectorized powf is within 1 ULP of it)
+            return self.round(np.power(x.astype(np.float64), float(k)), dtype)
+        return self.round(np.power(x, self._operand(k, dtype, True)), dtype)  # the exponent in the dtype
 
     def neg(self, a):
         return -a
@@ -300,7 +322,7 @@ class NumpyWalker(Walker):
     def reduce(self, node, a):
         axes, n, shape = reduce_axes(node, self._type(a), self.line)
         dtype = self.dtype(a)
-        x = _to_end(self._operand(a, dtype), axes) if axes else self._operand(a, dtype)[..., None]
+        x = to_end(self._operand(a, dtype), axes) if axes else self._operand(a, dtype)[..., None]
         self.reduced = self.reduced or x.shape[-1] > 1
         with np.errstate(all="ignore"):
             z = self.reduction(node.op, x, node.correction)
@@ -339,7 +361,7 @@ class NumpyWalker(Walker):
         if node.kind == "group_norm":
             x = x.reshape(shape[0], info.groups, -1)
         else:
-            x = _to_end(x, info.axes)
+            x = to_end(x, info.axes)
         self.took_moments = True
         self.reduced = self.reduced or x.shape[-1] > 1
         with np.errstate(all="ignore"):
