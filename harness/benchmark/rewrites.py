@@ -169,6 +169,8 @@ def _scale_sites(scope: Scope, i: int, node):
         return None
     sides = [(node.left, node.right, "left")] + ([(node.right, node.left, "right")] if node.op == "mul" else [])
     for a, scale, side in sides:
+        if isinstance(a, Number):  # 1 / sqrt(S): a reciprocal, not a scaled tensor
+            continue
         base = _statistic_base(scope.resolve(scale, i))
         if base is not None:
             return a, base, side

@@ -119,11 +119,11 @@ def measured_tolerance(ref: Reference, rounding_dtype: str | None = None) -> np.
     if ref.stats_rows is None:
         if ref.bound is None or ref.witness_outputs is None or not ref.witness_outputs():
             return None
-        r = rounding_dtype or ref.rounding_dtype
         n_rows = int(ref.rows.max()) + 1 if ref.rows.size else 0
-        per_element = _program_per_element(ref, r)
-        witnessed = _program_witness_units(ref, per_element, n_rows)
-        return per_element + ref.bound * np.maximum(EAGER_MULTIPLIER * witnessed, FLOOR)[ref.rows]
+        terms = _program_terms(ref, rounding_dtype or ref.rounding_dtype, n_rows)
+        allowed = np.maximum(EAGER_MULTIPLIER * _program_witness_units(ref, terms, n_rows),
+                             np.where(terms.unbounded, 0.0, FLOOR))
+        return terms.per_element + terms.unit * allowed[ref.rows]
     per_element, unit, acc = _terms(ref, rounding_dtype or ref.rounding_dtype)
     allowed = np.maximum(EAGER_MULTIPLIER * witness_units(ref), FLOOR * acc)
     return per_element + unit * allowed[ref.rows]
@@ -230,11 +230,12 @@ def score(out: np.ndarray, ref: Reference, eager_out: np.ndarray | None = None) 
         w = int(np.argmax(np.where(worse, row_ratio, -1.0)))
         metrics["worst_row"] = w
         if blamed is not None:
+            unit, floor = blamed.at(w)
             text = (f"{int(worse.sum())} of {n_rows} rows beyond what correct float32 implementations achieve; "
                     f"row {w} err {row_err[w]:.4g} ({row_ratio[w]:.3g}x the bound): {blamed.what} "
-                    f"{blamed.own[w]:.3g} per unit of {blamed.unit}, over {EAGER_MULTIPLIER:g}x eager's "
+                    f"{blamed.own[w]:.3g} per unit of {unit}, over {EAGER_MULTIPLIER:g}x eager's "
                     f"{blamed.eager[w]:.3g}, the float32 witnesses' {blamed.witness[w]:.3g} and the floor "
-                    f"{blamed.floor:.3g}")
+                    f"{floor:.3g}")
         else:
             eager_note = "" if eager_row_err is None else (
                 f" ({row_ratio[w]:.3g}x the bound), eager's {eager_row_err[w]:.3g} ({eager_row_ratio[w]:.3g}x)")
@@ -256,10 +257,15 @@ class _Blame:
     own: np.ndarray
     eager: np.ndarray
     witness: np.ndarray
-    floor: float
+    floor: float | np.ndarray  # a float, or per row
     worse: np.ndarray
     what: str = "accumulation error"
-    unit: str = "|w|(kappa+|z|)"
+    unit: str | tuple[str, ...] = "|w|(kappa+|z|)"  # the unit, or per row
+
+    def at(self, row: int) -> tuple[str, float]:
+        """(unit, floor) of one row."""
+        unit = self.unit if isinstance(self.unit, str) else self.unit[row]
+        return unit, float(np.asarray(self.floor).reshape(-1)[row] if np.ndim(self.floor) else self.floor)
 
 
 def _accumulation(err: np.ndarray, per_element: np.ndarray, unit: np.ndarray, ref: Reference,
@@ -285,35 +291,49 @@ def _measured(err, eager_err, ref: Reference, rounding: str, n_rows: int) -> _Bl
     return _Blame(own, eager, witnessed, floor, own > allowed)
 
 
-def _program_per_element(ref: Reference, r: str) -> np.ndarray:
-    """A program's per-element term: C_OUT ULPs of the rounding dtype at the reference value."""
-    return C_OUT * ulp(np.abs(ref.out) * (1.0 + 2.0 * unit_roundoff(r)), r)
+@dataclass(frozen=True)
+class _ProgramTerms:
+    """A program's per-element term (C_OUT ULPs of the rounding dtype) and its unit per element: the
+    running bound, or 1 (absolute error, and no floor) on rows where the bound is infinite somewhere."""
+
+    per_element: np.ndarray
+    unit: np.ndarray
+    unbounded: np.ndarray  # per row
 
 
-def _program_witness_units(ref: Reference, per_element: np.ndarray, n_rows: int) -> np.ndarray:
-    """Per row, the largest error beyond the per-element term, per unit of the bound, of the program's witnesses."""
+def _program_terms(ref: Reference, r: str, n_rows: int) -> _ProgramTerms:
+    per_element = C_OUT * ulp(np.abs(ref.out) * (1.0 + 2.0 * unit_roundoff(r)), r)
+    unbounded = _row_max((~np.isfinite(ref.bound)).astype(float), ref.rows, n_rows) > 0
+    return _ProgramTerms(per_element, np.where(unbounded[ref.rows], 1.0, ref.bound), unbounded)
+
+
+def _program_witness_units(ref: Reference, terms: _ProgramTerms, n_rows: int) -> np.ndarray:
+    """Per row, the largest error beyond the per-element term, per unit, of the program's witnesses."""
     worst = np.zeros(n_rows)
     for out in ref.witness_outputs():
         if tuple(out.shape) == tuple(ref.out.shape):
-            worst = np.maximum(worst, _accumulation(_errors(out, ref)[0], per_element, ref.bound, ref, n_rows))
+            errors = _errors(out, ref)[0]
+            worst = np.maximum(worst, _accumulation(errors, terms.per_element, terms.unit, ref, n_rows))
     return worst
 
 
 def _program_measured(err, eager_err, ref: Reference, rounding: str, n_rows: int) -> _Blame | None:
     """As _measured for a program: errors beyond C_OUT ULPs in units of its running bound, against eager's,
     its witnesses' and FLOOR; None where rows need the witnesses and none can run the program."""
-    per_element = _program_per_element(ref, rounding)
-    own = _accumulation(err, per_element, ref.bound, ref, n_rows)
-    eager = np.zeros(n_rows) if eager_err is None else _accumulation(eager_err, per_element, ref.bound, ref, n_rows)
-    allowed = np.maximum(EAGER_MULTIPLIER * eager, FLOOR)
+    terms = _program_terms(ref, rounding, n_rows)
+    floor = np.where(terms.unbounded, 0.0, FLOOR)
+    own = _accumulation(err, terms.per_element, terms.unit, ref, n_rows)
+    eager = np.zeros(n_rows) if eager_err is None else _accumulation(eager_err, terms.per_element, terms.unit,
+                                                                   ref, n_rows)
+    allowed = np.maximum(EAGER_MULTIPLIER * eager, floor)
     witnessed = np.zeros(n_rows)
     if (own > allowed).any():  # the witnesses walk the program once each: only when they can decide
         if not ref.witness_outputs():
             return None
-        witnessed = _program_witness_units(ref, per_element, n_rows)
+        witnessed = _program_witness_units(ref, terms, n_rows)
         allowed = np.maximum(allowed, EAGER_MULTIPLIER * witnessed)
-    return _Blame(own, eager, witnessed, FLOOR, own > allowed, f"error beyond {C_OUT:g} ulp of {rounding}",
-                  "the bound")
+    units = tuple("absolute error (the bound is infinite on this row)" if u else "the bound" for u in terms.unbounded)
+    return _Blame(own, eager, witnessed, floor, own > allowed, f"error beyond {C_OUT:g} ulp of {rounding}", units)
 
 
 def eager_row_errors(eager_out: np.ndarray, ref: Reference) -> float | None:
