@@ -1,8 +1,8 @@
 """Which compiled intermediate computes which program stage, and how far it is from its bound.
 
 This module needs NumPy only: `normdiff repro` copies its source into the
-standalone script, so the script's stage table and the record's attribution
-come from one rule.
+standalone script (the op table's names it reads pasted as literals), so the
+script's stage table and the record's attribution come from one rule.
 
 The rule (README, "Attribution"):
 1. Ops are compared by a canonical name (`canonical`: "relax.variance",
@@ -26,29 +26,10 @@ The rule (README, "Attribution"):
 """
 import numpy as np
 
+# The op table's names: a repro script gets these four as literals in place of this import (stage_table.py).
+from harness.program.ops import CANONICAL as _CANONICAL, CLASSES as _CLASS, LAYOUT as _LAYOUT, NORM_PARTS as _PARTS
+
 MAX_REL = 0.5  # a same-class pair must be within 50% of the stage's magnitude
-
-_CANONICAL = {
-    "mean": "mean", "sum": "sum", "var": "var", "variance": "var", "var_mean": "var",
-    "add": "add", "sub": "sub", "subtract": "sub", "rsub": "sub",
-    "mul": "mul", "multiply": "mul", "div": "div", "divide": "div",
-    "pow": "pow", "power": "pow", "square": "pow",
-    "neg": "neg", "negative": "neg", "abs": "abs", "rsqrt": "rsqrt", "sqrt": "sqrt", "reciprocal": "reciprocal",
-    "cast": "cast", "_to_copy": "cast", "to": "cast", "astype": "cast", "_to_dim_order_copy": "cast",
-    "type_as": "cast", "convert_element_type": "cast",
-    "layer_norm": "layer_norm", "native_layer_norm": "layer_norm", "rms_norm": "rms_norm",
-    "_fused_rms_norm": "rms_norm", "group_norm": "group_norm", "native_group_norm": "group_norm",
-}
-_LAYOUT = {"view", "reshape", "_unsafe_view", "expand", "expand_dims", "permute", "permute_dims", "squeeze",
-           "unsqueeze", "clone", "contiguous", "alias", "detach", "t", "transpose", "broadcast_to", "flatten",
-           "lift_fresh_copy", "_assert_tensor_metadata", "getitem", "copy", "_clone_dim_order"}
-# The ops a norm's parts (its mean, variance, rstd, ...: the stages normdiff opens it into) compute.
-_PARTS = {"mean": "mean", "centered": "sub", "variance": "var", "var_eps": "add", "ms_eps": "add",
-          "std": "sqrt", "rstd": "rsqrt", "normalize": "mul", "scale": "mul", "square": "pow",
-          "mean_square": "mean"}
-_CLASS = {"mean": "reduce", "sum": "reduce", "var": "reduce", "cast": "cast",
-          "layer_norm": "norm", "rms_norm": "norm", "group_norm": "norm"}
-
 
 def canonical(op):
     """The canonical op of a compiled op name or a program stage op; None for a layout-only op.

@@ -96,12 +96,6 @@ class RenderWalker(NumpyWalker):
     def sqrt(self, x):
         return super().sqrt(x) * self.COMPUTE(1.0 + self.r.rsqrt_rel_error)
 
-    def _power(self, a, k, dtype):
-        if k in (0.5, -0.5) and self.r.rsqrt_rel_error:
-            x = self._operand(a, dtype)
-            return self.round(self.sqrt(x) if k == 0.5 else self.rsqrt(x), dtype)
-        return super()._power(a, k, dtype)
-
     # ---------------------------------------------------------------- reductions
     def reduce(self, node, a):
         rank = a.ndim

@@ -13,6 +13,7 @@ import sys
 
 from cases.suites import suite
 from harness.commands.common import load_specs, paths_arg, results_records, shard_arg
+from harness.commands.module_args import add_module_options, module_spec
 from harness.core.errors import UsageError
 from harness.core.records import dumps, latest_per_execution, read_results, write_atomic
 from harness.core.verdicts import DEFAULT_OUT, DEFAULT_TIMEOUT
@@ -37,7 +38,10 @@ def _history_arg(args) -> str | None:
 
 
 def cmd_run(args) -> int:
-    specs = load_specs(args.suite, args.case)
+    specs = load_specs(args.suite, args.case, default=None if args.cls else "smoke")
+    if args.cls:
+        spec = module_spec(args.cls, args)
+        specs += [spec] if spec.case_id not in {s.case_id for s in specs} else []
     path_names = paths_arg(args.paths)
     part = shard_arg(args.shard)
     if args.jobs is not None and args.jobs < 0:
@@ -199,6 +203,7 @@ def add_command(subparsers) -> None:
     p.add_argument("--address", metavar="RAY_ADDRESS",
                    help="the Ray cluster to join (default: a local one started for the run)")
     _history_options(p)
+    add_module_options(p, with_class=True)
     p.set_defaults(func=cmd_run)
 
     p = subparsers.add_parser("cases", help="print a suite's specs as JSON lines")

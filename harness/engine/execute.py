@@ -21,14 +21,12 @@ import numpy as np
 
 from harness import paths
 from harness.attribution import ATTRIBUTED, annotate
-from harness.spec import CaseSpec
-from harness.core.tensors import to_torch
+from harness.core.verdicts import Verdict
 from harness.engine.cache import ArtifactCache, cacheable
+from harness.engine.cases import CaseProblem, Cases, lift_problem
 from harness.oracle.compare import eager_row_errors, score
-from harness.oracle.inputs import make_inputs
-from harness.oracle.modules import build_module
-from harness.oracle.reference import reference
 from harness.paths.base import Prepared, StageError, Unsupported, example_args, first_line, stage
+from harness.spec import CaseSpec
 
 
 _PATH_VERSIONS: dict[str, dict] = {}  # by path name: what every record of the path says (the metadata look-ups cost ms)
@@ -63,14 +61,16 @@ def base_record(spec: CaseSpec, path: str) -> dict[str, Any]:
 class Executor:
     """Runs executions in this process, reusing prepared artifacts (and the disk cache, if given)."""
 
-    def __init__(self, cache: ArtifactCache | None = None, exports: "ExportMemo | None" = None):
+    def __init__(self, cache: ArtifactCache | None = None, exports: "ExportMemo | None" = None,
+                 cases: Cases | None = None):
         self.cache = cache
         self.exports = exports if exports is not None else ExportMemo()
+        self.cases = cases if cases is not None else Cases()
         self._prepared: dict[tuple[str, str], tuple[Prepared | Exception, str]] = {}
         self.hits = 0
         self.misses = 0
 
-    def _prepare(self, path, spec: CaseSpec, inputs) -> tuple[Prepared | Exception, bool, float, str]:
+    def _prepare(self, path, spec: CaseSpec, setup) -> tuple[Prepared | Exception, bool, float, str]:
         """(artifact or its exception, reused in memory, seconds, where it came from)."""
         key = (path.name, path.structure_key(spec))
         if key in self._prepared:
@@ -80,7 +80,7 @@ class Executor:
         start = time.perf_counter()
         prepared, origin = self._from_disk(path, spec)
         if prepared is None:
-            prepared = self._build(path, spec, inputs)
+            prepared = self._build(path, spec, setup)
             origin = self._store(path, spec, prepared) if origin == "miss" else origin
         self._prepared[key] = (prepared, origin)
         return prepared, False, time.perf_counter() - start, origin
@@ -117,11 +117,9 @@ class Executor:
         self.cache.put(self.cache.key(path, spec), path.name, data, facts)
         return "miss"
 
-    def _build(self, path, spec: CaseSpec, inputs) -> Prepared | Exception:
+    def _build(self, path, spec: CaseSpec, setup) -> Prepared | Exception:
         try:
-            module = build_module(spec, inputs.params)
-            example = (tuple(to_torch(a, spec.layout) for a in inputs.run_arg) if inputs.extra
-                       else to_torch(inputs.x, spec.layout))
+            module, example = setup.build()
             if not takes_exported(path):
                 return path.prepare(spec, module, example)
             exported = self.exports.get(spec, module, example)
@@ -133,12 +131,12 @@ class Executor:
         except Exception as exc:  # noqa: BLE001 - a path bug is still one record
             return StageError("compile", first_line(exc))
 
-    def _eager(self, spec: CaseSpec, inputs) -> np.ndarray | None:
-        prepared = self._prepare(paths.get("eager"), spec, inputs)[0]
+    def _eager(self, spec: CaseSpec, setup) -> np.ndarray | None:
+        prepared = self._prepare(paths.get("eager"), spec, setup)[0]
         if isinstance(prepared, Exception):
             return None
         try:
-            return prepared.run(inputs.run_arg)
+            return prepared.run(setup.inputs.run_arg)
         except StageError:
             return None
 
@@ -147,23 +145,38 @@ class Executor:
         spec = CaseSpec.from_dict(spec)
         record = base_record(spec, path_name)
         start = time.perf_counter()
+        from harness.modules import LIFT
+
+        if path_name == LIFT:
+            return self._resolve(spec, record, start)
         try:
             path = paths.get(path_name)
         except KeyError as exc:
             record.update(verdict="error", stage="compile", message=str(exc.args[0]))
             return record
-        inputs = make_inputs(spec)
-        ref = reference(spec, inputs)
+        try:
+            setup = self.cases.setup(spec)
+            record.update(setup.record)
+            problem = lift_problem(record) if spec.is_module else None
+            if problem is not None:
+                raise problem
+        except CaseProblem as exc:
+            record.update(verdict=exc.verdict, stage=exc.stage, message=exc.message,
+                          seconds=round(time.perf_counter() - start, 6))
+            return record
+        inputs, ref = setup.inputs, setup.ref
+        if setup.module_case is not None:  # the lift exported this very module: every path may start from it
+            self.exports.seed(spec, setup.module_case.exported)
         record["structure_key"] = path.structure_key(spec)
         record["expected_dtype"] = ref.out_dtype
         record["rounding_dtype"] = ref.rounding_dtype
 
-        eager_out = self._eager(spec, inputs) if path_name != "eager" else None
+        eager_out = self._eager(spec, setup) if path_name != "eager" else None
         if eager_out is not None:
             record["eager_max_abs_err"] = eager_row_errors(eager_out, ref)
             record["expected_dtype"] = str(eager_out.dtype)
 
-        prepared, hit, prep_s, origin = self._prepare(path, spec, inputs)
+        prepared, hit, prep_s, origin = self._prepare(path, spec, setup)
         record["cache_hit"] = hit
         record["artifact_cache"] = origin
         record["prepare_seconds"] = round(prep_s, 6)
@@ -189,6 +202,20 @@ class Executor:
             annotate(record, spec, path, inputs, out)
         return record
 
+    def _resolve(self, spec: CaseSpec, record: dict, start: float) -> dict:
+        """A module case resolved before any path runs (the pseudo path LIFT): pass with the lifted program,
+        or the problem a bad spec (stage `spec`), an op outside the language, or a failed export gives."""
+        try:
+            case = self.cases.module_case(spec)
+        except CaseProblem as exc:
+            record.update(verdict=exc.verdict, stage=exc.stage, message=exc.message)
+        else:
+            record.update(verdict=Verdict.PASS, message="lifted", program=case.resolved.source,
+                          lifted=case.resolved.to_dict(), lifted_pattern=case.resolved.pattern,
+                          param_values=case.constant_values())
+        record["seconds"] = round(time.perf_counter() - start, 6)
+        return record
+
 
 EXPORT_MEMO_SIZE = 4  # structures whose exported program a worker keeps for the paths still to come
 
@@ -209,6 +236,14 @@ class ExportMemo:
         self.size = size
         self._programs: OrderedDict[str, object] = OrderedDict()
         self.hits = 0
+
+    def seed(self, spec: CaseSpec, program) -> None:
+        """Keep an export made elsewhere for `spec`'s structure (a module case's, made to lift it)."""
+        key = spec.structure_key()
+        if key not in self._programs:
+            self._programs[key] = program
+            while len(self._programs) > self.size:
+                self._programs.popitem(last=False)
 
     def get(self, spec: CaseSpec, module, example):
         """The ExportedProgram of `spec`'s structure, or the StageError its export raised."""

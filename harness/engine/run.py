@@ -40,9 +40,10 @@ from harness.core.records import ResultsWriter, read_results
 from harness.spec import CaseSpec
 from harness.core.verdicts import DEFAULT_TIMEOUT
 from harness.engine.cache import ArtifactCache, library_cache_env
-from harness.engine.execute import Executor
+from harness.engine.execute import Executor, base_record
 from harness.engine.lock import folder_lock
 from harness.engine.plan import Task, plan
+from harness.engine.preflight import preflight, unresolved_record
 from harness.engine.procs import default_max_memory_gb
 from harness.engine.progress import Progress
 from harness.engine.scheduler import Runner
@@ -63,11 +64,23 @@ def run(specs: list[CaseSpec], path_names: list[str], out_dir: str, *, jobs: int
     `executor` "ray" runs on Ray actors (`address`: a cluster to join, else a
     local one; `jobs` None: one actor per CPU of the cluster).
     Ctrl-C or SIGTERM raises KeyboardInterrupt after the workers are stopped;
-    every record written so far stays.
+    every record written so far stays. Module cases are resolved first, on the
+    workers (harness.engine.preflight): a bad one is a UsageError before
+    anything is written.
     """
     with folder_lock(out_dir):
         results_path = os.path.join(out_dir, "results.jsonl")
         tasks = plan(specs, path_names)
+        if jobs is None and executor == "local":
+            jobs = os.cpu_count() or 1
+        options = dict(timeout=timeout, max_memory=max_memory, cache=cache, executor=executor, address=address)
+        unresolved = preflight(specs, lambda lift, on: execute_tasks(lift, on, jobs=_lift_jobs(jobs, lift),
+                                                                     **options),
+                               single=len(specs) == 1)
+        done_now = [unresolved_record(base_record(t.spec, t.path), unresolved[t.spec.structure_key()])
+                    for t in tasks if t.spec.is_module and t.spec.structure_key() in unresolved]
+        tasks = [t for t in tasks if not (t.spec.is_module and t.spec.structure_key() in unresolved)]
+        done: set = set()
         if resume and os.path.exists(results_path):
             _trim_torn_line(results_path)
             earlier = read_results(results_path)
@@ -76,22 +89,29 @@ def run(specs: list[CaseSpec], path_names: list[str], out_dir: str, *, jobs: int
             tasks = [t for t in tasks if t.key not in done]
         elif os.path.exists(results_path):
             os.remove(results_path)
-        if jobs is None and executor == "local":
-            jobs = os.cpu_count() or 1
+        if resume:
+            done_now = [r for r in done_now if (r["case_id"], r["path"]) not in done]
         records: list[dict] = []
-        bar = Progress(len(tasks), progress)
+        bar = Progress(len(tasks) + len(done_now), progress)
         with ResultsWriter(results_path) as writer, _sigterm_as_interrupt():
             def on_record(record: dict) -> None:
                 writer.write(record)
                 records.append(record)
                 bar.update(record)
 
+            for record in done_now:
+                on_record(record)
+
             try:
-                execute_tasks(tasks, on_record, jobs=jobs, timeout=timeout, path_names=path_names,
-                              max_memory=max_memory, cache=cache, executor=executor, address=address)
+                execute_tasks(tasks, on_record, jobs=jobs, path_names=path_names, **options)
             finally:
                 bar.close()
         return records
+
+
+def _lift_jobs(jobs: int | None, tasks: list[Task]) -> int | None:
+    """Workers for the module cases' resolution: no more than there are structures."""
+    return jobs if not jobs else min(jobs, len(tasks))
 
 
 def _check_versions(records: list[dict], where: str) -> None:

@@ -13,6 +13,8 @@ float16, so an element count kept in float16 overflows).
 from __future__ import annotations
 
 import inspect
+import types
+import zlib
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -20,6 +22,7 @@ import ml_dtypes
 import numpy as np
 
 from harness.core.dtypes import cast, np_dtype
+from harness.program.ir import ones_value
 from harness.spec import CaseSpec
 
 
@@ -29,7 +32,8 @@ class Inputs:
 
     x: np.ndarray
     params: dict[str, np.ndarray] = field(default_factory=dict)
-    extra: dict[str, np.ndarray] = field(default_factory=dict)  # a program's y, r
+    extra: dict[str, np.ndarray] = field(default_factory=dict)  # a program's y, r; a module's forward arguments
+    order: tuple[str, ...] | None = None  # the extra inputs in call order (None: sorted, a program's forward)
 
     @property
     def arrays(self) -> dict[str, np.ndarray]:
@@ -38,12 +42,15 @@ class Inputs:
 
     @property
     def run_arg(self):
-        """What a path's `Prepared.run` takes: `x`, or (x, then the extra inputs in sorted order)."""
-        return (self.x, *(self.extra[k] for k in sorted(self.extra))) if self.extra else self.x
+        """What a path's `Prepared.run` takes: `x`, or (x, then the extra inputs in call order)."""
+        order = self.order if self.order is not None else tuple(sorted(self.extra))
+        return (self.x, *(self.extra[k] for k in order)) if order else self.x
 
 
-def _rng(seed: int, stream: int) -> np.random.Generator:
-    return np.random.Generator(np.random.PCG64(np.random.SeedSequence([seed, stream])))
+def _rng(seed: int, stream: int, name: str | None = None) -> np.random.Generator:
+    """The generator of one stream of a case; a named input or parameter has a stream of its own."""
+    words = [seed, stream] if name is None else [seed, stream, zlib.crc32(name.encode())]
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(words)))
 
 
 def channel_axis(spec: CaseSpec) -> int:
@@ -175,32 +182,60 @@ def draw_x(spec: CaseSpec) -> np.ndarray:
     return KINDS[p["kind"]](_rng(spec.seed, 0), n, p, spec).reshape(spec.shape)
 
 
-# Each extra input of a program draws from its own stream (x is 0, the parameters 1).
+# Each extra input of a program draws from its own stream (x is 0, the parameters 1); y and r have
+# numbered streams, any other name (a module's forward argument) the stream NAMED keyed by its name.
 EXTRA_STREAMS = {"y": 2, "r": 3}
+NAMED = 4
+
+
+def extra_type(spec: CaseSpec, name: str) -> tuple[tuple[int, ...], str]:
+    """(shape, dtype) of an extra input: its object's own, else x's."""
+    obj = spec.inputs_dict[name]
+    return tuple(obj.get("shape", spec.shape)), obj.get("dtype", spec.dtype)
 
 
 def draw_extra(spec: CaseSpec) -> dict[str, np.ndarray]:
-    """A program's extra inputs (x's shape and dtype, their own input objects), in float64."""
-    n = int(np.prod(spec.shape))
-    return {name: KINDS[p["kind"]](_rng(spec.seed, EXTRA_STREAMS[name]), n, p, spec).reshape(spec.shape)
-            for name, p in spec.inputs_dict.items()}
-
-
-def draw_program_params(spec: CaseSpec) -> dict[str, np.ndarray]:
-    """A program's parameters: `ones` gives w = s = 1 and b = 0; `normal` draws N(0, 1) in name order."""
-    ones = spec.params_dict["kind"] == "ones"
-    rng = _rng(spec.seed, 1)
-    out: dict[str, np.ndarray] = {}
-    for name, shape in spec.param_shapes:
-        if ones:
-            out[name] = np.full(shape, 0.0 if name == "b" else 1.0)
-        else:
-            out[name] = rng.normal(0.0, 1.0, int(np.prod(shape))).reshape(shape)
+    """The extra inputs (x's shape and dtype unless their objects give their own), in float64."""
+    out = {}
+    for name, p in spec.inputs_dict.items():
+        shape, dtype = extra_type(spec, name)
+        rng = _rng(spec.seed, EXTRA_STREAMS[name]) if name in EXTRA_STREAMS else _rng(spec.seed, NAMED, name)
+        target = spec if (shape, dtype) == (spec.shape, spec.dtype) else \
+            types.SimpleNamespace(shape=shape, dtype=dtype, pattern=spec.pattern)
+        out[name] = KINDS[p["kind"]](rng, int(np.prod(shape)), p, target).reshape(shape)
     return out
 
 
+def draw_named_params(kind: str, seed: int, shapes, values=None) -> dict[str, np.ndarray]:
+    """Parameters by name, in float64: `ones` gives 1, or 0 to a shift (b, a bias, a mean); `normal` draws
+    N(0, 1), and U(0.5, 2) for a variance (a running_var must stay positive). w, b and s draw in that order from
+    the parameters' stream; every other name from a stream of its own, so a module's parameters and its lifted
+    program's draw the same values whatever else either holds."""
+    rng = _rng(seed, 1)
+    out: dict[str, np.ndarray] = {}
+    for name, shape in shapes:
+        shape = tuple(shape)
+        if kind in ("ones", "fill"):  # fill: the values given, the others as ones gives them
+            out[name] = np.full(shape, (values or {}).get(name, ones_value(name)))
+            continue
+        source = rng if name in ("w", "b", "s") else _rng(seed, 1, name)
+        if "var" in name.lower():
+            out[name] = source.uniform(0.5, 2.0, int(np.prod(shape))).reshape(shape)
+        else:
+            out[name] = source.normal(0.0, 1.0, int(np.prod(shape))).reshape(shape)
+    return out
+
+
+def draw_program_params(spec: CaseSpec) -> dict[str, np.ndarray]:
+    """A program's parameters (draw_named_params, in param_order)."""
+    params = spec.params_dict
+    return draw_named_params(params["kind"], spec.seed, spec.param_shapes, params.get("values"))
+
+
 def draw_params(spec: CaseSpec) -> dict[str, np.ndarray]:
-    """Weight, bias and (batch_norm) running statistics, in float64."""
+    """Weight, bias and (batch_norm) running statistics, in float64 (a module case's are in its module)."""
+    if spec.is_module:
+        return {}
     if spec.program is not None:
         return draw_program_params(spec)
     channels = spec.shape[channel_axis(spec)]
@@ -221,5 +256,5 @@ def make_inputs(spec: CaseSpec) -> Inputs:
     """The case's input and parameters, rounded to the spec's dtypes."""
     x = cast(draw_x(spec), spec.dtype)
     params = {k: cast(v, spec.weight_dtype) for k, v in draw_params(spec).items()}
-    extra = {k: cast(v, spec.dtype) for k, v in draw_extra(spec).items()}
+    extra = {k: cast(v, extra_type(spec, k)[1]) for k, v in draw_extra(spec).items()}
     return Inputs(x=x, params=params, extra=extra)

@@ -86,14 +86,22 @@ def program_reference(spec: CaseSpec, inputs: Inputs) -> Reference:
     case = program_case(spec)
     program = parse(spec.program, case=case)
     arrays = {**inputs.arrays, **inputs.params}
-    ev = evaluate(program, case, arrays)
+    return evaluation_reference(evaluate(program, case, arrays),
+                                witnesses=program_witnesses(spec.case_id, program, case, arrays))
+
+
+def evaluation_reference(ev, witnesses: Callable[[], tuple[np.ndarray, ...]] | None = None) -> Reference:
+    """The Reference of a program's FP64 evaluation (harness.program.evaluate): a program case's, or a module
+    case's lifted program's. `witnesses` is the comparator's hook on the program's witnesses
+    (harness.oracle.witness.program_witnesses(key, program, case, arrays)); without it a compiled path is
+    held to the bound and eager alone."""
     out = np.ascontiguousarray(np.asarray(ev.out, dtype=np.float64))
     zeros = np.zeros_like(out)
     return Reference(
         out=out, rows=np.ascontiguousarray(ev.rows), z=zeros, kappa=zeros, weight=zeros, bias=zeros,
         row_len=int(ev.row_len), out_dtype=ev.out_dtype, rounding_dtype=ev.out_dtype, stat_dtype="float32",
         bound=np.ascontiguousarray(np.asarray(ev.bound, dtype=np.float64)), stages=tuple(ev.stages),
-        witness_outputs=program_witnesses(spec.case_id, program, case, arrays),
+        witness_outputs=witnesses,
     )
 
 

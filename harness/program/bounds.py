@@ -31,6 +31,11 @@ C_ACC = 2.0    a float32 sum of n terms (torch on CPU accumulates float16,
 C_ROUND = 4.0  the roundings of an F.* norm's statistics chain (mean,
                variance, rsqrt, the scale), relative, in u_stat = u32: the CPU
                kernels keep their statistics in float32.
+C_FN = 2.0     a transcendental op (silu, sigmoid) computed in float32 before
+               its result is rounded: an exp within 1 ULP (the vectorised
+               kernels' Sleef exp is) and the 1 + e^-x it feeds, relative in
+               u32; the division's own rounding is the result's, counted by
+               ROUND. float16/bfloat16 ops compute in float32 on CPU too.
 """
 from __future__ import annotations
 
@@ -43,6 +48,7 @@ from harness.core.dtypes import cast, ulp, unit_roundoff
 ROUND = 1.0
 C_ACC = 2.0
 C_ROUND = 4.0
+C_FN = 2.0
 U32 = unit_roundoff("float32")
 DEFAULT_EPS = 1e-5  # F.layer_norm / F.group_norm
 
@@ -151,6 +157,33 @@ def reciprocal(a, ea):
     safe = np.where(lo > 0, lo, 1.0)
     e = np.where(lo > 0, ea / (np.abs(a) * safe), np.inf)
     return z, np.where(ea == 0, 0.0, e)
+
+
+def by_slope(value, slope):
+    """The bound rule of an elementwise op f from its slope: (a, ea) -> (f(a), max|f'| on [a-ea, a+ea]·ea + C_FN·u32·|f(a)|).
+
+    `slope(lo, hi)` is max |f'(t)| over [lo, hi] (elementwise arrays). The
+    C_FN term is the op's own float32 evaluation before its result rounds.
+    """
+    def bound(a, ea):
+        z = value(a)
+        return z, _times(slope(a - ea, a + ea), ea) + C_FN * U32 * np.abs(z)
+    return bound
+
+
+def linear(a, ea, w, ew, b=None, eb=None):
+    """x @ W.T (+ b) over the last dim of x, accumulated in float32: as `reduction`'s sum of products.
+
+    The products' errors propagate as |W|·e_x + |x|·e_W (+ e_x·e_W), the sum as
+    C_ACC·u32·√n·Σ|x_i W_ji|, n the input features; the bias's error adds.
+    """
+    n = a.shape[-1]
+    z = a @ w.T
+    prop = ea @ np.abs(w).T + np.abs(a) @ ew.T + ea @ ew.T
+    e = prop + C_ACC * U32 * math.sqrt(n) * (np.abs(a) @ np.abs(w).T)
+    if b is not None:
+        z, e = z + b, e + (0.0 if eb is None else eb)
+    return z, e
 
 
 def square(a, ea):

@@ -12,9 +12,8 @@ from dataclasses import dataclass
 from functools import reduce as fold
 
 from harness.core.dtypes import promote
+from harness.program import ops
 from harness.program.ir import (
-    INPUTS,
-    PARAMS,
     Norm,
     Program,
     ProgramCase,
@@ -102,6 +101,26 @@ def reduce_axes(node: Reduce, t: TensorType, line: int):
     return axes, n, shape
 
 
+def shape_result(op: str, shape: tuple, args: tuple, line: int) -> tuple[int, ...]:
+    """The result shape of shape op `op` (the op table's rule), or a ProgramError naming the line."""
+    return tuple(ops.get(op).shape_rule(tuple(shape), tuple(args), lambda what: _fail(line, what)))
+
+
+def linear_type(t, weight, bias, line: int) -> TensorType:
+    """F.linear's rules: weight [out, in] with in = the input's last dim, bias [out]; one dtype throughout."""
+    for name, p in (("input", t), ("weight", weight)) + ((("bias", bias),) if bias is not None else ()):
+        if is_scalar(p):
+            _fail(line, f"linear: {name} must be a tensor, got a number")
+    if len(weight.shape) != 2 or not t.shape or weight.shape[1] != t.shape[-1]:
+        _fail(line, f"linear: weight {list(weight.shape)} does not match the input's last dim of {list(t.shape)}")
+    if bias is not None and tuple(bias.shape) != (weight.shape[0],):
+        _fail(line, f"linear: bias has shape {list(bias.shape)}, expected [{weight.shape[0]}]")
+    dtypes = {t.dtype, weight.dtype} | ({bias.dtype} if bias is not None else set())
+    if len(dtypes) != 1:
+        _fail(line, f"linear: input, weight and bias must share a dtype, got {'/'.join(sorted(dtypes))}")
+    return TensorType(tuple(t.shape[:-1]) + (weight.shape[0],), t.dtype)
+
+
 def cast_is_exact(src: str, dst: str) -> bool:
     """Whether every value of `src` is a value of `dst` (no rounding)."""
     return src == dst or dst == "float64" or (dst == "float32" and src in REDUCED)
@@ -183,6 +202,12 @@ class TypeWalker(Walker):
         norm_info(node, t, normalized_shape, groups, weight, bias, eps, self.line)
         return TensorType(t.shape, t.dtype)
 
+    def shape_op(self, op, t, args):
+        return TensorType(shape_result(op, t.shape, args, self.line), t.dtype)
+
+    def linear(self, t, weight, bias):
+        return linear_type(t, weight, bias, self.line)
+
     def statement_done(self, stmt, value):
         if isinstance(stmt, Return) and is_scalar(value):
             self.fail("the return value is a number, not a tensor")
@@ -191,10 +216,9 @@ class TypeWalker(Walker):
 def type_env(program: Program, case: ProgramCase) -> dict:
     """The names a program may read, as types (and eps as its number)."""
     env = {"eps": case.eps}
-    for name in INPUTS:
-        if name == "x" or name in case.extra_inputs:
-            env[name] = TensorType(case.shape, case.dtype)
-    for name in PARAMS:
+    for name in case.inputs:
+        env[name] = TensorType(*case.input_type(name))
+    for name in case.params:
         env[name] = TensorType(tuple(case.param_shapes[name]), case.weight_dtype)
     return env
 

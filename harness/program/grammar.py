@@ -2,26 +2,30 @@
 
 A whitelist: parse.py accepts exactly what these tables list and names
 anything else in its error (the label tables give the construct's name).
+The ops themselves (their spellings) come from the op table, ops.py.
 """
 import ast
 
-from harness.program.ir import INPUTS, PARAMS
+from harness.program import ops
+from harness.program.ir import RESERVED_NAMES
 
 MAX_SOURCE = 20_000  # characters
 MAX_DEPTH = 100  # nesting of expressions: every walker recurses on it
-RESERVED = frozenset(INPUTS + PARAMS + ("eps", "torch", "F", "nn"))
+RESERVED = RESERVED_NAMES
 DTYPE_ATTRS = {"torch.float32": "float32", "torch.float16": "float16", "torch.bfloat16": "bfloat16"}
 CONTIGUOUS = "torch.contiguous_format"
-UNARY = ("rsqrt", "sqrt", "abs", "square", "reciprocal")
-REDUCE = ("mean", "sum", "var")
+UNARY = ops.UNARY
+REDUCE = ops.REDUCE
+SHAPE = tuple(n for n in ops.SHAPE if n != "index")
 CASTS = {"float": "float32", "half": "float16", "bfloat16": "bfloat16"}
-METHODS = frozenset(UNARY + REDUCE + tuple(CASTS) + ("to", "type_as", "pow"))
-FUNCTIONS = frozenset(UNARY + REDUCE + ("pow",))
-NORM_SIGNATURES = {
-    "layer_norm": ("input", "normalized_shape", "weight", "bias", "eps"),
-    "rms_norm": ("input", "normalized_shape", "weight", "eps"),
-    "group_norm": ("input", "num_groups", "weight", "bias", "eps"),
-}
+# t.NAME(...) methods and torch.NAME(...) functions, by the op each spells
+METHODS = frozenset(tuple(o.name for o in ops.TABLE if o.method) + tuple(CASTS) + ("to", "type_as", "pow"))
+FUNCTIONS = {f: o.name for o in ops.TABLE for f in o.functions if not f.startswith("nn.functional.")}
+FUNCTIONS["pow"] = "pow"
+# torch.nn.functional.NAME (also F.NAME) calls, by the op each spells
+FUNCTIONAL = {f.removeprefix("nn.functional."): o.name for o in ops.TABLE for f in o.functions
+              if f.startswith("nn.functional.")}
+NORM_SIGNATURES = {o.name: o.signature for o in ops.TABLE if o.kind == "norm"}
 BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.Pow: "pow"}
 OPERATOR_TEXT = {ast.FloorDiv: "//", ast.Mod: "%", ast.MatMult: "@", ast.LShift: "<<", ast.RShift: ">>",
                  ast.BitOr: "|", ast.BitXor: "^", ast.BitAnd: "&", ast.Not: "not", ast.Invert: "~"}

@@ -17,17 +17,19 @@ import ml_dtypes
 import numpy as np
 
 from harness.core.dtypes import name_of, ulp
-from harness.program import bounds
+from harness.program import bounds, ops
 from harness.program.check import (
     RMS_DEFAULT_EPS,
     TensorType,
     binary_type,
     cast_is_exact,
     check,
+    linear_type,
     norm_info,
     reduce_axes,
+    shape_result,
 )
-from harness.program.ir import Program, ProgramCase
+from harness.program.ir import Program, ProgramCase, ones_value
 from harness.program.walk import Walker, is_scalar
 
 _MAX = {"float16": 65504.0, "bfloat16": float(ml_dtypes.finfo(ml_dtypes.bfloat16).max),
@@ -45,11 +47,16 @@ class Stage(NamedTuple):
 
 @dataclass(frozen=True)
 class _Rows:
-    """The statistics behind a value: `dims` reduced (negative, None = all), `length` elements each."""
+    """The statistics behind a value: which row of statistic `seq` each element belongs to.
+
+    `ids` (ints, broadcastable to the value's shape) numbers the rows of the
+    latest statistic reaching the value, each taken over `length` elements;
+    shape ops move the ids with the values, so a norm over dim 1, a view or a
+    permute keeps each element in its row.
+    """
     seq: int
-    dims: tuple[int, ...] | None
+    ids: np.ndarray
     length: int
-    groups: tuple[int, int] | None = None  # group_norm: (groups, channels); channels at dims[0]
 
 
 @dataclass
@@ -160,23 +167,41 @@ class Fp64Walker(Walker):
         return self._emit("cast", v.value, v.err, dtype, v.rows, exact=cast_is_exact(v.dtype, dtype))
 
     def unary(self, op, v):
+        entry = ops.get(op)
         with np.errstate(all="ignore"):
-            if op == "abs":
-                return self._emit(op, np.abs(v.value), v.err, v.dtype, v.rows, exact=True)
-            z, e = getattr(bounds, op)(v.value, v.err)
+            if entry.exact:
+                return self._emit(op, entry.value(v.value), v.err, v.dtype, v.rows, exact=True)
+            z, e = entry.bound(v.value, v.err)
         return self._emit(op, z, e, v.dtype, v.rows)
 
     def reduce(self, node, v):
         axes, n, shape = reduce_axes(node, self._type(v), self.line)
         with np.errstate(all="ignore"):
             z, e = bounds.reduction(node.op, v.value, v.err, axes, node.correction)
-        rank = v.value.ndim
-        if node.keepdim:
-            rows = _Rows(self._next(), tuple(a - rank for a in axes), n)
-        else:
-            rows = _Rows(self._next(), None, n) if len(axes) == rank else None
-            z, e = z.reshape(shape), e.reshape(shape)
+        kept = z.shape  # keepdims
+        rows = _Rows(self._next(), np.arange(int(np.prod(kept))).reshape(kept).reshape(shape), n)
+        z, e = z.reshape(shape), e.reshape(shape)
         return self._emit(node.op, z, e, v.dtype, rows)
+
+    def shape_op(self, op, v, args):
+        """Exact: values, bounds and row ids go through the same NumPy call (no stage: nothing is computed)."""
+        shape_result(op, v.value.shape, args, self.line)
+        apply = ops.get(op).apply
+        rows = v.rows
+        if rows is not None:
+            rows = _Rows(rows.seq, apply(np.broadcast_to(rows.ids, v.value.shape), args), rows.length)
+        return _V(np.ascontiguousarray(apply(v.value, args)), np.ascontiguousarray(apply(v.err, args)), v.dtype,
+                  rows)
+
+    def linear(self, v, weight, bias):
+        t = linear_type(self._type(v), self._type(weight), None if bias is None else self._type(bias), self.line)
+        with np.errstate(all="ignore"):
+            z, e = bounds.linear(v.value, v.err, weight.value, weight.err,
+                                 None if bias is None else bias.value, None if bias is None else bias.err)
+        rows = v.rows  # each output element reads its input row whole: the row of that input row's statistics
+        if rows is not None and np.shape(rows.ids)[-1:] not in ((), (1,)):
+            rows = None
+        return self._emit("linear", z, e, t.dtype, rows)
 
     def _next(self):
         self.seq += 1
@@ -202,33 +227,35 @@ class Fp64Walker(Walker):
             if bias is not None:
                 bv, be = bias.value.reshape(pshape), bias.err.reshape(pshape)
                 out, err = out + bv, err + be
-        groups_info = (info.groups, shape[1]) if node.kind == "group_norm" else None
-        rows = _Rows(self._next(), tuple(a - rank for a in info.axes), info.n, groups_info)
+        rows = _Rows(self._next(), _norm_row_ids(shape, info, node.kind), info.n)
         return self._emit(node.kind, out, err, v.dtype, rows)
 
 
+def _norm_row_ids(shape: tuple[int, ...], info, kind: str) -> np.ndarray:
+    """An F.* norm's rows: one per index of the dims it does not normalize (group_norm: per group of channels)."""
+    kept = tuple(1 if i in info.axes else n for i, n in enumerate(shape))
+    ids = np.arange(int(np.prod(kept))).reshape(kept)
+    if kind == "group_norm":  # rows are (sample, group): channels c share the row of group c // (C / G)
+        channels = shape[1]
+        group = (np.arange(channels) // (channels // info.groups)).reshape((1, channels) + (1,) * (len(shape) - 2))
+        ids = ids * info.groups + group
+    return ids
+
+
 def row_ids(shape: tuple[int, ...], rows: _Rows | None) -> tuple[np.ndarray, int]:
-    """Each element's row (as Evaluation.rows) and the row length."""
+    """Each element's row (as Evaluation.rows, numbered 0, 1, … in order) and the row length.
+
+    A value no statistic reaches has the rows of its last dim.
+    """
     rank = len(shape)
     if rows is None:
-        reduced, length = ({rank - 1} if rank else set()), (shape[-1] if rank else 1)
-    elif rows.dims is None:
-        reduced, length = set(range(rank)), rows.length
-    else:
-        reduced, length = {d + rank for d in rows.dims if -rank <= d < 0}, rows.length
-    keys = [(i, np.arange(shape[i]), shape[i]) for i in range(rank) if i not in reduced]
-    if rows is not None and rows.groups is not None and rows.dims and -rank <= rows.dims[0]:
-        g, channels = rows.groups
-        axis = rows.dims[0] + rank
-        if shape[axis] == channels:
-            keys.append((axis, np.arange(channels) // (channels // g), g))
-            keys.sort(key=lambda k: k[0])
-    ids = np.zeros(shape, dtype=np.int64)
-    stride = 1
-    for axis, coord, size in reversed(keys):
-        ids = ids + (coord * stride).reshape([-1 if i == axis else 1 for i in range(rank)])
-        stride *= size
-    return np.ascontiguousarray(np.broadcast_to(ids, shape)), int(length)
+        if not rank:
+            return np.zeros((), dtype=np.int64), 1
+        ids = np.arange(int(np.prod(shape[:-1]))).reshape(shape[:-1] + (1,))
+        return np.ascontiguousarray(np.broadcast_to(ids, shape)), int(shape[-1])
+    ids = np.broadcast_to(np.asarray(rows.ids, dtype=np.int64), shape)
+    _, dense = np.unique(ids, return_inverse=True)
+    return np.ascontiguousarray(dense.reshape(shape)), int(rows.length)
 
 
 def _array(arrays, name, shape, dtype, default=None):
@@ -254,13 +281,14 @@ def evaluate(program: Program, info: ProgramCase, arrays: dict, *, keep_stages: 
     """
     check(program, info)
     env = {"eps": info.eps}
-    for name in ("x",) + info.extra_inputs:
+    for name in info.inputs:
         if name not in program.reads and name not in arrays:
             continue
-        value = _array(arrays, name, info.shape, info.dtype)
-        env[name] = _V(value, np.zeros_like(value), info.dtype)
+        shape, dtype = info.input_type(name)
+        value = _array(arrays, name, shape, dtype)
+        env[name] = _V(value, np.zeros_like(value), dtype)
     for name in program.params:
-        value = _array(arrays, name, info.param_shapes[name], info.weight_dtype, 0.0 if name == "b" else 1.0)
+        value = _array(arrays, name, info.param_shapes[name], info.weight_dtype, ones_value(name))
         env[name] = _V(value, np.zeros_like(value), info.weight_dtype)
     walker = (walker_class or Fp64Walker)(env, keep_stages)
     out = walker.run(program)

@@ -8,17 +8,29 @@ program layer needs to know about a case.
 """
 from __future__ import annotations
 
+import keyword
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from harness.core.dtypes import DTYPES
 
-INPUTS = ("x", "y", "r")
-PARAMS = ("w", "b", "s")
+INPUTS = ("x", "y", "r")  # x, and the extra inputs a program may read without declaring them
+PARAMS = ("w", "b", "s")  # the parameters a program may read without declaring them ([last dim of x])
+
+
+def param_order(names) -> tuple[str, ...]:
+    """Parameters in the order they are drawn and passed: w, b, s, then any others by name."""
+    names = set(names)
+    return tuple(n for n in PARAMS if n in names) + tuple(sorted(names - set(PARAMS)))
 
 
 class ProgramError(ValueError):
     """A program that is not in the language, or ill-typed for its case (one line)."""
+
+
+def ones_value(name: str) -> float:
+    """A parameter's value under the `ones` params kind: 0 for a shift (b, a bias, a mean), else 1."""
+    return 0.0 if name == "b" or any(k in name.lower() for k in ("bias", "mean", "shift", "beta")) else 1.0
 
 
 # ---------------------------------------------------------------- expressions
@@ -80,8 +92,29 @@ class Cast:
 
 @dataclass(frozen=True)
 class Unary:
-    op: str  # rsqrt sqrt abs square reciprocal
+    op: str  # an elementwise op of harness.program.ops (rsqrt sqrt abs square reciprocal silu sigmoid …)
     operand: Expr
+
+
+@dataclass(frozen=True)
+class ShapeOp:
+    """A shape op of harness.program.ops (unsqueeze, view, permute, narrow, …): exact, no rounding.
+
+    `args` are int expressions (numbers, NAME.shape[K] and arithmetic on
+    them) except for "index" (t[:, None, ...]), whose args are the index's
+    items as text: ":", "None", "...".
+    """
+    op: str
+    operand: Expr
+    args: tuple = ()
+
+
+@dataclass(frozen=True)
+class Linear:
+    """F.linear(input, weight, bias=None): x @ weight.T + bias."""
+    operand: Expr
+    weight: Expr
+    bias: Expr | None = None
 
 
 @dataclass(frozen=True)
@@ -106,7 +139,7 @@ class Norm:
     eps: Expr | None = None  # None: torch's default for the kind
 
 
-Expr = Name | Number | ShapeOf | BinOp | Neg | Cast | Unary | Reduce | Norm
+Expr = Name | Number | ShapeOf | BinOp | Neg | Cast | Unary | Reduce | Norm | ShapeOp | Linear
 
 
 # ----------------------------------------------------------------- statements
@@ -128,30 +161,48 @@ class Program:
     """A parsed program: its normalised source, statements and the names it reads."""
     source: str
     statements: tuple[Assign | Return, ...]
-    reads: tuple[str, ...]  # among x y r w b s eps, in that order
+    reads: tuple[str, ...]  # x, the extra inputs (sorted), the parameters (param_order), eps: those read
     inputs: tuple[str, ...] = ("x",)  # the inputs it was parsed against
+    param_names: tuple[str, ...] = PARAMS  # the parameters it was parsed against
 
     @property
     def params(self) -> tuple[str, ...]:
-        """The parameters (w, b, s) the program reads."""
-        return tuple(n for n in PARAMS if n in self.reads)
+        """The parameters the program reads, in param_order."""
+        return param_order(n for n in self.reads if n in self.param_names)
 
     @property
     def extra_inputs(self) -> tuple[str, ...]:
-        """The extra inputs (y, r) the program reads, sorted (forward's order)."""
-        return tuple(sorted(n for n in ("y", "r") if n in self.reads))
+        """The extra inputs the program reads, sorted (forward's order)."""
+        return tuple(sorted(n for n in self.reads if n in self.inputs and n != "x"))
 
 
 # ------------------------------------------------------------------ case info
+RESERVED_NAMES = frozenset(INPUTS + PARAMS + ("eps", "torch", "F", "nn", "None", "True", "False"))
+
+
+def _check_name(name, what):
+    if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name) \
+            or name.startswith("__") or name.endswith("__"):
+        raise ValueError(f"ProgramCase: {what} {name!r} is not a plain identifier")
+
+
 @dataclass(frozen=True)
 class ProgramCase:
-    """What a program needs to know about its case (mapped from the spec by the caller)."""
+    """What a program needs to know about its case (mapped from the spec by the caller).
+
+    `extra_inputs` are the inputs after x (y and r, or any names the case
+    declares), each of x's shape and dtype unless `input_types` gives its own
+    (shape, dtype); `param_shapes` gives a parameter's shape (w, b, s default
+    to [last dim of x]; any other name must be declared here). Parameters are
+    in `weight_dtype`.
+    """
     dtype: str
     shape: tuple[int, ...]
     weight_dtype: str | None = None  # None: = dtype
     extra_inputs: tuple[str, ...] = ()
     param_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     eps: float = 1e-5
+    input_types: Mapping[str, tuple[tuple[int, ...], str]] = field(default_factory=dict)
 
     def __post_init__(self):
         shape = tuple(int(n) for n in self.shape)
@@ -163,23 +214,45 @@ class ProgramCase:
         if not shape or any(n < 1 for n in shape):
             raise ValueError(f"ProgramCase: shape {list(shape)} needs at least one dim, all >= 1")
         extra = tuple(sorted(set(self.extra_inputs)))
-        if any(n not in ("y", "r") for n in extra):
-            raise ValueError(f"ProgramCase: extra_inputs {extra} may only name 'y' and 'r'")
+        for name in extra:
+            if name not in ("y", "r"):
+                _check_name(name, "extra input")
+                if name in RESERVED_NAMES:
+                    raise ValueError(f"ProgramCase: extra input {name!r} is a reserved name")
+        types = {}
+        for name, (ishape, idtype) in dict(self.input_types).items():
+            if name not in extra:
+                raise ValueError(f"ProgramCase: input_types names {name!r}, not an extra input")
+            if idtype not in DTYPES:
+                raise ValueError(f"ProgramCase: input {name!r} dtype {idtype!r} is not one of {DTYPES}")
+            types[name] = (tuple(int(n) for n in ishape), idtype)
         shapes = {n: (shape[-1],) for n in PARAMS}
         for name, value in dict(self.param_shapes).items():
             if name not in PARAMS:
-                raise ValueError(f"ProgramCase: param_shapes names {name!r}, not one of {PARAMS}")
+                _check_name(name, "parameter")
+                if name in RESERVED_NAMES or name in extra:
+                    raise ValueError(f"ProgramCase: parameter {name!r} is a reserved or input name")
             shapes[name] = tuple(int(n) for n in value)
         object.__setattr__(self, "shape", shape)
         object.__setattr__(self, "weight_dtype", wdt)
         object.__setattr__(self, "extra_inputs", extra)
         object.__setattr__(self, "param_shapes", shapes)
         object.__setattr__(self, "eps", float(self.eps))
+        object.__setattr__(self, "input_types", types)
 
     def __hash__(self):
         return hash((self.dtype, self.shape, self.weight_dtype, self.extra_inputs,
-                     tuple(sorted(self.param_shapes.items())), self.eps))
+                     tuple(sorted(self.param_shapes.items())), self.eps, tuple(sorted(self.input_types.items()))))
 
     @property
     def inputs(self) -> tuple[str, ...]:
         return ("x",) + self.extra_inputs
+
+    @property
+    def params(self) -> tuple[str, ...]:
+        """Every parameter a program of this case may read, in param_order."""
+        return param_order(self.param_shapes)
+
+    def input_type(self, name: str) -> tuple[tuple[int, ...], str]:
+        """(shape, dtype) of input `name`."""
+        return self.input_types.get(name, (self.shape, self.dtype))

@@ -8,27 +8,24 @@ user writes can reach an interpreter.
 from __future__ import annotations
 
 import ast
+import functools
 import textwrap
 
 from harness.program import grammar as g
+from harness.program.parse_calls import CallParser, dotted_name
 from harness.program.ir import (
-    INPUTS,
     PARAMS,
     Assign,
     BinOp,
-    Cast,
-    DType,
-    DTypeOf,
     Name,
     Neg,
-    Norm,
     Number,
     Program,
     ProgramError,
-    Reduce,
     Return,
     ShapeOf,
-    Unary,
+    ShapeOp,
+    param_order,
 )
 
 
@@ -43,17 +40,27 @@ def normalise_source(source: str) -> str:
 
 
 def parse(source: str, *, inputs=("x",), params=PARAMS, case=None) -> Program:
-    """Parse and check a program; with `case` (a ProgramCase) also check shapes and dtypes."""
+    """Parse and check a program; with `case` (a ProgramCase) also check shapes and dtypes.
+
+    The result is memoised (a Program is frozen): the spec, the reference, the
+    torch module and attribution all ask for the same program of one case,
+    which is then parsed once per process.
+    """
     if case is not None:
-        inputs = case.inputs
+        inputs, params = case.inputs, case.params
     if not isinstance(source, str):
         raise ProgramError(f"program: must be a string, got {type(source).__name__}")
+    return _parse(source, tuple(inputs), tuple(params), case)
+
+
+@functools.lru_cache(maxsize=256)
+def _parse(source: str, inputs: tuple, params: tuple, case) -> Program:
     if len(source) > g.MAX_SOURCE:
         raise ProgramError(f"program: longer than {g.MAX_SOURCE} characters")
     text = normalise_source(source)
     try:
         tree = ast.parse(text, mode="exec")
-        program = _Parser(text, tuple(inputs), tuple(params)).program(tree)
+        program = _Parser(text, inputs, params).program(tree)
     except SyntaxError as e:
         raise ProgramError(f"program line {e.lineno or 1}: syntax error: {e.msg}") from None
     except (RecursionError, MemoryError):
@@ -68,27 +75,16 @@ def parse(source: str, *, inputs=("x",), params=PARAMS, case=None) -> Program:
     return program
 
 
-def _dotted(node) -> str | None:
-    """'a.b.c' for a chain of attributes over a name, else None."""
-    parts = []
-    while isinstance(node, ast.Attribute):
-        parts.append(node.attr)
-        node = node.value
-    if isinstance(node, ast.Name):
-        parts.append(node.id)
-        return ".".join(reversed(parts))
-    return None
-
-
 def _dunder(text: str) -> bool:
     return text.startswith("__") or text.endswith("__")
 
 
-class _Parser:
+class _Parser(CallParser):
     def __init__(self, text, inputs, params):
         self.text = text
         self.available = set(inputs) | set(params) | {"eps"}
-        self.inputs = tuple(n for n in INPUTS if n in inputs)
+        self.inputs = ("x",) + tuple(sorted(n for n in inputs if n != "x"))
+        self.params = param_order(params)
         self.assigned: set[str] = set()
         self.later: set[str] = set()
         self.reads: set[str] = set()
@@ -124,8 +120,8 @@ class _Parser:
                 self.fail(f"{label} is not allowed", stmt)
         if not returned:
             raise ProgramError("program: no return")
-        reads = tuple(n for n in INPUTS + PARAMS + ("eps",) if n in self.reads)
-        return Program(self.text, tuple(statements), reads, self.inputs)
+        reads = tuple(n for n in self.inputs + self.params + ("eps",) if n in self.reads)
+        return Program(self.text, tuple(statements), reads, self.inputs, self.params)
 
     def _reject_dunders(self, tree):
         """Any dunder name or attribute anywhere, first by position: the usual escape routes."""
@@ -187,7 +183,10 @@ class _Parser:
         if isinstance(node, ast.Attribute):
             return self.attribute(node)
         if isinstance(node, ast.Subscript):
-            return self.shape_of(node)
+            base = node.value
+            if isinstance(base, ast.Attribute) and base.attr == "shape" and isinstance(base.value, ast.Name):
+                return self.shape_of(node)
+            return self.index(node)
         if isinstance(node, ast.Call):
             return self.call(node)
         label = g.EXPRESSIONS.get(type(node).__name__, type(node).__name__.lower())
@@ -220,7 +219,7 @@ class _Parser:
         self.fail(f"name {name!r} is not allowed", node)
 
     def attribute(self, node: ast.Attribute):
-        dotted = _dotted(node)
+        dotted = dotted_name(node)
         if dotted in g.DTYPE_ATTRS or (isinstance(node.value, ast.Name) and node.attr == "dtype"):
             self.fail(f"{dotted!r} is allowed only as the dtype argument of .to()", node)
         if dotted == g.CONTIGUOUS:
@@ -240,6 +239,21 @@ class _Parser:
             self.fail(f"index of {name}.shape must be an int literal", node)
         return ShapeOf(name, k)
 
+    def index(self, node: ast.Subscript) -> ShapeOp:
+        """t[:, None, None], t[..., None]: only full slices, None and one Ellipsis (a view, exact)."""
+        elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
+        items = []
+        for e in elts:
+            if isinstance(e, ast.Slice) and e.lower is None and e.upper is None and e.step is None:
+                items.append(":")
+            elif isinstance(e, ast.Constant) and e.value is None:
+                items.append("None")
+            elif isinstance(e, ast.Constant) and e.value is Ellipsis:
+                items.append("...")
+            else:
+                self.fail("subscript is not allowed (only NAME.shape[K], or an index of ':', None and '...')", node)
+        return ShapeOp("index", self.expr(node.value), tuple(items))
+
     def int_literal(self, node) -> int | None:
         negative = False
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd)):
@@ -248,179 +262,3 @@ class _Parser:
         if isinstance(node, ast.Constant) and type(node.value) is int:
             return -node.value if negative else node.value
         return None
-
-    # ----------------------------------------------------------------- calls
-    def call(self, node: ast.Call):
-        for arg in node.args:
-            if isinstance(arg, ast.Starred):
-                self.fail("starred argument is not allowed", arg)
-        for kw in node.keywords:
-            if kw.arg is None:
-                self.fail("'**' argument is not allowed", kw.value)
-        func = node.func
-        dotted = _dotted(func)
-        if dotted is not None:
-            for prefix in ("torch.nn.functional.", "F."):
-                if dotted.startswith(prefix):
-                    rest = dotted[len(prefix):]
-                    if rest not in g.NORM_SIGNATURES:
-                        self.fail(f"call of {dotted!r} is not allowed", node)
-                    return self.norm(rest, node)
-            if dotted.startswith("torch."):
-                rest = dotted[len("torch."):]
-                if rest not in g.FUNCTIONS:
-                    self.fail(f"call of {dotted!r} is not allowed", node)
-                return self.function(rest, node)
-        if isinstance(func, ast.Attribute):
-            if func.attr not in g.METHODS:
-                self.fail(f"call of {dotted or '.' + func.attr!r} is not allowed", node)
-            return self.method(func.attr, self.expr(func.value), node)
-        if isinstance(func, ast.Name):
-            self.fail(f"call of {func.id!r} is not allowed", node)
-        self.fail("call of an expression is not allowed", node)
-
-    def bind(self, label, node, positional, keywords=(), required=()):
-        """Map a call's arguments onto parameter names as Python would."""
-        if len(node.args) > len(positional):
-            self.fail(f"too many positional arguments for {label}", node)
-        bound = dict(zip(positional, node.args))
-        allowed = set(keywords)
-        for kw in node.keywords:
-            if kw.arg not in allowed:
-                self.fail(f"keyword {kw.arg!r} is not allowed for {label}", kw.value)
-            if kw.arg in bound:
-                self.fail(f"argument {kw.arg!r} given twice for {label}", kw.value)
-            bound[kw.arg] = kw.value
-        for name in required:
-            if name not in bound:
-                self.fail(f"missing argument {name!r} for {label}", node)
-        return bound
-
-    def method(self, name, receiver, node):
-        if name in g.CASTS or name in g.UNARY:
-            self.bind(name, node, ())
-            if name in g.CASTS:
-                return Cast(receiver, name, DType(g.CASTS[name]))
-            return Unary(name, receiver)
-        if name == "to":
-            args = self.bind("to", node, ("dtype",), ("dtype", "memory_format"), ("dtype",))
-            contiguous = False
-            if "memory_format" in args:
-                if _dotted(args["memory_format"]) != g.CONTIGUOUS:
-                    self.fail(f"memory_format must be {g.CONTIGUOUS}", args["memory_format"])
-                contiguous = True
-            return Cast(receiver, "to", self.dtype_arg(args["dtype"]), contiguous=contiguous)
-        if name == "type_as":
-            args = self.bind("type_as", node, ("other",), (), ("other",))
-            return Cast(receiver, "type_as", like=self.expr(args["other"]))
-        if name == "pow":
-            args = self.bind("pow", node, ("exponent",), ("exponent",), ("exponent",))
-            return BinOp("pow", receiver, self.expr(args["exponent"]))
-        return self.reduction(name, receiver, node)
-
-    def function(self, name, node):
-        label = f"torch.{name}"
-        if name in g.UNARY:
-            args = self.bind(label, node, ("input",), (), ("input",))
-            return Unary(name, self.expr(args["input"]))
-        if name == "pow":
-            args = self.bind(label, node, ("input", "exponent"), ("exponent",), ("input", "exponent"))
-            return BinOp("pow", self.expr(args["input"]), self.expr(args["exponent"]))
-        if not node.args:
-            self.fail(f"missing argument 'input' for {label}", node)
-        receiver = self.expr(node.args[0])
-        return self.reduction(name, receiver, node, skip=1, label=label)
-
-    def reduction(self, name, receiver, node, skip=0, label=None):
-        label = label or name
-        sub = ast.Call(func=node.func, args=node.args[skip:], keywords=node.keywords)
-        ast.copy_location(sub, node)
-        if name == "var":  # a second positional is torch's `unbiased`: keyword-only here
-            args = self.bind(label, sub, ("dim",), ("dim", "keepdim", "correction"))
-        else:
-            args = self.bind(label, sub, ("dim", "keepdim"), ("dim", "keepdim"))
-        dims = self.dims_arg(args["dim"]) if "dim" in args else None
-        keepdim = self.bool_arg(args["keepdim"], "keepdim") if "keepdim" in args else False
-        correction = None
-        if "correction" in args:
-            correction = self.number_arg(args["correction"], "correction")
-        return Reduce(name, receiver, dims, keepdim, correction)
-
-    def norm(self, kind, node):
-        names = g.NORM_SIGNATURES[kind]
-        args = self.bind(kind, node, names, names[1:], names[:2])
-        operand = self.expr(args["input"])
-        shape = groups = weight = bias = eps = None
-        if kind == "group_norm":
-            groups = self.groups_arg(args["num_groups"])
-        else:
-            shape = self.shape_arg(args["normalized_shape"])
-        if "weight" in args:
-            weight = self.optional(args["weight"])
-        if "bias" in args:
-            bias = self.optional(args["bias"])
-        if "eps" in args:
-            eps = self.optional(args["eps"]) if kind == "rms_norm" else self.expr(args["eps"])
-        return Norm(kind, operand, shape, groups, weight, bias, eps)
-
-    # --------------------------------------------------------- argument kinds
-    def optional(self, node):
-        if isinstance(node, ast.Constant) and node.value is None:
-            return None
-        return self.expr(node)
-
-    def dtype_arg(self, node):
-        dotted = _dotted(node)
-        if dotted in g.DTYPE_ATTRS:
-            return DType(g.DTYPE_ATTRS[dotted])
-        if isinstance(node, ast.Attribute) and node.attr == "dtype" and isinstance(node.value, ast.Name):
-            return DTypeOf(self.read(node.value).id)
-        self.fail("the dtype of .to() must be torch.float32, torch.float16, torch.bfloat16 or NAME.dtype", node)
-
-    def dims_arg(self, node):
-        if isinstance(node, ast.Constant) and node.value is None:
-            return None
-        k = self.int_literal(node)
-        if k is not None:
-            return (k,)
-        if isinstance(node, (ast.Tuple, ast.List)) and node.elts:
-            dims = [self.int_literal(e) for e in node.elts]
-            if all(d is not None for d in dims):
-                return tuple(dims)
-        self.fail("dim must be an int literal or a non-empty list/tuple of int literals", node)
-
-    def bool_arg(self, node, what):
-        if isinstance(node, ast.Constant) and isinstance(node.value, bool):
-            return node.value
-        self.fail(f"{what} must be True or False", node)
-
-    def number_arg(self, node, what):
-        k = self.int_literal(node)
-        if k is not None:
-            return k
-        value = self.expr(node)
-        if isinstance(value, Number):
-            return value.value
-        self.fail(f"{what} must be a number literal", node)
-
-    def shape_arg(self, node):
-        if isinstance(node, (ast.Tuple, ast.List)) and node.elts:
-            items = []
-            for e in node.elts:
-                k = self.int_literal(e)
-                if k is not None:
-                    items.append(Number(k))
-                elif isinstance(e, ast.Subscript):
-                    items.append(self.shape_of(e))
-                else:
-                    self.fail("normalized_shape must list int literals or NAME.shape[K]", e)
-            return tuple(items)
-        self.fail("normalized_shape must be a non-empty tuple/list of ints or NAME.shape[K]", node)
-
-    def groups_arg(self, node):
-        k = self.int_literal(node)
-        if k is not None:
-            return Number(k)
-        if isinstance(node, ast.Subscript):
-            return self.shape_of(node)
-        self.fail("num_groups must be an int literal or NAME.shape[K]", node)

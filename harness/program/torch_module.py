@@ -7,6 +7,7 @@ same as for the equivalent model code.
 """
 from __future__ import annotations
 
+import importlib
 import operator
 
 import ml_dtypes
@@ -16,15 +17,36 @@ import torch.nn.functional as F
 from torch import nn
 
 from harness.core.dtypes import torch_dtype
+from harness.program import ops
 from harness.program.check import check
-from harness.program.ir import Program, ProgramCase
+from harness.program.ir import Program, ProgramCase, ones_value
 from harness.program.walk import Walker
 
 _OPS = {"add": operator.add, "sub": operator.sub, "mul": operator.mul, "div": operator.truediv,
         "pow": operator.pow}
-_UNARY = {"rsqrt": torch.rsqrt, "sqrt": torch.sqrt, "abs": torch.abs, "square": torch.square,
-          "reciprocal": torch.reciprocal}
-_PARAM_INIT = {"w": torch.ones, "s": torch.ones, "b": torch.zeros}  # the `ones` params kind
+
+
+def _resolve(dotted: str):
+    module, _, attr = dotted.rpartition(".")
+    return getattr(importlib.import_module(module), attr)
+
+
+# an elementwise op's torch callable (the op table's `torch`), resolved once
+_UNARY = {name: _resolve(ops.get(name).torch) for name in ops.UNARY}
+
+
+def _index_key(items):
+    return tuple(None if i == "None" else Ellipsis if i == "..." else slice(None) for i in items)
+
+
+# a shape op as the model code writes it (the tensor method of the same name)
+_SHAPE = {
+    "unsqueeze": lambda t, a: t.unsqueeze(a[0]), "squeeze": lambda t, a: t.squeeze(*a) if a else t.squeeze(),
+    "view": lambda t, a: t.view(*a), "reshape": lambda t, a: t.reshape(*a), "expand": lambda t, a: t.expand(*a),
+    "permute": lambda t, a: t.permute(*a), "transpose": lambda t, a: t.transpose(*a),
+    "contiguous": lambda t, a: t.contiguous(), "narrow": lambda t, a: t.narrow(*a),
+    "index": lambda t, a: t[_index_key(a)],
+}
 
 
 class TorchWalker(Walker):
@@ -70,6 +92,12 @@ class TorchWalker(Walker):
         dim = node.dims[0] if len(node.dims) == 1 else list(node.dims)
         return method(dim, **kwargs)
 
+    def shape_op(self, op, t, args):
+        return _SHAPE[op](t, args)
+
+    def linear(self, t, weight, bias):
+        return F.linear(t, weight, bias)
+
     def norm(self, node, t, normalized_shape, groups, weight, bias, eps):
         if node.kind == "layer_norm":
             return F.layer_norm(t, list(normalized_shape), weight, bias, 1e-5 if eps is None else eps)
@@ -79,7 +107,7 @@ class TorchWalker(Walker):
 
 
 class ProgramModule(nn.Module):
-    """Runs a Program; holds the parameters it reads (w, b, s) and eps."""
+    """Runs a Program; holds the parameters it reads (w, b, s, or the names the case declares) and eps."""
 
     def __init__(self, program: Program, case: ProgramCase):
         super().__init__()
@@ -90,7 +118,8 @@ class ProgramModule(nn.Module):
         self.input_names = ("x",) + case.extra_inputs
         wdt = torch_dtype(case.weight_dtype)
         for name in program.params:
-            self.register_parameter(name, nn.Parameter(_PARAM_INIT[name](case.param_shapes[name], dtype=wdt)))
+            self.register_parameter(name, nn.Parameter(torch.full(case.param_shapes[name], ones_value(name),
+                                                                  dtype=wdt)))
 
     def run(self, *tensors):
         env = dict(zip(self.input_names, tensors))
@@ -118,6 +147,13 @@ class _WithRY(ProgramModule):
         return self.run(x, r, y)
 
 
+class _WithExtra(ProgramModule):
+    """Extra inputs with other names than y and r: forward(x, *extra), in the case's sorted order."""
+
+    def forward(self, x, *extra):
+        return self.run(x, *extra)
+
+
 _CLASSES = {(): ProgramModule, ("r",): _WithR, ("y",): _WithY, ("r", "y"): _WithRY}
 
 
@@ -136,7 +172,7 @@ def build_program_module(program: Program, info: ProgramCase, params: dict | Non
     arrays; bfloat16 as ml_dtypes.bfloat16); one not given stays ones (w, s)
     or zeros (b).
     """
-    module = _CLASSES[info.extra_inputs](program, info)
+    module = _CLASSES.get(info.extra_inputs, _WithExtra)(program, info)
     with torch.no_grad():
         for name in program.params:
             if params is not None and name in params:

@@ -16,6 +16,7 @@ from harness.program.ir import (
     Cast,
     DType,
     DTypeOf,
+    Linear,
     Name,
     Neg,
     Norm,
@@ -25,6 +26,7 @@ from harness.program.ir import (
     Reduce,
     Return,
     ShapeOf,
+    ShapeOp,
     Unary,
 )
 
@@ -111,6 +113,15 @@ class Walker:
             return self.unary(node.op, self.eval(node.operand))
         if isinstance(node, Reduce):
             return self.reduce(node, self.eval(node.operand))
+        if isinstance(node, ShapeOp):
+            value = self.eval(node.operand)
+            if is_scalar(value):
+                self.fail(f"{node.op} needs a tensor, got a number")
+            args = node.args if node.op == "index" else tuple(self.int_value(a, node.op) for a in node.args)
+            return self.shape_op(node.op, value, args)
+        if isinstance(node, Linear):
+            return self.linear(self.eval(node.operand), self.eval(node.weight),
+                               None if node.bias is None else self.eval(node.bias))
         if isinstance(node, Norm):
             return self.norm(node, self.eval(node.operand),
                              None if node.normalized_shape is None else tuple(self.eval(n) for n in node.normalized_shape),
@@ -119,6 +130,13 @@ class Walker:
                              None if node.bias is None else self.eval(node.bias),
                              None if node.eps is None else self.eval(node.eps))
         raise ProgramError(f"program line {self.line}: unknown node {type(node).__name__}")  # pragma: no cover
+
+    def int_value(self, node, what: str) -> int:
+        """An int argument (of a shape op): a number, NAME.shape[K], or arithmetic on them."""
+        value = self.eval(node)
+        if not isinstance(value, int) or isinstance(value, bool):
+            self.fail(f"{what}: arguments must be ints, got {value!r}")
+        return value
 
     def shape_of(self, node: ShapeOf) -> int:
         value = self.env[node.name]
@@ -167,4 +185,10 @@ class Walker:
         raise NotImplementedError
 
     def norm(self, node: Norm, value, normalized_shape, groups, weight, bias, eps):
+        raise NotImplementedError
+
+    def shape_op(self, op: str, value, args: tuple):
+        raise NotImplementedError
+
+    def linear(self, value, weight, bias):
         raise NotImplementedError

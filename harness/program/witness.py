@@ -6,8 +6,10 @@ achieves"). For a program that means running the program itself the ways a
 correct implementation may, so `NumpyWalker` interprets the IR with torch's
 CPU semantics, op by op:
 
-* a float16/bfloat16 elementwise op is computed in float32 and rounded once
-  to its dtype (ATen's opmath); a float32 op in float32;
+* an elementwise op is the op table's NumPy form (harness.program.ops: a new
+  elementwise op needs no code here), computed in float32 and rounded once
+  to its dtype (ATen's opmath for float16/bfloat16); shape ops are the
+  table's exact NumPy calls;
 * a Python number is kept in float32 inside a multiply or a division (ATen
   reads a wrapped number as opmath there) and rounded to the tensor's dtype
   in an add, a subtract or as a power's exponent (ATen's add kernel and
@@ -16,6 +18,7 @@ CPU semantics, op by op:
   Tensor methods do;
 * a reduction accumulates in float32 and rounds once to its dtype (mean:
   the float32 sum divided by n, as ATen's mean does for every dtype);
+  F.linear is, per output, a float32 sum of the float32 products;
 * F.layer_norm / F.rms_norm / F.group_norm keep their statistics and the
   normalized value in float32 and round once to the output dtype (ATen's
   CPU kernels: RowwiseMoments, then (x - mean)·rstd·w + b in opmath).
@@ -50,8 +53,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.core.dtypes import name_of, np_dtype
-from harness.program.check import RMS_DEFAULT_EPS, TensorType, binary_type, norm_info, reduce_axes
-from harness.program.ir import Program, ProgramCase
+from harness.program import ops
+from harness.program.check import (
+    RMS_DEFAULT_EPS,
+    TensorType,
+    binary_type,
+    linear_type,
+    norm_info,
+    reduce_axes,
+    shape_result,
+)
+from harness.program.ir import Program, ProgramCase, ones_value
 from harness.program.walk import Walker, is_scalar
 
 DEFAULT_EPS = 1e-5  # F.layer_norm / F.group_norm
@@ -246,20 +258,12 @@ class NumpyWalker(Walker):
         in_dtype = op in ("add", "sub")
         x, y = self._operand(a, dtype, in_dtype), self._operand(b, dtype, in_dtype)
         with np.errstate(all="ignore"):
-            if op == "add":
-                z = x + y
-            elif op == "sub":
-                z = x - y
-            elif op == "mul":
-                z = x * y
-            elif op == "div":
+            if op == "div" and is_scalar(a):
                 # torch's Tensor.__rtruediv__: c / t is reciprocal(t) * c, two roundings
-                z = self.round(self.COMPUTE(1) / y, dtype).astype(self.COMPUTE) * x if is_scalar(a) else x / y
-            elif is_scalar(b):
+                return self.round(self.round(self.COMPUTE(1) / y, dtype).astype(self.COMPUTE) * x, dtype)
+            if op == "pow" and is_scalar(b):
                 return self._power(a, b, dtype)
-            else:
-                z = np.power(x, y)
-        return self.round(z, dtype)
+            return self.round(ops.get(op).value(x, y), dtype)  # the op table's NumPy form
 
     def _power(self, a, k, dtype):
         """t ** k for a Python number k, with ATen's special cases (pow_tensor_scalar)."""
@@ -277,9 +281,9 @@ class NumpyWalker(Walker):
                 return self.round(np.power(x, self._operand(k, dtype, True)), dtype)
             return self.round(sq * x if k == 3 else one / sq, dtype)
         if k == 0.5:
-            return self.round(np.sqrt(x), dtype)
+            return self.round(self.sqrt(x), dtype)
         if k == -0.5:
-            return self.round(one / np.sqrt(x), dtype)
+            return self.round(self.rsqrt(x), dtype)
         if k == -1:
             return self.round(one / x, dtype)
         if dtype == "float32":  # correctly rounded (torch's vectorized powf is within 1 ULP of it)
@@ -293,30 +297,39 @@ class NumpyWalker(Walker):
         return self.round(a, dtype)
 
     def unary(self, op, a):
+        """An elementwise op by the op table's NumPy form, in the compute dtype, rounded once to a's dtype."""
+        entry = ops.get(op)
+        if entry.exact:
+            return np.asarray(entry.value(a)).astype(a.dtype)
         dtype = self.dtype(a)
         x = self._operand(a, dtype)
-        one = self.COMPUTE(1)
         with np.errstate(all="ignore"):
-            if op == "abs":
-                return np.abs(a)
-            if op == "rsqrt":
-                z = self.rsqrt(x)
-            elif op == "sqrt":
-                z = self.sqrt(x)
-            elif op == "square":
-                z = x * x
-            elif op == "reciprocal":
-                z = one / x
-            else:
-                raise NotImplementedError(f"witness: no NumPy form for {op}")
-        return self.round(z, dtype)
+            z = self.rsqrt(x) if op == "rsqrt" else self.sqrt(x) if op == "sqrt" else entry.value(x)
+        return self.round(np.asarray(z).astype(self.COMPUTE), dtype)
 
     def rsqrt(self, x):
         """1/sqrt(x) in the compute dtype (ATen's Vectorized rsqrt: a division by a correctly rounded sqrt)."""
-        return self.COMPUTE(1) / np.sqrt(x)
+        return ops.get("rsqrt").value(x).astype(x.dtype)
 
     def sqrt(self, x):
-        return np.sqrt(x)
+        return ops.get("sqrt").value(x)
+
+    def shape_op(self, op, a, args):
+        """Exact: the op table's NumPy call on the array itself."""
+        shape_result(op, a.shape, args, self.line)
+        return np.ascontiguousarray(ops.get(op).apply(a, args))
+
+    def linear(self, a, weight, bias):
+        """x @ W.T + b: each output a float32 sum, in `acc`'s order, of the rounded float32 products."""
+        dtype = linear_type(self._type(a), self._type(weight), None if bias is None else self._type(bias),
+                            self.line).dtype
+        x, w = self._operand(a, dtype), self._operand(weight, dtype)
+        self.reduced = self.reduced or x.shape[-1] > 1
+        with np.errstate(all="ignore"):
+            out = np.stack([self.sum(x * w[j]) for j in range(w.shape[0])], axis=-1)
+            if bias is not None:
+                out = out + self._operand(bias, dtype)
+        return self.round(out, dtype)
 
     # ------------------------------------------------------------------ reductions
     def reduce(self, node, a):
@@ -388,17 +401,16 @@ class NumpyWalker(Walker):
 
 # ------------------------------------------------------------------------------------- running
 def environment(program: Program, case: ProgramCase, arrays: dict) -> dict:
-    """The walker's environment: the rounded inputs and parameters (ones/zeros where `arrays` lacks one)."""
+    """The walker's environment: the rounded inputs and parameters (their `ones` values where `arrays` lacks
+    one, as the program module's)."""
     env = {"eps": case.eps}
     for name in case.inputs:
         if name in arrays:
-            env[name] = np.asarray(arrays[name]).astype(np_dtype(case.dtype))
+            env[name] = np.asarray(arrays[name]).astype(np_dtype(case.input_type(name)[1]))
     for name in program.params:
-        if name in arrays:
-            env[name] = np.asarray(arrays[name]).astype(np_dtype(case.weight_dtype))
-        else:
-            fill = np.zeros if name == "b" else np.ones
-            env[name] = fill(case.param_shapes[name], dtype=np_dtype(case.weight_dtype))
+        dtype = np_dtype(case.weight_dtype)
+        env[name] = (np.asarray(arrays[name]).astype(dtype) if name in arrays
+                     else np.full(case.param_shapes[name], ones_value(name), dtype=dtype))
     return env
 
 

@@ -106,9 +106,10 @@ class Row:
 # -- the baseline file --------------------------------------------------------
 
 def case_label(case: dict, case_id: str) -> str:
-    """A short readable name for a case: pattern-style-dtype-shape-case_id."""
+    """A short readable name for a case: pattern-style-dtype-shape-case_id (a module case's style is its class)."""
     shape = "x".join(str(d) for d in case.get("shape", []))
-    return "-".join(str(p) for p in (case.get("pattern"), case.get("style"), case.get("dtype"), shape, case_id))
+    style = case["class"].rpartition(":")[2] if case.get("class") else case.get("style")
+    return "-".join(str(p) for p in (case.get("pattern"), style, case.get("dtype"), shape, case_id))
 
 
 def _entry(raw, where: str) -> Entry:

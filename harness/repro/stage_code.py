@@ -8,14 +8,12 @@ against evaluate_expanded's, so the script's stages are normdiff's.
 """
 from __future__ import annotations
 
-from harness.program import bounds, parse
-from harness.program.check import RMS_DEFAULT_EPS, TensorType, binary_type, norm_info, reduce_axes
+from harness.program import bounds, ops, parse
+from harness.program.check import (RMS_DEFAULT_EPS, TensorType, binary_type, linear_type, norm_info, reduce_axes,
+                                   shape_result)
 from harness.program.expand import STAT_DTYPE
+from harness.program.ir import ones_value
 from harness.program.walk import Walker, is_scalar
-
-_OPS = {"add": "+", "sub": "-", "mul": "*", "div": "/"}
-_UNARY = {"abs": "np.abs({a})", "rsqrt": "1.0 / np.sqrt({a})", "sqrt": "np.sqrt({a})", "square": "{a} * {a}",
-          "reciprocal": "1.0 / {a}"}
 
 
 class _C:
@@ -58,17 +56,37 @@ class StageCodeWalker(Walker):
     def binop(self, op, a, b):
         t = binary_type(op, self._t(a), self._t(b), self.line)
         expr = (f"np.power({self._ref(a)}, {self._ref(b)})" if op == "pow"
-                else f"{self._ref(a)} {_OPS[op]} {self._ref(b)}")
+                else ops.get(op).text.format(a=self._ref(a), b=self._ref(b)))
         return self.emit(op, expr, t.shape, t.dtype)
 
     def neg(self, v):
-        return self.emit("neg", f"-{v.name}", v.shape, v.dtype)
+        return self.emit("neg", ops.get("neg").text.format(a=v.name), v.shape, v.dtype)
 
     def cast(self, node, v, dtype, like):
         return self.emit("cast", f"{v.name}.copy()", v.shape, dtype, f"to {dtype}: exact in FP64")
 
     def unary(self, op, v):
-        return self.emit(op, _UNARY[op].format(a=v.name), v.shape, v.dtype)
+        return self.emit(op, ops.get(op).text.format(a=v.name), v.shape, v.dtype)
+
+    def shape_op(self, op, v, args):
+        """A shape op computes nothing: a line of its own, but no stage (as the interpreter has none)."""
+        shape = shape_result(op, v.shape, args, self.line)
+        name = f"v{len(self.lines) + 1}"
+        rank = len(v.shape)
+        fields = {"a": v.name, "shape": tuple(shape), "args": args, "items": ", ".join(args) if op == "index" else "",
+                  "dims": [d % rank for d in args] if op == "permute" else None}
+        if op == "narrow":
+            dim = args[0] % rank
+            start = args[1] + v.shape[dim] if args[1] < 0 else args[1]
+            fields.update(dim=dim, start=start, stop=start + args[2])
+        expr = ops.get(op).text.format(**fields)
+        self.lines.append(f"{name} = {expr}  # {op}: layout only")
+        return _C(name, shape, v.dtype)
+
+    def linear(self, v, weight, bias):
+        t = linear_type(self._t(v), self._t(weight), None if bias is None else self._t(bias), self.line)
+        expr = f"{v.name} @ {weight.name}.T" + (f" + {bias.name}" if bias is not None else "")
+        return self.emit("linear", expr, t.shape, t.dtype)
 
     def reduce(self, node, v):
         axes, n, shape = reduce_axes(node, self._t(v), self.line)
@@ -125,14 +143,14 @@ def stage_lines(text: str, info, names: dict[str, str]) -> tuple[list[str], list
     """
     program = parse(text, case=info)
     env, lines = {"eps": info.eps}, []
-    for name in ("x",) + tuple(info.extra_inputs):
+    for name in info.inputs:
         lines.append(f"X_{name} = {names.get(name, name)}.astype(np.float64)")
-        env[name] = _C(f"X_{name}", info.shape, info.dtype)
+        env[name] = _C(f"X_{name}", *info.input_type(name))
     for name in program.params:
         shape = tuple(info.param_shapes[name])
         source = names.get(name)
         lines.append(f"P_{name} = {source}.astype(np.float64)" if source
-                     else f"P_{name} = np.full({shape}, {0.0 if name == 'b' else 1.0})")
+                     else f"P_{name} = np.full({shape}, {ones_value(name)})")
         env[name] = _C(f"P_{name}", shape, info.weight_dtype)
     walker = StageCodeWalker(env)
     walker.run(program)

@@ -55,12 +55,24 @@ def _num(v: float) -> str:
     return repr(v) if math.isfinite(v) else 'float("inf")'
 
 
+_TABLE_IMPORT = "from harness.program.ops import "
+
+
 def _match_source() -> str:
-    """harness/attribution/match.py without its module docstring (the script says where it comes from)."""
+    """harness/attribution/match.py without its module docstring (the script says where it comes from),
+    the op table's names it imports written out as literals (the script imports nothing of normdiff)."""
     source = inspect.getsource(match)
     tree_doc = match.__doc__ or ""
     body = source.split('"""', 2)[2] if source.lstrip().startswith('"""') and tree_doc else source
-    return body.strip("\n")
+    lines = []
+    for line in body.strip("\n").split("\n"):
+        if line.startswith(_TABLE_IMPORT):
+            for name in ("_CANONICAL", "_CLASS", "_LAYOUT", "_PARTS"):
+                value = getattr(match, name)
+                lines.append(f"{name} = set({sorted(value)!r})" if isinstance(value, frozenset) else f"{name} = {value!r}")
+            continue
+        lines.append(line)
+    return "\n".join(lines)
 
 
 TABLE = '''\

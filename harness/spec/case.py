@@ -18,7 +18,28 @@ from harness.spec.keys import (
     AFFINES, CASTS, INPUT_KINDS, KEYS, LAYOUTS, PARAM_KINDS, PATTERNS, PROGRAM_KEYS, STYLES, RANGES,
     SpecError, choice, fail, integer, kinded, number,
 )
-from harness.spec.program_keys import _program
+from harness.spec.module_keys import (
+    MODULE_KEYS, MODULE_PARAM_KINDS, UNSAID_PATTERN, check_module_raw, class_name, init_json, module_inputs,
+)
+from harness.spec.program_keys import _program, program_params
+
+
+def _shape(shape) -> tuple[int, ...]:
+    if not isinstance(shape, list) or not shape:
+        fail("shape", f"expected a non-empty list of ints, got {shape!r}")
+    shape = tuple(integer("shape", d) for d in shape)
+    if any(d < 1 for d in shape):
+        fail("shape", f"every dimension must be >= 1, got {list(shape)}")
+    if math.prod(shape) > 2**24:
+        fail("shape", f"{math.prod(shape)} elements is over the 16M limit")
+    return shape
+
+
+def _seed(value) -> int:
+    seed = integer("seed", value)
+    if not 0 <= seed < 2**63:
+        fail("seed", f"must be in [0, 2**63), got {seed}")
+    return seed
 
 
 @dataclass(frozen=True)
@@ -41,6 +62,8 @@ class CaseSpec:
     program: str | None = None                                   # normalised source, or None
     inputs: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()  # extra inputs: name -> input object
     param_shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()     # every parameter the program reads
+    cls: str | None = None   # a module case (DESIGN §8): "package.module:ClassName", its `class` key
+    init: str | None = None  # a module case: the constructor's keyword arguments, canonical JSON
 
     # -- construction -----------------------------------------------------
     @classmethod
@@ -50,13 +73,15 @@ class CaseSpec:
         if not isinstance(raw, dict):
             raise SpecError(f"spec: expected a JSON object, got {type(raw).__name__}")
         for key in raw:
-            if key not in KEYS + PROGRAM_KEYS:
-                fail(key, f"unknown key (known: {', '.join(KEYS + PROGRAM_KEYS)})")
+            if key not in KEYS + PROGRAM_KEYS + MODULE_KEYS:
+                fail(key, f"unknown key (known: {', '.join(KEYS + PROGRAM_KEYS + MODULE_KEYS)})")
+        if "class" in raw:
+            return cls._module(raw)
         for key in ("pattern", "dtype", "shape"):
             if key not in raw:
                 fail(key, "required key is missing")
-        pattern = choice("pattern", raw["pattern"], PATTERNS)
         is_program = "program" in raw
+        pattern = choice("pattern", raw["pattern"], PATTERNS + ((UNSAID_PATTERN,) if is_program else ()))
         style = choice("style", raw.get("style", "program" if is_program else "module"), tuple(STYLES))
         if is_program != (style == "program"):
             fail("style", "'program' is the style of a case that gives a program, and only of one")
@@ -68,7 +93,7 @@ class CaseSpec:
                 if key in raw:
                     fail(key, "a program writes its own casts, parameters and groups")
         style_patterns, default_cast = STYLES[style]
-        if pattern not in style_patterns:
+        if pattern not in style_patterns and not (is_program and pattern == UNSAID_PATTERN):
             fail("style", f"{style!r} is not a style of {pattern!r}")
         dtype = choice("dtype", raw["dtype"], DTYPES)
         weight_dtype = choice("weight_dtype", raw.get("weight_dtype", dtype), DTYPES)
@@ -81,14 +106,7 @@ class CaseSpec:
             if default_cast is None:
                 fail("cast", f"style {style!r} writes no casts")
 
-        shape = raw["shape"]
-        if not isinstance(shape, list) or not shape:
-            fail("shape", f"expected a non-empty list of ints, got {shape!r}")
-        shape = tuple(integer("shape", d) for d in shape)
-        if any(d < 1 for d in shape):
-            fail("shape", f"every dimension must be >= 1, got {list(shape)}")
-        if math.prod(shape) > 2**24:
-            fail("shape", f"{math.prod(shape)} elements is over the 16M limit")
+        shape = _shape(raw["shape"])
         if is_program:
             pass  # the program's own reductions say which dims it needs (checked below)
         elif pattern in ("group_norm", "instance_norm", "batch_norm") and len(shape) < 2:
@@ -129,10 +147,9 @@ class CaseSpec:
             fail("shape", "instance_norm needs more than one spatial element (torch refuses)")
 
         inp = kinded("input", raw.get("input", {"kind": "normal"}), INPUT_KINDS, RANGES)
-        params = kinded("params", raw.get("params", {"kind": "ones"}), PARAM_KINDS)
-        seed = integer("seed", raw.get("seed", 0))
-        if not 0 <= seed < 2**63:
-            fail("seed", f"must be in [0, 2**63), got {seed}")
+        params = program_params(raw.get("params", {"kind": "ones"})) if is_program else \
+            kinded("params", raw.get("params", {"kind": "ones"}), PARAM_KINDS)
+        seed = _seed(raw.get("seed", 0))
 
         program = extra = pshapes = None
         if is_program:
@@ -143,6 +160,31 @@ class CaseSpec:
             groups=groups, input=tuple(inp.items()), params=tuple(params.items()),
             seed=seed, program=program, inputs=extra or (), param_shapes=pshapes or (),
         )
+
+    @classmethod
+    def _module(cls, raw: dict) -> "CaseSpec":
+        """A module case (DESIGN §8): its class named, never imported here."""
+        check_module_raw(raw)
+        for key in ("dtype", "shape"):
+            if key not in raw:
+                fail(key, "required key is missing")
+        style = choice("style", raw.get("style", "class"), ("class",))
+        pattern = choice("pattern", raw.get("pattern", UNSAID_PATTERN), PATTERNS + (UNSAID_PATTERN,))
+        dtype = choice("dtype", raw["dtype"], DTYPES)
+        weight_dtype = choice("weight_dtype", raw.get("weight_dtype", dtype), DTYPES)
+        if weight_dtype not in (dtype, "float32"):
+            fail("weight_dtype", f"must be the activation dtype or float32, got {weight_dtype!r} under {dtype!r}")
+        shape = _shape(raw["shape"])
+        layout = choice("layout", raw.get("layout", "contiguous"), LAYOUTS)
+        if layout == "channels_last" and len(shape) != 4:
+            fail("layout", f"channels_last needs a 4-D shape, got {len(shape)}-D")
+        inp = kinded("input", raw.get("input", {"kind": "normal"}), INPUT_KINDS, RANGES)
+        params = kinded("params", raw.get("params", {"kind": "init"}), MODULE_PARAM_KINDS)
+        seed = _seed(raw.get("seed", 0))
+        return cls(pattern=pattern, style=style, dtype=dtype, weight_dtype=weight_dtype, cast=None, shape=shape,
+                   layout=layout, affine="none", eps=0.0, groups=1, input=tuple(inp.items()),
+                   params=tuple(params.items()), seed=seed, inputs=module_inputs(raw.get("inputs", {})),
+                   cls=class_name(raw["class"]), init=init_json(raw.get("init", {})))
 
     @classmethod
     def from_json(cls, text: str) -> "CaseSpec":
@@ -159,7 +201,10 @@ class CaseSpec:
 
     @property
     def params_dict(self) -> dict[str, Any]:
-        return dict(self.params)
+        out = dict(self.params)
+        if "values" in out:  # a program's `fill`: {name: value}
+            out["values"] = dict(out["values"])
+        return out
 
     @property
     def inputs_dict(self) -> dict[str, dict[str, Any]]:
@@ -170,10 +215,28 @@ class CaseSpec:
     def param_shapes_dict(self) -> dict[str, tuple[int, ...]]:
         return dict(self.param_shapes)
 
+    @property
+    def is_module(self) -> bool:
+        """A module case (DESIGN §8): a class from model code, not a catalog style or a program."""
+        return self.cls is not None
+
+    @property
+    def init_dict(self) -> dict[str, Any]:
+        return json.loads(self.init) if self.init is not None else {}
+
     def to_dict(self) -> dict[str, Any]:
         """The normalised spec as a JSON-able dict, keys in DESIGN order (program keys only for programs)."""
+        if self.is_module:
+            out = {"pattern": self.pattern, "style": self.style, "class": self.cls, "init": self.init_dict,
+                   "dtype": self.dtype, "weight_dtype": self.weight_dtype, "shape": list(self.shape),
+                   "layout": self.layout, "input": dict(self.input), "params": self.params_dict, "seed": self.seed}
+            if self.inputs:
+                out["inputs"] = self.inputs_dict
+            return out
         out: dict[str, Any] = {}
         for f in fields(self):
+            if f.name in ("cls", "init"):
+                continue
             value = getattr(self, f.name)
             if f.name in PROGRAM_KEYS and self.program is None:
                 continue
@@ -182,8 +245,10 @@ class CaseSpec:
                 continue  # a program writes its own casts, parameters and groups
             if f.name == "shape":
                 value = list(value)
-            elif f.name in ("input", "params"):
+            elif f.name == "input":
                 value = dict(value)
+            elif f.name == "params":
+                value = self.params_dict
             elif f.name == "inputs":
                 value = self.inputs_dict
             elif f.name == "param_shapes":
@@ -207,8 +272,11 @@ class CaseSpec:
         """
         d = self.to_dict()
         d.pop("input")
-        if "inputs" in d:  # which extra inputs there are shapes the module; their values do not
-            d["inputs"] = sorted(d["inputs"])
+        if "inputs" in d:  # which extra inputs there are (and their shapes, dtypes) shapes the module; values do not
+            d["inputs"] = {name: {k: v for k, v in obj.items() if k in ("shape", "dtype")}
+                           for name, obj in d["inputs"].items()}
+            if not any(d["inputs"].values()):
+                d["inputs"] = sorted(d["inputs"])  # the form of every case before inputs had shapes
         if d["params"]["kind"] == "ones":
             d.pop("seed")
         return hashlib.sha256(json.dumps(d, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:12]
@@ -226,6 +294,8 @@ class CaseSpec:
         kind = inp.pop("kind")
         detail = ",".join(f"{k}={v:g}" for k, v in inp.items())
         parts = [self.pattern, self.style, self.dtype]
+        if self.is_module:
+            parts[1] = self.cls.rpartition(":")[2]
         if self.program is not None:
             parts[1] = f"program[{hashlib.sha256(self.program.encode()).hexdigest()[:6]}]"
         if self.weight_dtype != self.dtype:

@@ -115,3 +115,40 @@ RANGES: dict[str, dict[str, tuple[float, float]]] = {
     "tiny": {"scale": (0.0, BIG)},
     "subnormal": {"fraction": (0.0, 1.0)},
 }
+
+
+def dims_list(key: str, value: Any) -> tuple[int, ...]:
+    """A non-empty list of positive ints (a shape), at most 16M elements."""
+    if not isinstance(value, list) or not value or any(isinstance(d, bool) or not isinstance(d, int) or d < 1
+                                                       for d in value):
+        fail(key, f"expected a non-empty list of positive ints, got {value!r}")
+    if math.prod(value) > 2**24:
+        fail(key, f"{math.prod(value)} elements is over the 16M limit")
+    return tuple(value)
+
+
+def identifier(key: str, name: Any, reserved=()) -> str:
+    """A plain Python identifier that is not reserved (an input's or a parameter's name)."""
+    import keyword
+
+    if not isinstance(name, str) or not name.isidentifier() or keyword.iskeyword(name) or name.startswith("__") \
+            or name.endswith("__"):
+        fail(key, f"{name!r} is not a plain identifier")
+    if name in reserved:
+        fail(key, f"{name!r} is a reserved name")
+    return name
+
+
+def input_object(key: str, value: Any) -> tuple[tuple[str, Any], ...]:
+    """An extra input's object: an input kind of §1, with its own `shape` and `dtype` if given (else x's)."""
+    from harness.core.dtypes import DTYPES
+
+    if not isinstance(value, dict):
+        fail(key, f"expected an object like {{\"kind\": ...}}, got {value!r}")
+    rest = {k: v for k, v in value.items() if k not in ("shape", "dtype")}
+    out = list(kinded(key, rest, INPUT_KINDS, RANGES).items())
+    if "shape" in value:
+        out.append(("shape", dims_list(f"{key}.shape", value["shape"])))
+    if "dtype" in value:
+        out.append(("dtype", choice(f"{key}.dtype", value["dtype"], DTYPES)))
+    return tuple(out)

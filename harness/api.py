@@ -1,0 +1,66 @@
+"""normdiff from Python: `harness.check(...)` runs cases (a module case from a notebook or a test) and returns
+their records.
+
+    import harness
+    records = harness.check("mypkg.norms:RMSNorm", init={"hidden_size": 64}, dtype="bfloat16",
+                            paths=["eager", "executorch-recompose"])
+    assert all(r["verdict"] == "pass" for r in records), records
+
+The executions run in the runner's warm, isolated worker processes (forked
+from this one, so a class defined in this process's __main__ works too);
+a crashing compiler or class costs its record, not the caller. A bad spec or
+class raises ValueError with the one line the command line prints.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+
+
+def _spec(target, init, dtype, shape, **keys):
+    from harness.spec import CaseSpec
+
+    if isinstance(target, (dict, CaseSpec)):
+        return CaseSpec.from_dict(target)
+    if isinstance(target, type):
+        target = f"{target.__module__}:{target.__qualname__}"
+    raw = {"class": target, "dtype": dtype, "shape": list(shape), **{k: v for k, v in keys.items() if v is not None}}
+    if init is not None:
+        raw["init"] = init
+    return CaseSpec.from_dict(raw)
+
+
+def check(target, *, init: dict | None = None, dtype: str = "float32", shape=(2, 8, 64), inputs: dict | None = None,
+          input: dict | None = None, params: dict | None = None, seed: int | None = None, pattern: str | None = None,
+          weight_dtype: str | None = None, paths=None, jobs: int | None = None, timeout: float | None = None,
+          out: str | None = None, cache: bool = True) -> list[dict]:
+    """The records of `target` on `paths` (default every built-in path).
+
+    `target` is a spec (dict or CaseSpec; a list of them runs them all), an
+    nn.Module subclass, or "package.module:ClassName" with the module case's
+    keys as keywords. `out` keeps results.jsonl there (default: a temporary
+    folder, removed); `cache=False` builds every artifact afresh.
+    """
+    from harness import paths as registry
+    from harness.core.errors import UsageError
+    from harness.core.verdicts import DEFAULT_TIMEOUT
+    from harness.engine.cache import ArtifactCache, default_dir, max_bytes_from_env
+    from harness.engine.run import run
+    from harness.spec import SpecError
+
+    try:
+        targets = target if isinstance(target, list) else [target]
+        specs = [_spec(t, init, dtype, shape, inputs=inputs, input=input, params=params, seed=seed, pattern=pattern,
+                       weight_dtype=weight_dtype) for t in targets]
+        names = list(paths) if paths is not None else registry.default_names()
+        for name in names:
+            if name not in registry.names():
+                raise UsageError(f"unknown path {name!r}; known: {', '.join(registry.names())}")
+        store = ArtifactCache(default_dir(), max_bytes_from_env()) if cache else None
+        with tempfile.TemporaryDirectory(prefix="normdiff-check-") as tmp:
+            folder = out or tmp
+            os.makedirs(folder, exist_ok=True)
+            return run(specs, names, folder, jobs=jobs, timeout=timeout or DEFAULT_TIMEOUT, progress=False,
+                       cache=store)
+    except (SpecError, UsageError) as exc:
+        raise ValueError(str(exc)) from None

@@ -1,0 +1,116 @@
+"""Lift a module's torch.export graph into a norm program (DESIGN §7, §8).
+
+One statement per computing node, in graph order, named after the node
+(`to`, `pow_1`, `mean`, …), written with the language's spellings of the op
+table (harness/program/ops.py: each op lists the ATen ops that compute it);
+layout-free nodes (asserts, clones, detach) are dropped, and what the
+language cannot hold (an op it has no entry for, a tensor constant, a second
+output, a buffer the forward writes) is an Unliftable naming the op and the
+class. The text is then parsed and checked like any program, so a lifted
+program is a program: it gives the FP64 reference and the bound, and
+`normdiff lift` prints it as a ready §7 spec.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from harness.modules.lift_ops import HANDLERS, SKIP, Lifter, Val
+from harness.modules.load import Unliftable
+from harness.modules.names import unique
+
+
+@dataclass(frozen=True)
+class Lifted:
+    """A lifted program and how its names map onto the module's."""
+    source: str
+    pattern: str                                    # the norm family the program shows, or "program"
+    inputs: tuple[tuple[str, str], ...]             # (program name, forward name), x first
+    params: tuple[tuple[str, str], ...]             # (program name, state name) of what it reads
+    ops: tuple[str, ...]                            # the ATen ops of the graph, in order (for the record)
+
+
+def _user_output(ep, owner):
+    from torch.export.graph_signature import OutputKind
+
+    kinds = [s.kind for s in ep.graph_signature.output_specs]
+    mutated = [s.target for s in ep.graph_signature.output_specs if s.kind != OutputKind.USER_OUTPUT]
+    if mutated:
+        raise Unliftable(f"class {owner}: its forward writes {', '.join(map(str, mutated))} (state the language "
+                         "cannot hold)")
+    if kinds.count(OutputKind.USER_OUTPUT) != 1:
+        raise Unliftable(f"class {owner}: its forward returns {kinds.count(OutputKind.USER_OUTPUT)} values; "
+                         "a norm returns one tensor")
+    out = next(n for n in ep.graph.nodes if n.op == "output").args[0]
+    return out[0] if isinstance(out, (tuple, list)) else out
+
+
+def input_names(called: tuple[str, ...], state: dict[str, str]) -> dict[str, str]:
+    """{forward name: program name} of the inputs called (the first is x), distinct from the parameters'."""
+    taken = set(state.values()) | {"x"}
+    return {called[0]: "x", **unique(called[1:], taken)}
+
+
+def lift(ep, owner: str, called: tuple[str, ...], state_names: dict[str, str]) -> Lifted:
+    """The program of ExportedProgram `ep` of class `owner`, exported with the forward's arguments `called`
+    (their names, in call order; the first is x); `state_names` {state name: program name}."""
+    import torch
+    from torch.export.graph_signature import InputKind
+
+    sig = ep.graph_signature
+    user = [s.arg.name for s in sig.input_specs if s.kind == InputKind.USER_INPUT]
+    if len(user) != len(called):
+        raise Unliftable(f"class {owner}: its graph takes {len(user)} inputs for the {len(called)} given")
+    names = input_names(called, state_names)
+    inputs = {ph: names[fname] for ph, fname in zip(user, called)}
+    lifter = Lifter(owner, ep)
+    placeholders = {}
+    used = {n.name for n in ep.graph.nodes if n.op == "placeholder" and n.users}
+    for s in sig.input_specs:
+        name = s.arg.name
+        if s.kind != InputKind.USER_INPUT and name not in used:
+            continue  # a buffer the forward does not read (a BatchNorm's num_batches_tracked in eval)
+        if s.kind == InputKind.USER_INPUT:
+            placeholders[name] = Val(inputs[name], _meta(ep, name))
+        elif s.kind in (InputKind.PARAMETER, InputKind.BUFFER):
+            if s.target not in state_names:
+                raise Unliftable(f"class {owner}: its forward reads {s.target}, which is not floating point "
+                                 "(the language holds float tensors)")
+            placeholders[name] = Val(state_names[s.target], _meta(ep, name))
+            lifter.params.append((state_names[s.target], s.target))
+        elif s.kind == InputKind.CONSTANT_TENSOR:
+            value = ep.constants[s.target]
+            if not isinstance(value, torch.Tensor) or value.numel() != 1 or value.dim() != 0:
+                shape = list(getattr(value, "shape", []))
+                raise Unliftable(f"class {owner}: a tensor constant of shape {shape} in its forward is outside "
+                                 "the program language (a number is inside)")
+            placeholders[name] = value.item()
+        else:
+            raise Unliftable(f"class {owner}: an input of kind {s.kind.name} is outside the program language")
+    lifter.env.update(placeholders)
+    lifter.taken |= set(inputs.values()) | set(state_names.values())
+    output = _user_output(ep, owner)
+    for node in ep.graph.nodes:
+        if node.op != "call_function":
+            continue
+        name = lifter.op_name(node)
+        packet = name.split(".")[1] if name.startswith("aten.") else name
+        if packet in SKIP:
+            lifter.env[node.name] = None
+            continue
+        handler = HANDLERS.get(packet)
+        if handler is None:
+            raise Unliftable(f"class {owner}: op {name} is outside the program language")
+        lifter.ops.append(name)
+        handler(lifter, node)
+    result = lifter.value(output)
+    if not isinstance(result, Val):
+        raise Unliftable(f"class {owner}: its forward returns a number, not a tensor")
+    lifter.lines.append(f"return {result.text}")
+    params = tuple(sorted(set(lifter.params)))
+    return Lifted("\n".join(lifter.lines), lifter.pattern(), tuple((names[f], f) for f in called), params,
+                  tuple(lifter.ops))
+
+
+def _meta(ep, placeholder: str):
+    node = next(n for n in ep.graph.nodes if n.op == "placeholder" and n.name == placeholder)
+    return node.meta.get("val")

@@ -1,0 +1,189 @@
+"""One module case resolved in a worker: the module built, its parameters set, exported and lifted.
+
+`resolve(spec)` gives a ModuleCase: the plain-data `Resolved` (the lifted
+program and how its names map onto the module's: what crosses a process
+boundary and what `normdiff lift` prints), and what the executor needs in
+this process: a fresh module for each path (built again, deterministic), the
+example tensors in the forward's order, the parameter values as the
+reference reads them, and the lift check of one input.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from harness.modules import check, load, state
+from harness.modules.lift import input_names, lift
+from harness.program import ProgramCase, ProgramError, parse
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A module case's lifted program, as plain data."""
+    cls: str
+    source: str
+    pattern: str                         # the family the lifted program shows, or "program"
+    called: tuple[str, ...]              # the forward's arguments given, in call order (the first is x)
+    keywords: tuple[str, ...]            # those of them passed by keyword (a forward parameter skipped before)
+    inputs: tuple[tuple[str, str], ...]  # (program name, forward name)
+    params: tuple[tuple[str, str, tuple[int, ...]], ...]  # (program name, state name, shape) the program reads
+    ops: tuple[str, ...]                 # the graph's ATen ops, in order
+
+    def program_case(self, spec) -> ProgramCase:
+        types = {}
+        for prog, fwd in self.inputs[1:]:
+            obj = spec.inputs_dict.get(fwd, {})
+            types[prog] = (tuple(obj.get("shape", spec.shape)), obj.get("dtype", spec.dtype))
+        return ProgramCase(spec.dtype, tuple(spec.shape), spec.weight_dtype, tuple(p for p, _ in self.inputs[1:]),
+                           {p: tuple(shape) for p, _, shape in self.params}, 0.0, types)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Resolved":
+        return cls(d["cls"], d["source"], d["pattern"], tuple(d["called"]), tuple(d["keywords"]),
+                   tuple(tuple(p) for p in d["inputs"]), tuple((p, s, tuple(sh)) for p, s, sh in d["params"]),
+                   tuple(d["ops"]))
+
+
+def _call_order(spec, forward: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(the forward's arguments given, in its order; those passed by keyword): positional up to the first
+    parameter the spec leaves out, by keyword after it."""
+    given = {n for n, _ in spec.inputs}
+    called, keywords, gap = [forward[0]], [], False
+    for name in forward[1:]:
+        if name not in given:
+            gap = True
+            continue
+        called.append(name)
+        if gap:
+            keywords.append(name)
+    return tuple(called), tuple(keywords)
+
+
+class _Keywords:
+    """module(x, *rest) -> inner(x, *positional, **keywords): a forward parameter left out before one given."""
+
+    def __new__(cls, inner, n_positional: int, keywords: tuple[str, ...]):
+        import torch
+
+        class Call(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.inner = inner
+
+            def forward(self, *args):
+                return self.inner(*args[:n_positional], **dict(zip(keywords, args[n_positional:])))
+
+        return Call().eval()
+
+
+class ModuleCase:
+    """A resolved module case in this worker."""
+
+    def __init__(self, spec, resolved: Resolved, module, names: dict[str, str]):
+        self.spec = spec
+        self.resolved = resolved
+        self.module = module
+        self.names = names  # state name -> program name
+        self.program = parse(resolved.source, case=resolved.program_case(spec))
+        self.case = resolved.program_case(spec)
+
+    def build(self):
+        """A fresh module for one path: built again (deterministically) with this case's parameters."""
+        module = load.build(self.spec)
+        state.redraw(module, self.spec, self.names)
+        return self.callable(module)
+
+    def callable(self, module):
+        r = self.resolved
+        if not r.keywords:
+            return module
+        return _Keywords(module, len(r.called) - len(r.keywords), r.keywords)
+
+    def param_arrays(self) -> dict[str, np.ndarray]:
+        read = {state_name: prog for prog, state_name, _ in self.resolved.params}
+        return state.arrays(self.module, read)
+
+    def constant_values(self) -> dict[str, float | None]:
+        """{program name: its value where every element holds it, else None} of the parameters read."""
+        return {name: (float(a.reshape(-1)[0].astype(np.float64)) if a.size and state.is_constant(a) else None)
+                for name, a in self.param_arrays().items()}
+
+    def inputs(self, base):
+        """The case's Inputs (harness.oracle.inputs.make_inputs) with the module's parameters, in call order."""
+        import dataclasses
+
+        return dataclasses.replace(base, params=self.param_arrays(), order=self.resolved.called[1:])
+
+    def example(self, inputs, layout: str) -> tuple:
+        """The example tensors, in call order."""
+        from harness.core.tensors import to_torch
+
+        return tuple(to_torch(a, layout) for a in self.call_arrays(inputs))
+
+    def call_arrays(self, inputs) -> tuple:
+        return (inputs.x, *(inputs.extra[name] for name in self.resolved.called[1:]))
+
+    def reference_arrays(self, inputs) -> dict[str, np.ndarray]:
+        """The arrays the lifted program reads, by its names."""
+        by_forward = dict((fwd, prog) for prog, fwd in self.resolved.inputs)
+        return {"x": inputs.x, **{by_forward[k]: v for k, v in inputs.extra.items() if k in by_forward},
+                **inputs.params}
+
+    def lift_check(self, inputs, evaluation) -> dict:
+        """{"lift_check": rel or None, "lift_check_over_bound": share or None, "lift_note": why, or None}."""
+        import torch
+
+        from harness.core.tensors import to_torch
+
+        tensors = [to_torch(a) for a in self.call_arrays(inputs)]
+        with torch.no_grad():
+            out, why = check.module_float64(self.module, tensors, self.resolved.keywords)
+        if out is None:
+            return {"lift_check": None, "lift_check_over_bound": None, "lift_note": f"not checked: {why}"}
+        rel, share = check.compare(np.asarray(evaluation.out, dtype=np.float64), evaluation.bound, out)
+        return {"lift_check": rel, "lift_check_over_bound": share, "lift_note": None}
+
+
+def resolve(spec) -> ModuleCase:
+    """Import, build, redraw, export and lift `spec`'s class (ModuleSpecError, Unliftable, or a StageError
+    of the export)."""
+    import torch
+
+    from harness.core.tensors import to_torch
+    from harness.oracle.inputs import make_inputs
+    from harness.paths.base import stage
+
+    module = load.build(spec)
+    forward = load.forward_names(module, spec)
+    called, keywords = _call_order(spec, forward)
+    inputs_taken = set(input_names(called, {}).values())
+    names = state.state_names(module, inputs_taken)
+    state.redraw(module, spec, names)
+    inputs = make_inputs(spec)
+    example = tuple(to_torch(a, spec.layout) for a in (inputs.x, *(inputs.extra[n] for n in called[1:])))
+    callee = module if not keywords else _Keywords(module, len(called) - len(keywords), keywords)
+    with stage("export"), torch.no_grad():
+        ep = torch.export.export(callee, example)
+    prefix = "inner." if keywords else ""
+    lifted = lift(ep, spec.cls, called, {prefix + k: v for k, v in names.items()})
+    resolved = Resolved(spec.cls, lifted.source, lifted.pattern, called, keywords, lifted.inputs,
+                        _read_params(lifted, module, names, prefix), lifted.ops)
+    try:
+        case = ModuleCase(spec, resolved, module, names)
+    except ProgramError as exc:
+        raise load.Unliftable(f"class {spec.cls}: the lifted program does not check ({exc})") from None
+    case.exported = ep
+    return case
+
+
+def _read_params(lifted, module, names, prefix) -> tuple:
+    """(program name, state name, shape) of the parameters the lifted program reads."""
+    program = parse(lifted.source, inputs=tuple(p for p, _ in lifted.inputs), params=tuple(names.values()))
+    shapes = {n: tuple(t.shape) for n, t in state.floating_state(module).items()}
+    by_prog = {v: k for k, v in names.items()}
+    return tuple((p, by_prog[p], shapes[by_prog[p]]) for p in program.params)
+

@@ -1,0 +1,315 @@
+"""The op table of the program language (DESIGN §7): one entry per op, read by every part of the language.
+
+An entry holds everything normdiff knows of an op: how source spells it (the
+parser's whitelist), the torch callable the program module calls, its NumPy
+form (values in any float dtype: the FP64 reference and the witnesses), its
+error-bound rule (bounds.py), whether its result is rounded at all, the ATen
+overloads that compute it (the lifter reads an exported graph through them),
+the names compiled graphs give it (attribution's pairing rule) and the NumPy
+text of the repro script's stage code. The parser, the type check, the torch
+module, the interpreter, the stage code, the matcher and the lifter all read
+this table, so adding an elementwise op is one `_unary(...)` line here.
+
+Numpy and the bound rules only: importing the table (the spec does, to
+parse every program) imports no torch.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from harness.program import bounds
+
+
+@dataclass(frozen=True)
+class Op:
+    """One op of the language."""
+
+    name: str                       # the IR's name, and the canonical op of attribution
+    kind: str                       # unary binary reduce norm cast shape linear
+    value: Callable | None = None   # NumPy form: arrays (any float dtype) -> array
+    bound: Callable | None = None   # (value, err, ...) -> (FP64 value, propagated err), bounds.py
+    torch: str | None = None        # the torch callable of the program module ("torch.rsqrt")
+    functions: tuple[str, ...] = ()  # torch.NAME / F.NAME spellings (without the prefix)
+    method: bool = False            # t.NAME(...) spells it too
+    exact: bool = False             # its result is not rounded (abs, shape ops)
+    aten: tuple[str, ...] = ()      # ATen ops (packet names) that compute it
+    compiled: tuple[str, ...] = ()  # other names compiled graphs give it (Relax, ONNX, ...)
+    text: str = ""                  # NumPy expression of the repro stage code, "{a}" the operand
+    op_class: str = "elementwise"   # elementwise reduce norm cast layout (attribution's pairing classes)
+    shape_rule: Callable | None = None  # shape ops: (shape, args, fail) -> result shape
+    apply: Callable | None = None   # shape ops: (array, args) -> array (values and bounds alike)
+    signature: tuple[str, ...] = ()  # norms, linear: parameter names in torch's order
+    extra: dict = field(default_factory=dict)
+
+
+def _sigmoid(a):
+    with np.errstate(over="ignore"):
+        return 1.0 / (1.0 + np.exp(-a))
+
+
+def _silu(a):
+    return a * _sigmoid(a)
+
+
+def _sigmoid_slope(lo, hi):
+    """max σ'(t) over [lo, hi]: σ' peaks at 0 (0.25) and falls off symmetrically."""
+    nearest = np.where((lo <= 0) & (hi >= 0), 0.0, np.minimum(np.abs(lo), np.abs(hi)))
+    s = _sigmoid(nearest)
+    return s * (1.0 - s)
+
+
+# max |silu'(t)| over the reals: silu'(t) = σ(t)(1 + t(1 − σ(t))), whose extrema are 1.0998 (t ≈ 2.40)
+# and −0.0998 (t ≈ −2.40); the bound uses the global maximum, valid on every interval.
+SILU_SLOPE = 1.0999
+
+
+def _silu_slope(lo, hi):
+    return np.full(np.shape(lo), SILU_SLOPE)
+
+
+def _unary(name, value, bound, *, text, torch=None, functions=None, method=True, exact=False, aten=None,
+           compiled=()) -> Op:
+    return Op(name, "unary", value, bound, torch or f"torch.{name}", (name,) if functions is None else functions,
+              method, exact, aten or (name,), compiled, text)
+
+
+def _binary(name, value, bound, operator, aten, compiled=()) -> Op:
+    return Op(name, "binary", value, bound, None, (), False, False, aten, compiled, "{a} " + operator + " {b}",
+              extra={"operator": operator})
+
+
+# -- shape ops: exact, so values and bounds go through the same NumPy call ----------------------------
+def _dim(d, rank, fail, what):
+    if not -max(rank, 1) <= d < max(rank, 1):
+        fail(f"dim {d} is out of range for a tensor of rank {rank} in {what}")
+    return d % max(rank, 1)
+
+
+def _unsqueeze_shape(shape, args, fail):
+    (d,) = args
+    rank = len(shape) + 1
+    if not -rank <= d < rank:
+        fail(f"dim {d} is out of range for unsqueeze of a tensor of rank {len(shape)}")
+    d %= rank
+    return shape[:d] + (1,) + shape[d:]
+
+
+def _squeeze_dims(shape, args, fail):
+    if not args:
+        return tuple(i for i, n in enumerate(shape) if n == 1)
+    return tuple(i for i in {_dim(d, len(shape), fail, "squeeze") for d in args} if shape[i] == 1)
+
+
+def _squeeze_shape(shape, args, fail):
+    drop = _squeeze_dims(shape, args, fail)
+    return tuple(n for i, n in enumerate(shape) if i not in drop)
+
+
+def _reshape_shape(shape, args, fail):
+    size = math.prod(shape)
+    if sum(1 for a in args if a == -1) > 1:
+        fail("only one dimension can be -1 in view/reshape")
+    if any(a < -1 or a == 0 for a in args):
+        fail(f"invalid shape {list(args)} in view/reshape")
+    known = math.prod(a for a in args if a != -1)
+    if -1 in args:
+        if known == 0 or size % known:
+            fail(f"shape {list(args)} is invalid for {size} elements")
+        args = tuple(size // known if a == -1 else a for a in args)
+    if math.prod(args) != size:
+        fail(f"shape {list(args)} is invalid for {size} elements")
+    return tuple(args)
+
+
+def _expand_shape(shape, args, fail):
+    if len(args) < len(shape):
+        fail(f"expand to {list(args)} has fewer dims than the tensor's {list(shape)}")
+    lead = len(args) - len(shape)
+    out = []
+    for i, a in enumerate(args):
+        have = shape[i - lead] if i >= lead else None
+        if a == -1:
+            if have is None:
+                fail("expand: -1 is not allowed for a new leading dim")
+            out.append(have)
+        elif have is not None and have != a and have != 1:
+            fail(f"expand: dim {i} of size {have} cannot become {a}")
+        else:
+            out.append(a)
+    return tuple(out)
+
+
+def _permute_shape(shape, args, fail):
+    dims = [_dim(d, len(shape), fail, "permute") for d in args]
+    if len(dims) != len(shape) or sorted(dims) != list(range(len(shape))):
+        fail(f"permute {list(args)} is not a permutation of the {len(shape)} dims")
+    return tuple(shape[d] for d in dims)
+
+
+def _transpose_shape(shape, args, fail):
+    a, b = (_dim(d, len(shape), fail, "transpose") for d in args)
+    out = list(shape)
+    out[a], out[b] = out[b], out[a]
+    return tuple(out)
+
+
+def _narrow_shape(shape, args, fail):
+    dim, start, length = args
+    d = _dim(dim, len(shape), fail, "narrow")
+    if start < 0:
+        start += shape[d]
+    if not (0 <= start and length >= 0 and start + length <= shape[d]):
+        fail(f"narrow({dim}, {args[1]}, {length}) is out of range for size {shape[d]}")
+    return shape[:d] + (length,) + shape[d + 1:]
+
+
+def _index_shape(shape, items, fail):
+    """t[...] with only `:`, `None` and one `...`: new dims where None stands."""
+    if items.count("...") > 1:
+        fail("an index may hold one '...'")
+    taken = sum(1 for i in items if i == ":")
+    if taken > len(shape):
+        fail(f"too many indices for a tensor of rank {len(shape)}")
+    out, k = [], 0
+    for item in items:
+        if item == "None":
+            out.append(1)
+        elif item == ":":
+            out.append(shape[k])
+            k += 1
+        else:
+            rest = len(shape) - taken
+            out.extend(shape[k:k + rest])
+            k += rest
+    return tuple(out) + tuple(shape[k:])
+
+
+def _index_apply(a, items):
+    key = tuple(None if i == "None" else Ellipsis if i == "..." else slice(None) for i in items)
+    return a[key]
+
+
+def _narrow_apply(a, args):
+    dim, start, length = args
+    d = dim % a.ndim
+    start = start + a.shape[d] if start < 0 else start
+    return np.take(a, np.arange(start, start + length), axis=d)
+
+
+def _shape(name, rule, apply, *, aten, functions=(), text, method=True) -> Op:
+    return Op(name, "shape", None, None, None, functions, method, True, aten, (), text, "layout", rule, apply)
+
+
+def _views_shape(shape, args, fail):
+    return _reshape_shape(shape, args, fail)
+
+
+TABLE: tuple[Op, ...] = (
+    # elementwise, one operand
+    _unary("rsqrt", lambda a: 1.0 / np.sqrt(a), bounds.rsqrt, text="1.0 / np.sqrt({a})"),
+    _unary("sqrt", np.sqrt, bounds.sqrt, text="np.sqrt({a})"),
+    _unary("abs", np.abs, None, text="np.abs({a})", exact=True, compiled=("absolute",)),
+    _unary("square", np.square, bounds.square, text="{a} * {a}"),
+    _unary("reciprocal", np.reciprocal, bounds.reciprocal, text="1.0 / {a}"),
+    _unary("silu", _silu, bounds.by_slope(_silu, _silu_slope), text="{a} / (1.0 + np.exp(-{a}))",
+           torch="torch.nn.functional.silu", functions=("nn.functional.silu",), method=False,
+           compiled=("swish",)),
+    _unary("sigmoid", _sigmoid, bounds.by_slope(_sigmoid, _sigmoid_slope), text="1.0 / (1.0 + np.exp(-{a}))"),
+    # max(a, 0) is exact and 1-Lipschitz: the operand's bound carries over unchanged
+    _unary("relu", lambda a: np.maximum(a, 0.0), None, text="np.maximum({a}, 0.0)", exact=True),
+    # elementwise, two operands (operators: `**` is also .pow(K) and torch.pow)
+    _binary("add", np.add, bounds.add, "+", ("add",)),
+    _binary("sub", np.subtract, lambda a, ea, b, eb: bounds.add(a, ea, b, eb, -1.0), "-", ("sub", "rsub"),
+            ("subtract",)),
+    _binary("mul", np.multiply, bounds.mul, "*", ("mul",), ("multiply",)),
+    _binary("div", np.divide, bounds.div, "/", ("div",), ("divide",)),
+    _binary("pow", np.power, None, "**", ("pow",), ("power",)),
+    Op("neg", "neg", np.negative, None, None, (), False, True, ("neg",), ("negative",), "-{a}"),
+    # reductions (dims, keepdim; var: correction)
+    Op("mean", "reduce", np.mean, None, None, ("mean",), True, aten=("mean",), text="mean", op_class="reduce"),
+    Op("sum", "reduce", np.sum, None, None, ("sum",), True, aten=("sum",), text="sum", op_class="reduce"),
+    Op("var", "reduce", np.var, None, None, ("var",), True, aten=("var",), compiled=("variance", "var_mean"),
+       text="var", op_class="reduce"),
+    # F.* norms (statistics in float32 on CPU)
+    Op("layer_norm", "norm", functions=("nn.functional.layer_norm",), aten=("layer_norm", "native_layer_norm"),
+       op_class="norm", signature=("input", "normalized_shape", "weight", "bias", "eps")),
+    Op("rms_norm", "norm", functions=("nn.functional.rms_norm",), aten=("rms_norm", "_fused_rms_norm"),
+       op_class="norm", signature=("input", "normalized_shape", "weight", "eps")),
+    Op("group_norm", "norm", functions=("nn.functional.group_norm",), aten=("group_norm", "native_group_norm"),
+       op_class="norm", signature=("input", "num_groups", "weight", "bias", "eps")),
+    # x @ W.T + b: a float32-accumulated dot product per output element
+    Op("linear", "linear", functions=("nn.functional.linear",), aten=("linear", "addmm", "mm", "matmul"),
+       compiled=("matmul", "dense"), op_class="reduce", signature=("input", "weight", "bias")),
+    # dtype conversions (exact where the target holds every value of the source)
+    Op("cast", "cast", aten=("_to_copy", "to", "type_as", "_to_dim_order_copy"),
+       compiled=("astype", "convert_element_type"), op_class="cast", text="{a}.copy()"),
+    # shape ops: exact, not computations (attribution's pairing drops them)
+    _shape("unsqueeze", _unsqueeze_shape, lambda a, args: np.expand_dims(a, args[0]), aten=("unsqueeze",),
+           functions=("unsqueeze",), text="{a}.reshape({shape})"),
+    _shape("squeeze", _squeeze_shape, lambda a, args: a.reshape(_squeeze_shape(a.shape, args, None)),
+           aten=("squeeze",), functions=("squeeze",), text="{a}.reshape({shape})"),
+    _shape("view", _views_shape, lambda a, args: a.reshape(_reshape_shape(a.shape, args, None)),
+           aten=("view", "_unsafe_view"), text="{a}.reshape({shape})"),
+    _shape("reshape", _views_shape, lambda a, args: a.reshape(_reshape_shape(a.shape, args, None)),
+           aten=("reshape", "flatten", "unflatten"), functions=("reshape",), text="{a}.reshape({shape})"),
+    _shape("expand", _expand_shape, lambda a, args: np.broadcast_to(a, _expand_shape(a.shape, args, None)),
+           aten=("expand", "broadcast_to", "expand_as"), text="np.broadcast_to({a}, {shape})"),
+    _shape("permute", _permute_shape, lambda a, args: np.transpose(a, [d % a.ndim for d in args]),
+           aten=("permute",), functions=("permute",), text="np.transpose({a}, {dims})"),
+    _shape("transpose", _transpose_shape, lambda a, args: np.swapaxes(a, *args), aten=("transpose", "t"),
+           functions=("transpose",), text="np.swapaxes({a}, {args[0]}, {args[1]})"),
+    _shape("contiguous", lambda shape, args, fail: tuple(shape), lambda a, args: a,
+           aten=("contiguous", "clone", "alias", "detach", "lift_fresh_copy", "_clone_dim_order", "copy"),
+           text="{a}"),
+    _shape("narrow", _narrow_shape, _narrow_apply, aten=("narrow", "slice", "split", "chunk", "split_with_sizes"),
+           functions=("narrow",), text="np.take({a}, np.arange({start}, {stop}), axis={dim})"),
+    _shape("index", _index_shape, _index_apply, aten=(), method=False, text="{a}[{items}]"),
+)
+
+BY_NAME: dict[str, Op] = {op.name: op for op in TABLE}
+UNARY = tuple(op.name for op in TABLE if op.kind == "unary")
+BINARY = tuple(op.name for op in TABLE if op.kind == "binary")
+REDUCE = tuple(op.name for op in TABLE if op.kind == "reduce")
+NORMS = tuple(op.name for op in TABLE if op.kind == "norm")
+SHAPE = tuple(op.name for op in TABLE if op.kind == "shape")
+# Shape ops whose arguments are a list of sizes or dims (also spelled as one tuple/list argument).
+SIZES = ("view", "reshape", "expand", "permute")
+
+
+def get(name: str) -> Op:
+    return BY_NAME[name]
+
+
+def is_exact(name: str) -> bool:
+    """Whether op `name`'s result is not rounded (abs, shape ops)."""
+    return name in BY_NAME and BY_NAME[name].exact
+
+
+# -- attribution's pairing rule (harness/attribution/match.py reads these; repro scripts get them as literals)
+# The parts of an F.* norm (harness.program.expand) and the op each computes.
+NORM_PARTS = {"mean": "mean", "centered": "sub", "variance": "var", "var_eps": "add", "ms_eps": "add",
+              "std": "sqrt", "rstd": "rsqrt", "normalize": "mul", "scale": "mul", "square": "pow",
+              "mean_square": "mean"}
+# Values a graph holds that compute nothing: layout, copies, asserts, tuple items.
+_NOT_COMPUTED = ("expand_dims", "permute_dims", "broadcast_to", "flatten", "_assert_tensor_metadata", "getitem")
+
+
+def _canonical_names() -> dict[str, str]:
+    names: dict[str, str] = {}
+    for op in TABLE:
+        if op.kind == "shape":
+            continue
+        canonical = "pow" if op.name == "square" else op.name  # x*x and x**2 are one computation
+        for name in (op.name, *op.aten, *op.compiled):
+            names.setdefault(name, canonical)
+    return names
+
+
+CANONICAL: dict[str, str] = _canonical_names()
+LAYOUT: frozenset = frozenset(
+    {n for op in TABLE if op.kind == "shape" for n in (op.name, *op.aten)} | set(_NOT_COMPUTED))
+CLASSES: dict[str, str] = {op.name: op.op_class for op in TABLE if op.op_class not in ("elementwise", "layout")}
