@@ -28,11 +28,8 @@ import numpy as np
 from harness import paths
 from harness.benchmark import anchors, grid, implementations, program_grid, program_implementations, truth
 from harness.spec import CaseSpec
-from harness.core.tensors import to_torch
+from harness.engine.cases import CaseProblem, lift_problem
 from harness.engine.execute import Executor
-from harness.oracle.inputs import make_inputs
-from harness.oracle.modules import build_module
-from harness.oracle.reference import reference
 
 TARGET_DETECTION = 0.99
 NORMDIFF = "normdiff"
@@ -59,29 +56,35 @@ class _Runner:
     def __init__(self):
         self._prepared = {}
 
-    def output(self, name: str, spec: CaseSpec, inputs) -> np.ndarray:
+    def output(self, name: str, spec: CaseSpec, setup) -> np.ndarray:
         path = paths.get(name)
         key = (name, path.structure_key(spec))
         if key not in self._prepared:
-            module = build_module(spec, inputs.params)
-            example = (tuple(to_torch(a, spec.layout) for a in inputs.run_arg) if inputs.extra
-                       else to_torch(inputs.x, spec.layout))
-            self._prepared[key] = path.prepare(spec, module, example)
-        return self._prepared[key].run(inputs.run_arg)
+            self._prepared[key] = path.prepare(spec, *setup.build())
+        return self._prepared[key].run(setup.inputs.run_arg)
 
 
 def run_case(spec: CaseSpec, names: dict[str, type], executor: Executor, runner: _Runner) -> list[Outcome]:
-    """Every implementation on `spec`: normdiff's verdict, the ground truth, the anchors' flags."""
-    inputs = make_inputs(spec)
-    ref = reference(spec, inputs)
-    eager = runner.output("eager", spec, inputs)
+    """Every implementation on `spec`: normdiff's verdict, the ground truth, the anchors' flags.
+
+    The case is set up as the runner sets it up (harness.engine.cases: a catalog or program case from
+    its spec, a module case resolved and lifted); a module case that cannot be gives no outcomes."""
+    try:
+        setup = executor.cases.setup(spec)
+        problem = lift_problem(setup.record) if spec.is_module else None
+    except CaseProblem:
+        return []
+    if problem is not None:
+        return []
+    inputs, ref = setup.inputs, setup.ref
+    eager = runner.output("eager", spec, setup)
     records, outputs = {}, {}
     for name in names:
         record = executor.execute(spec, name)
         if record["verdict"] == "unsupported":
             continue
         records[name] = record
-        outputs[name] = runner.output(name, spec, inputs)
+        outputs[name] = runner.output(name, spec, setup)
     good = [eager] + [outputs[n] for n in outputs if names[n].correct]
     baseline = truth.baseline_rows(good, ref)
     expected = str(eager.dtype)
@@ -192,11 +195,9 @@ def _shard(task: tuple[str, bool, int, int]) -> list[Outcome]:
 def run_benchmarks(which: list[str], quick: bool = False, jobs: int = 1) -> dict[str, list[Outcome]]:
     """Each named benchmark's outcomes in case order, its cases shared among `jobs` processes."""
     tasks = [(w, quick, k, jobs) for w in which for k in range(jobs)]
-    if jobs <= 1:
-        parts = [_shard(t) for t in tasks]
-    else:
-        with multiprocessing.get_context("spawn").Pool(jobs) as pool:
-            parts = pool.map(_shard, tasks, chunksize=1)
+    # always in spawned workers: module cases are user code, imported only inside worker processes
+    with multiprocessing.get_context("spawn").Pool(jobs) as pool:
+        parts = pool.map(_shard, tasks, chunksize=1)
     out = {}
     for w in which:
         order = {spec.case_id: i for i, spec in enumerate(BENCHMARKS[w][0](quick=quick))}

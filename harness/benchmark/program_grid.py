@@ -11,9 +11,10 @@
   where it has none, on the outlier and large-offset inputs of the suites,
   on its own rows of 64; and on rows of 1023 (long, and an element count
   bfloat16 cannot hold) on its own input.
-* Module cases (DESIGN §8), once they exist: `module_cases()` is the hook;
-  the renderings take a module case through its lifted program
-  (harness.benchmark.program_implementations.program_of).
+* Module cases (DESIGN §8): a sample of the zoo (§9), the transformers
+  norm implementations that most library classes share, as the zoo suite
+  specs them; the renderings take a module case through its lifted program
+  (harness.benchmark.program_implementations.program_of), as its reference.
 
 As for the catalog's grid, nothing here is chosen from the oracle's verdicts.
 """
@@ -33,6 +34,7 @@ SHORT, LONG = [4, 256], [2, 4096]
 SHORT_ONLY = ("llama",)
 NEARMISS_ROWS = (64, 1023)  # its own rows, and an odd long row (an element count inexact in bfloat16)
 OUTLIER = {"kind": "outlier", "std": 1.0, "scale": 100.0}
+ZOO_MEMBERS = 5  # the zoo's sample: implementations that at least this many library classes share
 
 
 def style_cases(quick: bool = False) -> list[CaseSpec]:
@@ -72,8 +74,18 @@ def nearmiss_cases(quick: bool = False) -> list[CaseSpec]:
 
 
 def module_cases(quick: bool = False) -> list[CaseSpec]:
-    """The hook for module cases and a sample of the zoo (DESIGN §8-9): none yet."""
-    return []
+    """A sample of the zoo (DESIGN §9): the installed transformers' norm implementations that at least
+    ZOO_MEMBERS library classes share (the ones most models run), as the zoo suite specs them (every
+    dtype; a normal draw and the outlier input); none without transformers, none for `quick`."""
+    if quick:
+        return []
+    from harness.zoo.catalog import default_inputs, installed, load_zoo
+    from harness.zoo.synth import specs_of
+
+    if not installed():
+        return []
+    picked = [e for e in load_zoo().entries if e.base is not None and len(e.members) >= ZOO_MEMBERS]
+    return [CaseSpec.from_dict(raw) for e in picked for raw in specs_of(e.base, DTYPES, default_inputs)]
 
 
 def cases(quick: bool = False) -> list[CaseSpec]:

@@ -11,8 +11,9 @@ near-miss catalog's legitimate variants); each wrong one is one way a
 rewrite or a lowering breaks a norm.
 
 A program case's module is the program's own (harness.program.ProgramModule).
-A module case (DESIGN §8) is rendered from its lifted program: `program_of`
-is the one place that says where a case's program comes from.
+A module case (DESIGN §8) is rendered from its lifted program, as its
+reference is: `program_of` is the one place that says where a case's program
+comes from.
 
 An implementation raises `Unsupported` where its bug class does not apply:
 the rewrite finds no site in the program, or the case has no dtype for the
@@ -21,6 +22,7 @@ bug to live in.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -49,12 +51,36 @@ def _digest(arrays: dict) -> str:
     return h.hexdigest()
 
 
-def program_of(spec, module) -> tuple[Program, ProgramCase]:
-    """The program a case runs and its ProgramCase: a program case's own; a module case's lifted program
-    once the module carries one (`program` and `case` attributes, as ProgramModule does)."""
+@dataclass(frozen=True)
+class Source:
+    """What a rendering computes from: the program, its case, its parameters, and its input names in the
+    order a path's run() receives the arrays."""
+
+    program: Program
+    case: ProgramCase
+    params: dict
+    names: tuple[str, ...]
+
+
+_MODULE_CASES: list = []  # this process's harness.engine.cases.Cases, for module cases (made on first use)
+
+
+def program_of(spec, module) -> Source:
+    """Where a case's program comes from: a program case's module (harness.program.ProgramModule) holds it;
+    a module case's is its lifted program (harness.engine.cases resolves it, once per structure)."""
     program, case = getattr(module, "program", None), getattr(module, "case", None)
     if isinstance(program, Program) and isinstance(case, ProgramCase):
-        return program, case
+        return Source(program, case, {n: to_numpy(getattr(module, n)) for n in program.params}, case.inputs)
+    if getattr(spec, "is_module", False):
+        from harness.engine.cases import Cases
+
+        if not _MODULE_CASES:
+            _MODULE_CASES.append(Cases())
+        mc = _MODULE_CASES[0].module_case(spec)
+        by_forward = {fwd: prog for prog, fwd in mc.resolved.inputs}
+        names = ("x",) + tuple(by_forward[f] for f in mc.resolved.called[1:])
+        params = {k: v for k, v in mc.param_arrays().items() if k in mc.program.params}
+        return Source(mc.program, mc.case, params, names)
     raise Unsupported("program renderings compute program cases (and module cases through their lifted program)")
 
 
@@ -88,7 +114,8 @@ class ProgramImplementation(Path):
         return None
 
     def prepare(self, spec, module, example) -> Prepared:
-        program, case = program_of(spec, module)
+        source = program_of(spec, module)
+        program, case = source.program, source.case
         reason = self.applies(spec, program, case)
         if reason:
             raise Unsupported(reason)
@@ -96,8 +123,7 @@ class ProgramImplementation(Path):
         _, sites = renderings.prepare(program, case, r)
         if sites == 0 and not (self.also_norms and (_has_norm(program, self.also_norms) or _has_var(program))):
             raise Unsupported(f"the program has no {self.site}")
-        params = {name: to_numpy(getattr(module, name)) for name in program.params}
-        names = case.inputs
+        params, names = source.params, source.names
         memo_key = (self.name, program.source, case)
 
         def run(x):

@@ -80,6 +80,18 @@ def test_ground_truth_counts_dtype_nonfinite_and_errors_far_beyond_the_correct_o
     assert not truth.judge(cast(one, "float32"), ref, "float32", truth.baseline_rows([good, up], ref)).wrong
 
 
+def test_ground_truth_leaves_out_a_nonfinite_row_the_correct_outputs_share():
+    s = spec(dtype="float32")
+    ref = _ref(s)
+    good = cast(ref.out, "float32")
+    shared = good.copy()
+    shared[1, :] = np.nan  # eager (or a correct implementation) is NaN on row 1 as well
+    nan = good.copy()
+    nan[1, 3] = np.nan
+    assert not truth.judge(nan, ref, "float32", truth.baseline_rows([good, shared], ref)).wrong
+    assert truth.judge(nan, ref, "float32", truth.baseline_rows([good], ref)).reason == "nonfinite"
+
+
 def test_ground_truth_leaves_out_what_a_correct_implementation_does_as_badly():
     s = spec(dtype="float32")
     ref = _ref(s)

@@ -63,8 +63,9 @@ def test_a_rendering_reads_its_program_from_the_module_so_a_lifted_module_plugs_
 
     spec = near("weight-right")
     module = build_module(spec, make_inputs(spec).params)
-    program, case = PI.program_of(spec, module)
-    assert program is module.program and case is module.case
+    source = PI.program_of(spec, module)
+    assert source.program is module.program and source.case is module.case and source.names == ("x",)
+    assert set(source.params) == set(module.program.params)
     with pytest.raises(PI.Unsupported):
         PI.program_of(spec, object())
 
@@ -72,7 +73,10 @@ def test_a_rendering_reads_its_program_from_the_module_so_a_lifted_module_plugs_
 def test_the_grid_holds_every_style_and_near_miss_once():
     specs = program_grid.cases()
     assert len({s.case_id for s in specs}) == len(specs)
-    assert all(s.program is not None for s in specs)
+    modules = program_grid.module_cases()
+    assert all(s.program is not None for s in specs if s not in modules)
+    assert all(s.is_module for s in modules)  # the zoo's sample (transformers is installed here)
+    assert {s.dtype for s in modules} == {"float32", "float16", "bfloat16"}
     programs = {s.program for s in specs}
     for entry in nearmiss.CATALOG:
         assert CaseSpec.from_dict(nearmiss.spec_of(entry)).program in programs, entry.name
@@ -81,7 +85,7 @@ def test_the_grid_holds_every_style_and_near_miss_once():
     long_rows = [s for s in specs if s.shape == tuple(program_grid.LONG)]
     assert {s.dtype for s in long_rows} == {"float32", "float16", "bfloat16"}
     assert {s.weight_dtype for s in specs if s.dtype != "float32"} == {"float16", "bfloat16", "float32"}
-    assert program_grid.module_cases() == []  # the hook for module cases (DESIGN §8), none yet
+    assert program_grid.module_cases(quick=True) == []
     quick = program_grid.cases(quick=True)
     assert set(s.case_id for s in quick) < set(s.case_id for s in specs)
     assert all(max(s.shape) <= 256 for s in quick)
