@@ -30,6 +30,7 @@ from harness.benchmark import anchors, grid, implementations, program_grid, prog
 from harness.spec import CaseSpec
 from harness.engine.cases import CaseProblem, lift_problem
 from harness.engine.execute import Executor
+from harness.oracle.compare import measured_rows
 
 TARGET_DETECTION = 0.99
 NORMDIFF = "normdiff"
@@ -48,6 +49,7 @@ class Outcome:
     message: str
     over_tol: float | None    # normdiff's largest error in units of its bound
     flags: dict[str, bool] = field(default_factory=dict)
+    rows: tuple | None = None  # compare.measured_rows of the output, when asked for (sensitivity)
 
 
 class _Runner:
@@ -64,7 +66,8 @@ class _Runner:
         return self._prepared[key].run(setup.inputs.run_arg)
 
 
-def run_case(spec: CaseSpec, names: dict[str, type], executor: Executor, runner: _Runner) -> list[Outcome]:
+def run_case(spec: CaseSpec, names: dict[str, type], executor: Executor, runner: _Runner,
+             detail: bool = False) -> list[Outcome]:
     """Every implementation on `spec`: normdiff's verdict, the ground truth, the anchors' flags.
 
     The case is set up as the runner sets it up (harness.engine.cases: a catalog or program case from
@@ -100,20 +103,23 @@ def run_case(spec: CaseSpec, names: dict[str, type], executor: Executor, runner:
         if kind != "left-out":
             for anchor, oracle in anchors.ANCHORS.items():
                 flags[anchor] = oracle(out, eager, ref.out)
+        rows = None
+        if detail and kind != "left-out" and record["verdict"] in ("pass", "inaccurate"):
+            rows = measured_rows(out, ref, eager)
         result.append(Outcome(spec, name, kind, reason, record["verdict"], record["message"],
-                              record.get("max_err_over_tol"), flags))
+                              record.get("max_err_over_tol"), flags, rows))
     return result
 
 
 def collect(specs: list[CaseSpec], progress: bool = False, names: dict[str, type] | None = None,
-            label: str = "oracle-check") -> list[Outcome]:
+            label: str = "oracle-check", detail: bool = False) -> list[Outcome]:
     """Every implementation in `names` (default: the catalog's) on every spec."""
     names = implementations.register_all() if names is None else names
     executor, runner = Executor(), _Runner()
     outcomes = []
     start = time.perf_counter()
     for i, spec in enumerate(specs, 1):
-        outcomes += run_case(spec, names, executor, runner)
+        outcomes += run_case(spec, names, executor, runner, detail)
         if progress and (i % 50 == 0 or i == len(specs)):
             print(f"{label}: {i}/{len(specs)} cases, {time.perf_counter() - start:.0f} s", file=sys.stderr)
     return outcomes
@@ -181,20 +187,22 @@ BENCHMARKS = {
 }
 
 
-def _shard(task: tuple[str, bool, int, int]) -> list[Outcome]:
+def _shard(task: tuple[str, bool, int, int, bool]) -> list[Outcome]:
     """Shard k of `jobs` of one benchmark (every jobs-th case from the k-th), in this process."""
-    which, quick, k, jobs = task
+    which, quick, k, jobs, detail = task
     import torch
 
     torch.set_num_threads(1)  # small tensors: one thread is faster, and leaves the other cores free
     cases, register, label = BENCHMARKS[which]
     where = f" [{k + 1}/{jobs}]" if jobs > 1 else ""
-    return collect(cases(quick=quick)[k::jobs], progress=True, names=register(), label=label + where)
+    return collect(cases(quick=quick)[k::jobs], progress=True, names=register(), label=label + where,
+                   detail=detail)
 
 
-def run_benchmarks(which: list[str], quick: bool = False, jobs: int = 1) -> dict[str, list[Outcome]]:
+def run_benchmarks(which: list[str], quick: bool = False, jobs: int = 1,
+                   detail: bool = False) -> dict[str, list[Outcome]]:
     """Each named benchmark's outcomes in case order, its cases shared among `jobs` processes."""
-    tasks = [(w, quick, k, jobs) for w in which for k in range(jobs)]
+    tasks = [(w, quick, k, jobs, detail) for w in which for k in range(jobs)]
     # always in spawned workers: module cases are user code, imported only inside worker processes
     with multiprocessing.get_context("spawn").Pool(jobs) as pool:
         parts = pool.map(_shard, tasks, chunksize=1)
@@ -213,12 +221,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", choices=tuple(BENCHMARKS), help="run one of the two benchmarks")
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
                         help="processes to share the cases among (default: 2, or 1 on one core)")
+    parser.add_argument("--sensitivity", action="store_true",
+                        help="also tabulate each benchmark over a grid of the rule's multiplier and floor")
     args = parser.parse_args(argv)
     if args.jobs < 1:
         print("oracle-check: --jobs must be at least 1", file=sys.stderr)
         return 2
     which = [args.only] if args.only else list(BENCHMARKS)
-    results = run_benchmarks(which, quick=args.quick, jobs=args.jobs)
+    results = run_benchmarks(which, quick=args.quick, jobs=args.jobs, detail=args.sensitivity)
+    if args.sensitivity:
+        from harness.benchmark.sensitivity import table
+
+        for w, outcomes in results.items():
+            print(f"{w}: the rule over its constants (normdiff's detections and false alarms)")
+            print(table(outcomes))
+            print("")
     programs, catalog = results.get("programs"), results.get("catalog")
     if catalog is not None:
         print("The catalog's norms (harness/benchmark/implementations.py over grid.py)")

@@ -336,6 +336,32 @@ def _program_measured(err, eager_err, ref: Reference, rounding: str, n_rows: int
     return _Blame(own, eager, witnessed, floor, own > allowed, f"error beyond {C_OUT:g} ulp of {rounding}", units)
 
 
+def measured_rows(out: np.ndarray, ref: Reference, eager_out: np.ndarray | None) -> tuple | None:
+    """Per row, (the output's, eager's, the witnesses' error in the rule's units, the floor's scale) for a
+    compiled path's output the measured rule judges: a row is `inaccurate` when its error is more than
+    EAGER_MULTIPLIER x eager's and the witnesses' and more than FLOOR x the scale. None where the rule
+    does not apply (batch_norm eval, a program no witness can run, an output of another shape or dtype).
+    For the benchmark's sensitivity to the constants (harness.benchmark.sensitivity)."""
+    if tuple(out.shape) != tuple(ref.out.shape) or (eager_out is not None and eager_out.shape != out.shape):
+        return None
+    n_rows = int(ref.rows.max()) + 1 if ref.rows.size else 0
+    rounding = narrowest(ref.rounding_dtype, name_of(out.dtype))
+    err = _errors(out, ref)[0]
+    eager_err = None if eager_out is None else _errors(eager_out, ref)[0]
+    if ref.stats_rows is not None:
+        per_element, unit, acc = _terms(ref, rounding)
+        scale, witnessed = np.full(n_rows, acc), witness_units(ref)
+    elif ref.bound is not None and ref.witness_outputs is not None and ref.witness_outputs():
+        terms = _program_terms(ref, rounding, n_rows)
+        per_element, unit, scale = terms.per_element, terms.unit, np.where(terms.unbounded, 0.0, 1.0)
+        witnessed = _program_witness_units(ref, terms, n_rows)
+    else:
+        return None
+    own = _accumulation(err, per_element, unit, ref, n_rows)
+    eager = np.zeros(n_rows) if eager_err is None else _accumulation(eager_err, per_element, unit, ref, n_rows)
+    return own, eager, witnessed, scale
+
+
 def eager_row_errors(eager_out: np.ndarray, ref: Reference) -> float | None:
     """eager's max abs error over the finite elements (for the record)."""
     if tuple(eager_out.shape) != tuple(ref.out.shape):
