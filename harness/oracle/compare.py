@@ -31,7 +31,10 @@ its dtypes with float32 sums sequential, pairwise and blocked, two-pass and
 Welford), with the bound as the unit: a row is `inaccurate` when its error
 beyond C_OUT ULPs, per unit of the running bound, is more than
 EAGER_MULTIPLIER times the largest of eager's and the witnesses' and more
-than FLOOR (README, "Programs against their witnesses"). Where no witness
+than FLOOR (the bound is a sum of rounding and accumulation terms; FLOOR of
+it is at most one standard deviation of each); on a row where the bound is
+infinite somewhere, in absolute error with no floor (README, "Programs
+against their witnesses"). Where no witness
 applies (batch_norm eval; a program the witnesses cannot run), a row is
 `inaccurate` when it is over the bound and its error, in units of the bound,
 is more than EAGER_MULTIPLIER times eager's (as torch._dynamo's fp64-reference
