@@ -1,18 +1,27 @@
 # `make run` and `make test` each create .venv and install normdiff when needed.
+# EXTRAS=ray,zoo installs those optional extras of pyproject.toml too (.ci/run does).
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
-STAMP  := $(VENV)/.installed-stamp
+EXTRAS ?=
+comma  := ,
+empty  :=
+space  := $(empty) $(empty)
+extras := $(subst $(space),,$(strip $(EXTRAS)))
+# The stamp names the extras installed with it, so asking for other extras installs again.
+STAMP  := $(VENV)/.installed-stamp$(if $(extras),-$(subst $(comma),-,$(extras)))
+PACKAGE := .$(if $(extras),[$(extras)])
 OUT    ?= reports/latest
 JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
+HISTORY ?= reports/history.sqlite
 
-.PHONY: install run test nightly bench fuzz bugs baseline clean oracle-check
+.PHONY: install run test nightly nightly-zoo bench fuzz bugs baseline clean oracle-check
 
 install: $(STAMP)
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e .
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '$(PACKAGE)'
 	touch $(STAMP)
 
 # The default suite on every path; exit 1 (some verdict is not pass) still writes the reports.
@@ -26,10 +35,19 @@ test: $(STAMP)
 clean:
 	rm -rf $(VENV) reports/latest .pytest_cache
 
-# The nightly suite on every path, its reports, and the gate against the committed baseline.
+# The nightly suite on every path, its reports, and the gate against the committed baseline;
+# the night is appended to the run history $(HISTORY) (kept from night to night).
+# With the zoo extra installed (make install EXTRAS=zoo), the zoo suite too, gated against its own baseline.
 nightly: $(STAMP)
-	$(BIN)/normdiff run --suite nightly --out reports/nightly --jobs $(JOBS) --quiet || [ $$? -eq 1 ]
+	$(BIN)/normdiff run --suite nightly --out reports/nightly --jobs $(JOBS) --quiet --history $(HISTORY) || [ $$? -eq 1 ]
 	$(BIN)/normdiff gate reports/nightly/results.jsonl --baseline reports/baseline.json
+	@if $(BIN)/python -c "from harness.zoo.catalog import installed; raise SystemExit(not installed())"; then \
+	  $(MAKE) --no-print-directory nightly-zoo; fi
+
+# The zoo suite on every path (the zoo extra), gated against reports/zoo-baseline.json.
+nightly-zoo: $(STAMP)
+	$(BIN)/normdiff run --suite zoo --out reports/zoo --jobs $(JOBS) --quiet --history $(HISTORY) || [ $$? -eq 1 ]
+	$(BIN)/normdiff gate reports/zoo/results.jsonl --baseline reports/zoo-baseline.json
 
 # Naive (a process per execution) against the warm runner, side by side.
 bench: $(STAMP)
@@ -44,6 +62,9 @@ bugs: $(STAMP)
 # After `make nightly`: rewrite the baseline from its results, keeping the reasons it had.
 baseline: $(STAMP)
 	$(BIN)/normdiff gate reports/nightly/results.jsonl --baseline reports/baseline.json --update
+	if [ -f reports/zoo/results.jsonl ]; then \
+	  $(BIN)/normdiff gate reports/zoo/results.jsonl --baseline reports/zoo-baseline.json --update; \
+	fi
 
 # The oracle's own test: correct and deliberately wrong norms, scored by normdiff and the anchors' oracles.
 oracle-check: $(STAMP)

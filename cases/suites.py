@@ -210,7 +210,18 @@ def _full() -> list[dict]:
     return _extras() + _with_inputs([structure(r) for r in rows]) + _smoke() + _nearmiss()
 
 
-SUITES = {"smoke": _smoke, "nightly": _nightly, "full": _full, "nearmiss": _nearmiss}
+def _zoo() -> list[dict]:
+    """Every norm implementation of the installed transformers (DESIGN §9), as module cases: each in float32,
+    float16 and bfloat16, on a normal input and the catalog's outlier input (harness/zoo)."""
+    from harness.zoo.catalog import installed, zoo_specs
+
+    if not installed():
+        raise KeyError("the zoo needs transformers: pip install 'normdiff[zoo]'")
+    outlier = lambda dtype: next(i for i in inputs_for(dtype) if i["kind"] == "outlier")  # noqa: E731
+    return zoo_specs(inputs_for=lambda dtype: [{"kind": "normal"}, outlier(dtype)])
+
+
+SUITES = {"smoke": _smoke, "nightly": _nightly, "full": _full, "nearmiss": _nearmiss, "zoo": _zoo}
 
 
 def suite_names() -> list[str]:

@@ -1,7 +1,11 @@
 """Fixtures for every test; the shared helpers themselves live in helpers.py."""
+import os
+
 import pytest
 import zoo_library
-from helpers import normdiff
+from helpers import ROOT, normdiff
+
+HISTORY_NAME = "history.sqlite"  # harness.reports.history.HISTORY_FILE, and its -wal/-shm files
 
 
 @pytest.fixture
@@ -20,3 +24,34 @@ def tiny_library(tmp_path):
 def tiny_models(tiny_library):
     """The folder of tinylib's model folders (what `zoo list --root` points at)."""
     return tiny_library / "tinylib" / "models"
+
+
+def checkout_histories() -> dict[str, tuple[int, int]]:
+    """Every run-history file in the checkout (its top folder and reports/, at any depth), with its
+    size and modification time: a test that runs a command appends to one only in its tmp_path."""
+    found = {}
+    for folder, _, files in [(ROOT, None, os.listdir(ROOT)), *os.walk(os.path.join(ROOT, "reports"))]:
+        for name in files:
+            if name.startswith(HISTORY_NAME):
+                full = os.path.join(folder, name)
+                try:
+                    st = os.stat(full)
+                except FileNotFoundError:  # a -wal file checkpointed away meanwhile
+                    continue
+                found[full] = (st.st_size, st.st_mtime_ns)
+    return found
+
+
+@pytest.fixture(autouse=True)
+def _no_history_in_the_checkout():
+    """Fails a test after which the checkout holds a new or changed run history (one run from the
+    checkout without --out/--history writes reports/latest/history.sqlite; before issue 28 every
+    run appended to reports/history.sqlite there). Runs of `make nightly` in the same checkout at
+    the same time would trip it too."""
+    before = checkout_histories()
+    yield
+    after = checkout_histories()
+    if after != before:
+        changed = sorted(p for p in set(before) | set(after) if before.get(p) != after.get(p))
+        pytest.fail("a run history was written inside the checkout, not in the test's tmp_path: "
+                    + ", ".join(os.path.relpath(p, ROOT) for p in changed), pytrace=False)

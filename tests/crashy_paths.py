@@ -9,6 +9,7 @@ repository root must be on their sys.path (it is when run from the root).
 from __future__ import annotations
 
 import os
+import tempfile
 import time
 
 import numpy as np
@@ -53,6 +54,39 @@ class SleepPath(_Wrapped):
 
     def misbehave(self) -> None:
         time.sleep(600)
+
+
+STALL_TOKEN_MIN = 1000  # StallPath stalls on a constant input of an integer value this large or larger
+
+
+def stall_pid_file(token: int) -> str:
+    """Where StallPath writes the pid of the worker stalled on the constant input `token`."""
+    return os.path.join(tempfile.gettempdir(), f"normdiff-stall-{token}.pid")
+
+
+class StallPath(EagerPath):
+    """Eager's output, but on a constant input of an integer value >= STALL_TOKEN_MIN (a token the
+    test picks, so concurrent test runs cannot mix up their workers; a Ray actor gets no test env)
+    the worker writes its pid to stall_pid_file(token) and waits: the test kills it from outside,
+    as the OOM killer or an operator would."""
+
+    def prepare(self, spec, module, example):
+        prepared = super().prepare(spec, module, example)
+        inner = prepared.run_fn
+
+        def run_fn(x):
+            flat = np.asarray(x, dtype=np.float64).ravel()
+            token = flat[0] if flat.size else 0.0
+            if token >= STALL_TOKEN_MIN and token == int(token) and np.all(flat == token):
+                target = stall_pid_file(int(token))
+                with open(target + ".tmp", "w") as fh:
+                    fh.write(str(os.getpid()))
+                os.replace(target + ".tmp", target)  # the test never reads half a pid
+                time.sleep(600)
+            return inner(x)
+
+        prepared.run_fn = run_fn
+        return prepared
 
 
 class SlowPath(EagerPath):

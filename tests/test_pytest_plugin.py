@@ -137,3 +137,31 @@ def test_strict_xfail_fails_on_a_pass_or_another_verdict(cli, tmp_path):
     assert "XPASS(strict)" in r.stdout and "wrong on purpose" in r.stdout
     assert "inaccurate on tvm-decompose" in r.stdout and "baseline expects nonfinite" in r.stdout
     assert "normdiff repro SPEC.json --path tvm-decompose" in r.stdout
+
+
+def test_a_model_repository_gates_its_own_norm_classes(tmp_path):
+    """Module cases from a spec file: the seed's bug on the Llama norm as the user's class ships it, known in
+    the repository's baseline as a strict xfail, and the user's gated norm passing in float32 (in float16
+    RecomposeRmsNorm drops its cast back too)."""
+    llama = {"pattern": "rms_norm", "class": "user_norms:LlamaRMSNorm", "init": {"hidden_size": 32},
+             "dtype": "float16", "shape": [2, 32], "params": {"kind": "normal"}}
+    gated = {"class": "user_norms:GatedRMSNorm", "init": {"hidden_size": 32}, "dtype": "float32", "shape": [2, 32],
+             "inputs": {"gate": {"kind": "normal"}}}
+    cases = tmp_path / "norms.jsonl"
+    cases.write_text(json.dumps(llama) + "\n" + json.dumps(gated) + "\n")
+    from harness.spec import CaseSpec
+
+    spec = CaseSpec.from_dict(llama)
+    base = write_baseline(tmp_path / "baseline.json", [{
+        "case_id": spec.case_id, "path": "executorch-recompose", "verdict": "dtype_mismatch",
+        "upstream": "pytorch/executorch#24428", "reason": "RecomposeRmsNorm rebuilds on the float32 cast",
+        "case": spec.to_dict()}])
+    env_path = os.pathsep.join([os.path.join(ROOT, "tests"), os.environ.get("PYTHONPATH", "")])
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    cmd = [sys.executable, "-m", "pytest", *_plugin_args(), "-p", "no:cacheprovider", "-c", str(tmp_path / "pytest.ini"),
+           "--rootdir", str(tmp_path), "--normdiff-case", str(cases), "--normdiff-paths", "eager,executorch-recompose",
+           "--normdiff-baseline", base, "-q"]
+    r = subprocess.run(cmd, cwd=str(tmp_path), capture_output=True, text=True, timeout=900,
+                       env=dict(os.environ, PYTHONPATH=env_path))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert outcomes(r.stdout) == {"passed": 3, "xfailed": 1}

@@ -1,9 +1,11 @@
 """`normdiff history CASE_ID|FAMILY`: when an execution first failed and last passed, and under what.
 
-Reads the run history that `run` and `merge` append to (harness.reports.history).
-stdout gets one line per execution (case × path) and the library versions of
-every run it names; `--export FILE.json` writes the whole answer, replaced
-atomically. Exit 0 answered, 2 no history or nothing matching.
+Reads the run history that `run` and `merge` append to (harness.reports.history):
+--history FILE, else the default output folder's (reports/latest/history.sqlite),
+and says on stderr which file it read. stdout gets one line per execution
+(case × path) and the library versions of every run it names; `--export
+FILE.json` writes the whole answer, replaced atomically. Exit 0 answered, 2 no
+history or nothing matching.
 """
 from __future__ import annotations
 
@@ -12,7 +14,8 @@ import sys
 
 from harness.core.errors import UsageError
 from harness.core.records import json_safe, write_atomic
-from harness.reports.history import DEFAULT_HISTORY, Answer, Execution, HistoryError, lookup
+from harness.core.verdicts import DEFAULT_OUT
+from harness.reports.history import Answer, Execution, HistoryError, default_history, lookup
 
 LISTED = 20  # executions listed for a family; --export has them all
 
@@ -83,6 +86,7 @@ def cmd_history(args) -> int:
         raise UsageError(str(exc)) from None
     except OSError as exc:
         raise UsageError(f"--export: cannot write {args.export} ({exc.strerror})") from None
+    print(f"normdiff: read the run history {args.history}", file=sys.stderr)
     sys.stdout.write(render(answer, args.history))
     return 0
 
@@ -91,7 +95,8 @@ def add_command(subparsers) -> None:
     p = subparsers.add_parser("history", help="when a case or a bug family first failed and last passed")
     p.add_argument("target", metavar="CASE_ID|FAMILY",
                    help="a case_id (or its first 4+ digits), or a family: an upstream report or words of its reason")
-    p.add_argument("--history", default=DEFAULT_HISTORY, metavar="PATH",
-                   help=f"the history file (default {DEFAULT_HISTORY})")
+    p.add_argument("--history", default=default_history(DEFAULT_OUT), metavar="PATH",
+                   help=f"the history file (default {default_history(DEFAULT_OUT)}: the one a run or merge "
+                        f"into the default output folder writes)")
     p.add_argument("--export", metavar="FILE.json", help="also write the whole answer as JSON")
     p.set_defaults(func=cmd_history)

@@ -1,4 +1,10 @@
-"""`normdiff repro SPEC.json|CASE_ID|BUG-ID [--path P] [-o FILE]`: a standalone reproduction script."""
+"""`normdiff repro SPEC.json|CASE_ID|BUG-ID [--path P] [-o FILE|DIR]`: a standalone reproduction script.
+
+A script runs correctly under any name, torch.py or onnxruntime.py included:
+it takes its own folder off sys.path before its imports (harness.repro.pieces).
+`-o DIR` names it repro-CASE_ID-PATH.py, which no import statement can name.
+The file gets 0777 less the umask, as an executable written by hand would.
+"""
 from __future__ import annotations
 
 import os
@@ -17,13 +23,20 @@ def cmd_repro(args) -> int:
     if args.output in (None, "-"):
         sys.stdout.write(text)
         return 0
+    output = args.output
+    if os.path.isdir(output) or output.endswith(os.sep):
+        output = os.path.join(output, script_name(spec.case_id, path))
     try:
-        write_atomic(args.output, text)
-        os.chmod(args.output, 0o755)
+        write_atomic(output, text, mode=0o777)
     except OSError as exc:
-        raise UsageError(f"-o: cannot write {args.output} ({exc.strerror})") from None
-    print(f"normdiff: wrote {args.output}: {spec} on {path}", file=sys.stderr)
+        raise UsageError(f"-o: cannot write {output} ({exc.strerror})") from None
+    print(f"normdiff: wrote {output}: {spec} on {path}", file=sys.stderr)
     return 0
+
+
+def script_name(case_id: str, path: str) -> str:
+    """The script's file name in an `-o DIR`: hyphens make it a name no import can shadow or mean."""
+    return f"repro-{case_id}-{path}.py"
 
 
 def add_command(subparsers) -> None:
@@ -32,7 +45,7 @@ def add_command(subparsers) -> None:
     p.add_argument("target", metavar="SPEC.json|CASE_ID|BUG-ID",
                    help="a spec file, a case_id from the results, or a catalog bug id")
     p.add_argument("--path", help="the path to reproduce on (default: the bug's, or the case's failing path)")
-    p.add_argument("-o", "--output", metavar="FILE", help="write the script here (default: stdout)")
+    p.add_argument("-o", "--output", metavar="FILE", help="write the script here; into a folder as repro-CASE_ID-PATH.py (default: stdout)")
     p.add_argument("--results", default=DEFAULT_RESULTS,
                    help=f"results to look a CASE_ID up in (default {DEFAULT_RESULTS})")
     p.set_defaults(func=cmd_repro)

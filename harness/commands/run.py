@@ -3,8 +3,10 @@
 A run holds the lock on its output folder from the first check to the last
 report (a second run into it exits 2 naming the pid that writes it); merge
 takes the same lock. Both append what they end with to the run history
-(reports/history.sqlite unless --history PATH or --no-history): results.jsonl
-stays the primary output, and a history that cannot be written is a warning.
+(OUT/history.sqlite unless --history PATH or --no-history, so a run from any
+folder writes nothing outside OUT and the artifact cache), and report.html's
+pass rates read that same file: results.jsonl stays the primary output, and a
+history that cannot be written is a warning.
 """
 from __future__ import annotations
 
@@ -25,16 +27,18 @@ from harness.engine.procs import RunnerError, default_max_memory_gb
 from harness.engine.run import run
 from harness.oracle.twins import program_twin
 from harness.reports import baseline as gate
-from harness.reports.history import DEFAULT_HISTORY, HistoryError, append, pass_rates
+from harness.reports.history import HISTORY_FILE, HistoryError, append, default_history, pass_rates
 from harness.reports.write import write_reports
 
 
 def _history_arg(args) -> str | None:
+    """The history file this run or merge appends to: --history, else the one in its --out folder."""
     if args.no_history:
         return None
-    if os.path.isdir(args.history):
-        raise UsageError(f"--history: {args.history} is a folder, not a history file")
-    return args.history
+    history = args.history or default_history(args.out)
+    if os.path.isdir(history):
+        raise UsageError(f"--history: {history} is a folder, not a history file")
+    return history
 
 
 def cmd_run(args) -> int:
@@ -170,8 +174,8 @@ def cmd_merge(args) -> int:
 
 
 def _history_options(p) -> None:
-    p.add_argument("--history", default=DEFAULT_HISTORY, metavar="PATH",
-                   help=f"append the records to this run history (default {DEFAULT_HISTORY})")
+    p.add_argument("--history", metavar="PATH",
+                   help=f"append the records to this run history (default OUT/{HISTORY_FILE}, in the --out folder)")
     p.add_argument("--no-history", action="store_true", help="do not record the run in the history")
 
 

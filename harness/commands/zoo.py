@@ -1,9 +1,10 @@
 """`normdiff zoo list`: every norm implementation of a model library, with its status, and the blocks set aside.
 
-The listing is read from the library's sources (harness/zoo: nothing is imported). `--probe` builds,
-runs and exports each implementation in child processes and says, per implementation, whether every
-dtype exported and, if not, the first failure's reason. Without transformers installed (and no
-`--root`), it says how to install the extra and exits 2.
+The listing is read from the library's sources (harness/zoo: nothing is imported in this process); each
+implementation's spec is then built, exported and lifted on the runner's workers in every dtype
+(harness/zoo/resolve.py), and its line says how far it got and, if not all the way, the first reason.
+`--source-only` lists from the sources alone. Without transformers installed (and no `--root`), it says
+how to install the extra and exits 2.
 """
 from __future__ import annotations
 
@@ -42,17 +43,19 @@ def _dtypes(text: str) -> tuple[str, ...]:
 
 
 def row_status(results: dict, dtypes) -> tuple[str, str]:
-    """(exported | partial | built | failed | no spec, the first failure as `dtype stage: reason`)."""
+    """(lifted | partial | exported | built | failed | no spec, the first shortfall as `dtype stage: reason`)."""
+    from harness.zoo.resolve import STATUSES
+
     statuses = [results[d]["status"] for d in dtypes]
-    bad = [(d, results[d]) for d in dtypes if results[d]["status"] != "exported"]
+    bad = [(d, results[d]) for d in dtypes if results[d]["status"] != "lifted"]
     reason = f"{bad[0][0]} {bad[0][1].get('stage', '')}: {bad[0][1].get('reason', '')}" if bad else ""
-    if all(s == "exported" for s in statuses):
-        return "exported", ""
+    if not bad:
+        return "lifted", ""
     if "no spec" in statuses:
         return "no spec", bad[0][1].get("reason", "")
-    if any(s == "exported" for s in statuses):
+    if "lifted" in statuses:
         return "partial", reason
-    return ("built" if any(s == "built" for s in statuses) else "failed"), reason
+    return min(statuses, key=STATUSES.index), reason
 
 
 def _describe(entry) -> str:
@@ -101,9 +104,9 @@ def totals(zoo, rows, dtypes) -> str:
     if rows is not None:
         per = []
         for d in dtypes:
-            exported = sum(1 for r in rows if r["results"][d]["status"] == "exported")
-            per.append(f"{d} {exported}/{len(rows)}")
-        line += "; exported: " + ", ".join(per)
+            lifted = sum(1 for r in rows if r["results"][d]["status"] == "lifted")
+            per.append(f"{d} {lifted}/{len(rows)}")
+        line += "; built, exported and lifted: " + ", ".join(per)
     return line
 
 
@@ -118,15 +121,15 @@ def cmd_list(args) -> int:
         if unknown:
             raise UsageError(f"--only: no implementation named {', '.join(sorted(unknown))}")
     rows = None
-    if args.probe:
-        from harness.zoo.probe import probe_zoo
+    if not args.source_only:
+        from harness.zoo.resolve import resolve_zoo
 
         def progress(rec):
-            print(f"zoo probe: {rec['class'].rpartition(':')[2]} {rec['dtype']}: {rec['status']}"
+            print(f"zoo: {rec['class'].rpartition(':')[2]} {rec['dtype']}: {rec['status']}"
                   + (f" ({rec['stage']}: {rec['reason']})" if rec.get("reason") else ""), file=sys.stderr)
 
-        rows = probe_zoo(zoo, dtypes=dtypes, jobs=args.jobs, timeout=args.timeout, names=only,
-                         on_record=None if args.quiet else progress)
+        rows = resolve_zoo(zoo, dtypes=dtypes, jobs=args.jobs, timeout=args.timeout, names=only,
+                           on_record=None if args.quiet else progress)
     if only:
         from dataclasses import replace
 
@@ -139,14 +142,14 @@ def cmd_list(args) -> int:
 
 def write_json(path: str, zoo, rows, dtypes) -> None:
     from harness.zoo.language import outside
-    from harness.zoo.probe import summary
+    from harness.zoo.resolve import summary
 
     data = {"zoo": zoo.to_dict(), "dtypes": list(dtypes)}
     if rows is not None:
         for r in rows:
             ops = sorted({o for d in dtypes for o in r["results"][d].get("ops", [])})
             r["ops"], r["outside"] = ops, outside(ops)
-        data["probe"], data["summary"] = rows, summary(rows, dtypes)
+        data["builds"], data["summary"] = rows, summary(rows, dtypes)
     with open(path, "w", encoding="utf-8") as fh:
         json.dump(data, fh, indent=1)
         fh.write("\n")
@@ -161,11 +164,12 @@ def add_command(subparsers) -> None:
     where.add_argument("--package", help="an installed package whose models/ (or own folder) holds the files "
                                          "(default: transformers)")
     ls.add_argument("--glob", default="modeling_*.py", help="the file names to read (default: modeling_*.py)")
-    ls.add_argument("--probe", action="store_true", help="build, run and export each implementation in child processes")
-    ls.add_argument("--dtypes", default="float32,float16,bfloat16", help="the dtypes --probe tries")
-    ls.add_argument("--only", help="comma-separated implementation names (representatives) to list or probe")
-    ls.add_argument("--jobs", type=int, default=2, help="probe child processes (default 2)")
-    ls.add_argument("--timeout", type=float, default=180.0, help="seconds per probe task (default 180)")
-    ls.add_argument("--json", help="also write the listing (and the probe's records, ops) to this JSON file")
-    ls.add_argument("--quiet", action="store_true", help="no probe progress on stderr")
+    ls.add_argument("--source-only", action="store_true",
+                    help="list from the sources alone: do not build, export and lift each implementation")
+    ls.add_argument("--dtypes", default="float32,float16,bfloat16", help="the dtypes each is built in")
+    ls.add_argument("--only", help="comma-separated implementation names (representatives) to list")
+    ls.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
+    ls.add_argument("--timeout", type=float, default=180.0, help="seconds per implementation and dtype (default 180)")
+    ls.add_argument("--json", help="also write the listing (and each build's record, ops) to this JSON file")
+    ls.add_argument("--quiet", action="store_true", help="no progress on stderr")
     ls.set_defaults(func=cmd_list)

@@ -9,7 +9,7 @@ import contextlib
 import json
 import math
 import os
-import tempfile
+import secrets
 from typing import Any, Iterable, Iterator
 
 
@@ -34,14 +34,35 @@ def one_line(text: str, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def write_atomic(path: str, text: str) -> str:
+TMP_PREFIX = ".tmp-"  # a file being written, renamed into place when whole (cleaners skip or reap these)
+
+
+def temporary_file(folder: str, name: str = "", mode: int = 0o666) -> tuple[int, str]:
+    """A new file in `folder` (named after `name`), open for writing, with `mode` less the umask.
+
+    The kernel applies the umask as it does for open(), so nothing reads or
+    changes the process-wide umask (tempfile.mkstemp would give 0600 instead).
+    """
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+    for _ in range(100):
+        tmp = os.path.join(folder, TMP_PREFIX + secrets.token_hex(6) + (f"-{name}" if name else ""))
+        try:
+            return os.open(tmp, flags, mode), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary file name in {folder}")
+
+
+def write_atomic(path: str, text: str, mode: int = 0o666) -> str:
     """Write `text` to `path` through a temporary file renamed into place.
 
     A kill or a full disk mid-write leaves the old file whole, never a torn one.
+    The file's mode is `mode` less the umask, as a plain open() would give it
+    (0644 under umask 022), so reports stay readable on a shared folder.
     """
     folder = os.path.dirname(os.path.abspath(path))
     os.makedirs(folder, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix="-" + os.path.basename(path), dir=folder)
+    fd, tmp = temporary_file(folder, os.path.basename(path), mode)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)

@@ -27,17 +27,16 @@ import json
 import os
 import platform
 import sys
-import tempfile
 import time
 from dataclasses import dataclass, field
 
 from harness.core.errors import UsageError
+from harness.core.records import TMP_PREFIX, temporary_file
 
 ENTRY_FORMAT = 1  # the layout of an entry file; a change makes every old entry a miss
 MAGIC = b"normdiff-artifact\n"
 DEFAULT_MAX_GB = 5.0
 MAX_GB_ENV = "NORMDIFF_CACHE_MAX_GB"
-TMP_PREFIX = ".tmp-"
 RESCAN_WRITES = 16  # the folder is measured again after this many writes (others write too)
 STALE_TMP_SECONDS = 3600.0  # a temporary file this old was left by a killed writer
 # Harness modules every artifact depends on besides its path's own: how the
@@ -172,8 +171,12 @@ class ArtifactCache:
             }
         return self._parts[path.name]
 
-    def key(self, path, spec) -> str:
+    def key(self, path, spec, salt: str = "") -> str:
+        """The entry of `path` for `spec`'s structure; `salt` is what else the artifact depends on (a module
+        case's code and values: its class is the user's, edited between runs)."""
         parts = {**self.key_parts(path), "structure": path.structure_key(spec)}
+        if salt:
+            parts["module"] = salt
         return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
     def file_of(self, key: str) -> str:
@@ -217,7 +220,7 @@ class ArtifactCache:
         target = self.file_of(key)
         try:
             os.makedirs(os.path.dirname(target), exist_ok=True)
-            fd, tmp = tempfile.mkstemp(prefix=TMP_PREFIX, dir=os.path.dirname(target))
+            fd, tmp = temporary_file(os.path.dirname(target))  # 0666 less the umask, as open()
         except OSError:
             return False
         try:

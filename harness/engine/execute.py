@@ -78,20 +78,21 @@ class Executor:
             return (*self._prepared[key][:1], True, 0.0, self._prepared[key][1])
         self.misses += 1
         start = time.perf_counter()
-        prepared, origin = self._from_disk(path, spec)
+        salt = setup.module_case.digest if setup.module_case is not None else ""
+        prepared, origin = self._from_disk(path, spec, salt)
         if prepared is None:
             prepared = self._build(path, spec, setup)
-            origin = self._store(path, spec, prepared) if origin == "miss" else origin
+            origin = self._store(path, spec, prepared, salt) if origin == "miss" else origin
         self._prepared[key] = (prepared, origin)
         return prepared, False, time.perf_counter() - start, origin
 
-    def _from_disk(self, path, spec: CaseSpec) -> tuple[Prepared | None, str]:
+    def _from_disk(self, path, spec: CaseSpec, salt: str = "") -> tuple[Prepared | None, str]:
         """The cached artifact restored, or None and what the cache status will be."""
         if self.cache is None:
             return None, "off"
         if not cacheable(path):
             return None, "unsupported"
-        ckey = self.cache.key(path, spec)
+        ckey = self.cache.key(path, spec, salt)
         entry = self.cache.get(ckey)
         if entry is None:
             return None, "miss"
@@ -103,7 +104,7 @@ class Executor:
         prepared.facts = dict(entry.facts)
         return prepared, "hit"
 
-    def _store(self, path, spec: CaseSpec, prepared: Prepared | Exception) -> str:
+    def _store(self, path, spec: CaseSpec, prepared: Prepared | Exception, salt: str = "") -> str:
         """Put what was built into the cache: "miss", or "unsupported" if the path could not serialise it."""
         if isinstance(prepared, Exception):
             return "miss"  # failures are rebuilt every time: they may come from the moment
@@ -114,7 +115,7 @@ class Executor:
             data = None
         if data is None:
             return "unsupported"
-        self.cache.put(self.cache.key(path, spec), path.name, data, facts)
+        self.cache.put(self.cache.key(path, spec, salt), path.name, data, facts)
         return "miss"
 
     def _build(self, path, spec: CaseSpec, setup) -> Prepared | Exception:

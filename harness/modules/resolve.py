@@ -90,6 +90,18 @@ class ModuleCase:
         self.names = names  # state name -> program name
         self.program = parse(resolved.source, case=resolved.program_case(spec))
         self.case = resolved.program_case(spec)
+        self.digest = self._digest()
+
+    def _digest(self) -> str:
+        """What a compiled artifact of this module depends on beyond its spec: the graph it computes (the
+        lifted program) and every floating value it holds (a constructor's init the user edits)."""
+        import hashlib
+
+        h = hashlib.sha256(self.resolved.source.encode())
+        for name, tensor in state.floating_state(self.module).items():
+            h.update(name.encode())
+            h.update(np.ascontiguousarray(state.to_numpy(tensor)).tobytes())
+        return h.hexdigest()
 
     def build(self):
         """A fresh module for one path: built again (deterministically) with this case's parameters."""

@@ -24,7 +24,14 @@ from harness.reports.baseline import case_label
 from harness.reports.families import family_label, family_of
 from harness.reports.known import Known
 
-DEFAULT_HISTORY = os.path.join("reports", "history.sqlite")
+HISTORY_FILE = "history.sqlite"  # the default history's name: in the output folder of the runs it records
+
+
+def default_history(out_dir: str) -> str:
+    """The history a run or merge into `out_dir` appends to unless told otherwise: one in that folder,
+    so a run leaves nothing outside its output folder (and the artifact cache)."""
+    return os.path.join(out_dir, HISTORY_FILE)
+
 SCHEMA_VERSION = "1"
 BUSY_TIMEOUT_S = 60.0
 
@@ -74,7 +81,8 @@ def _transaction(con: sqlite3.Connection, path: str):
 def connect(path: str, create: bool = True) -> sqlite3.Connection:
     """A connection to the history at `path` (created with its schema when `create`); HistoryError if unusable."""
     if not create and not os.path.isfile(path):
-        raise HistoryError(f"{path}: no run history there (run or merge record one; see --history)")
+        raise HistoryError(f"{path}: no run history there (run and merge record one in their --out folder, "
+                           f"or in --history FILE)")
     if os.path.isdir(path):
         raise HistoryError(f"{path} is a folder, not a history file")
     try:

@@ -16,6 +16,7 @@ from harness.core.verdicts import VERDICTS, Status
 from harness.reports import baseline as gate
 from harness.reports.failure_table import failure_table
 from harness.reports.families import Family, elements, families
+from harness.reports.zoo_view import zoo_html
 from harness.reports.known import (
     Known,
     counts_failing,
@@ -114,6 +115,7 @@ def report_html(records: list[dict], title: str = "normdiff results", *, out_dir
         c = Counter(r["verdict"] for r in records if r["path"] == p)
         parts.append(f"<tr><td>{e(p)}</td>" + "".join(f"<td>{c[v] or ''}</td>" for v in VERDICTS) + "</tr>")
     parts.append("</table>")
+    parts.append(zoo_html(records, paths))
     parts.append("<h2>Pass rate per path over the recorded runs</h2>" + pass_rate_table(history, paths))
 
     if records:

@@ -8,6 +8,7 @@ from harness.attribution.describe import family_stage_text, first_stage_text
 from harness.core.verdicts import VERDICTS, Status, Verdict
 from harness.reports import baseline as gate
 from harness.reports.baseline import case_label
+from harness.reports.zoo_view import zoo_markdown
 from harness.reports.families import elements, families, family_label, family_of
 from harness.reports.known import (
     FAILING_LISTED,
@@ -68,6 +69,8 @@ def summary_markdown(records: list[dict], title: str = "normdiff results", *, ou
             other = ", ".join(f"{n} {v}" for v, n in sorted(c.items()) if v != Verdict.PASS)
             row.append(f"{c['pass']}/{total}" + (f" ({other})" if other else ""))
         lines.append(f"| {pattern} | {dtype} | " + " | ".join(row) + " |")
+
+    lines += zoo_markdown(records, paths)
 
     groups = families(records, known)
     lines += ["", f"## Failures by family ({len(groups)} families)", ""]

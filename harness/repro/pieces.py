@@ -21,11 +21,20 @@ $body
 """
 '''
 
+# First of all, the script's own folder leaves sys.path (Python puts it first): saved as
+# torch.py, tvm.py or onnxruntime.py, the script would otherwise import itself instead of
+# the library, and so would any sibling file named like one. os and sys are already loaded.
 IMPORTS = '''\
+import os
+import sys
+
+if "__file__" in globals():  # this file's folder off sys.path: the script must not import itself
+    _here = os.path.dirname(os.path.realpath(__file__))
+    sys.path[:] = [p for p in sys.path if os.path.realpath(p or os.curdir) != _here]
+
 import hashlib
 import importlib.metadata
 import platform
-import sys
 import traceback
 
 import ml_dtypes

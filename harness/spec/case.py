@@ -209,7 +209,7 @@ class CaseSpec:
     @property
     def inputs_dict(self) -> dict[str, dict[str, Any]]:
         """The extra inputs a program reads: name -> input object."""
-        return {name: dict(kind) for name, kind in self.inputs}
+        return {name: {k: list(v) if k == "shape" else v for k, v in kind} for name, kind in self.inputs}
 
     @property
     def param_shapes_dict(self) -> dict[str, tuple[int, ...]]:

@@ -1,7 +1,7 @@
 """The zoo (DESIGN §9): every norm class of a model library's modeling files, grouped by implementation
 and synthesized into module specs (§8), all read from the sources with `ast`: nothing here imports the
-library. Building and exporting happen only in worker processes (harness/zoo/probe.py).
+library. Building, exporting and lifting happen only in the runner's workers (harness/zoo/resolve.py).
 
 corpus (files, imports) -> classes (bases, methods) -> classify (norms, blocks) -> group (implementations)
--> configs, synth (specs) -> catalog (the zoo, cached) ; probe (child processes) checks the specs build.
+-> configs, synth (specs) -> catalog (the zoo, cached) ; resolve (the workers) builds, exports and lifts them.
 """

@@ -155,3 +155,18 @@ def zoo_specs(dtypes=DTYPES, inputs_for=default_inputs, root: str | None = None,
     with a spec, in every dtype, with each input object `inputs_for(dtype)` gives (default: a normal draw
     and the catalog's outlier). Raises corpus.CorpusError when the library is not installed."""
     return load_zoo(root=root, package=package).specs(dtypes, inputs_for)
+
+
+def members_of(cls: str) -> tuple[str, ...] | None:
+    """Every class of the installed transformers sharing `cls`'s implementation (None: not a zoo class, or no
+    transformers). Read from the sources, cached: reports call it per class."""
+    if not installed():
+        return None
+    try:
+        zoo = load_zoo()
+    except corpus_mod.CorpusError:
+        return None
+    for e in zoo.entries:
+        if cls == e.representative or cls in e.members:
+            return e.members
+    return None

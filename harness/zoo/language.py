@@ -1,25 +1,12 @@
-"""Which ATen ops of an exported norm the program language of DESIGN §7 expresses today.
+"""Which ATen ops of an exported norm the lifter writes in the program language (the op table's, DESIGN §7).
 
-This is the zoo's reading of §7 by ATen name, kept here only to report what the lifter and the
-language must still cover (the probe's `outside`); when the op table of issue 23 (one entry per op,
-with its ATen names, in harness/program/) lands, it replaces this module.
+The zoo reports, per implementation, the ops of its graph the language does not hold
+(`outside`): the lifter's handlers (harness/modules/lift_ops.py, read from the op table
+harness/program/ops.py) are the one definition of what it holds.
 """
 from __future__ import annotations
 
-# §7's operators, functions and methods, by the ATen packet torch.export gives for them.
-EXPRESSED = frozenset({
-    "add", "sub", "rsub", "mul", "div", "pow", "neg",  # + - * / ** and unary -
-    "rsqrt", "sqrt", "abs", "square", "reciprocal",  # torch.rsqrt sqrt abs square reciprocal
-    "mean", "sum", "var",  # reductions (DIM an int or a list; keepdim; correction)
-    "layer_norm", "native_layer_norm", "rms_norm", "_fused_rms_norm", "group_norm", "native_group_norm",
-    "to", "_to_copy", "type_as",  # .float() .half() .bfloat16() .to(DTYPE) .type_as(T)
-    "contiguous", "clone",  # .to(memory_format=torch.contiguous_format)
-})
-# What export adds that is not a computation: metadata checks, aliases, symbolic sizes.
-BOOKKEEPING = frozenset({
-    "_assert_tensor_metadata", "_assert_scalar", "sym_size", "sym_constrain_range_for_size", "alias",
-    "detach", "lift_fresh_copy",
-})
+from harness.modules.lift_ops import HANDLERS, SKIP
 
 
 def packet(op: str) -> str:
@@ -31,5 +18,5 @@ def packet(op: str) -> str:
 
 
 def outside(ops) -> list[str]:
-    """The ops (full names) of `ops` that the language does not express, bookkeeping left out."""
-    return sorted(o for o in ops if packet(o) not in EXPRESSED and packet(o) not in BOOKKEEPING)
+    """The ops (full names) of `ops` that the language does not express, export's bookkeeping left out."""
+    return sorted(o for o in ops if packet(o) not in HANDLERS and packet(o) not in SKIP)

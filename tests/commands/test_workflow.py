@@ -69,7 +69,7 @@ def normdiff_calls():
 def test_every_normdiff_call_in_the_workflow_parses():
     calls = normdiff_calls()
     commands = [c[0] for c in calls]
-    assert commands.count("run") == 2 and "merge" in commands and commands.count("gate") == 2
+    assert commands.count("run") == 3 and "merge" in commands and commands.count("gate") == 3  # pr, nightly, zoo
     parser = build_parser()
     for argv in calls:
         args = parser.parse_args(argv)  # a UsageError (an option renamed, removed) fails the test
@@ -79,3 +79,12 @@ def test_every_normdiff_call_in_the_workflow_parses():
     assert len(pr_gate) == 1  # the pull-request job judges only what it ran
     shards = [c for c in calls if c[0] == "run" and "--shard" in c]
     assert shards and all("--no-history" in c for c in shards)  # the merge records the night once
+    # every run and merge names its history: none falls back to a default place by accident
+    for argv in calls:
+        if argv[0] in ("run", "merge"):
+            assert "--history" in argv or "--no-history" in argv, argv
+    (merge,) = [parser.parse_args(c) for c in calls if c[0] == "merge"]
+    doc = yaml.safe_load(open(WORKFLOW, encoding="utf-8"))
+    kept = [step["with"]["path"] for job in doc["jobs"].values() for step in job["steps"]
+            if step.get("uses", "").startswith(("actions/cache/restore@", "actions/cache/save@"))]
+    assert kept and set(kept) == {merge.history}  # the history the night appends to travels in the cache

@@ -23,7 +23,7 @@ def test_without_transformers_it_says_how_to_install_in_one_line():
 
 
 def test_without_transformers_a_folder_of_modeling_files_is_still_listed(tiny_models):
-    r = _without_transformers("zoo", "list", "--root", str(tiny_models))
+    r = _without_transformers("zoo", "list", "--root", str(tiny_models), "--source-only")
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert any(ln.split()[:3] == ["AlphaRMSNorm", "3", "spec"] for ln in lines)
@@ -45,25 +45,25 @@ def test_bad_usage_is_one_line_and_exit_2(cli, args, words):
     assert len(r.stderr.strip().splitlines()) == 1 and words in r.stderr
 
 
-def test_zoo_list_probe_on_a_folder_writes_json(cli, tiny_models, tmp_path):
+def test_zoo_list_on_a_folder_builds_exports_and_lifts_and_writes_json(cli, tiny_models, tmp_path):
     out = tmp_path / "zoo.json"
-    r = cli("zoo", "list", "--root", str(tiny_models), "--probe", "--only", "AlphaRMSNorm,AlphaGatedRMSNorm",
+    r = cli("zoo", "list", "--root", str(tiny_models), "--only", "AlphaRMSNorm,AlphaGatedRMSNorm",
             "--dtypes", "float32,bfloat16", "--json", str(out), "--quiet",
             env={"PYTHONPATH": f"{tiny_models.parent.parent}:{ROOT}"})
     assert r.returncode == 0, r.stderr
     rows = [ln.split()[:3] for ln in r.stdout.splitlines()[1:3]]
-    assert rows == [["AlphaGatedRMSNorm", "1", "exported"], ["AlphaRMSNorm", "3", "exported"]]
-    assert "exported: float32 2/2, bfloat16 2/2" in r.stdout
+    assert rows == [["AlphaGatedRMSNorm", "1", "lifted"], ["AlphaRMSNorm", "3", "lifted"]]
+    assert "built, exported and lifted: float32 2/2, bfloat16 2/2" in r.stdout
     import json
 
     data = json.loads(out.read_text())
-    gated = next(p for p in data["probe"] if p["representative"].endswith(":AlphaGatedRMSNorm"))
-    assert "aten.silu.default" in gated["outside"] and "aten.rsqrt.default" in gated["ops"]
+    gated = next(p for p in data["builds"] if p["representative"].endswith(":AlphaGatedRMSNorm"))
+    assert gated["outside"] == [] and "aten.silu.default" in gated["ops"] and "aten.rsqrt.default" in gated["ops"]
 
 
 def test_zoo_list_on_transformers(cli):
     pytest.importorskip("transformers", reason="the zoo reads transformers: pip install 'normdiff[zoo]'")
-    r = cli("zoo", "list")
+    r = cli("zoo", "list", "--source-only")
     assert r.returncode == 0, r.stderr
     llama = next(ln for ln in r.stdout.splitlines() if ln.startswith("LlamaRMSNorm "))
     assert int(llama.split()[1]) > 100 and llama.split()[2] == "spec"

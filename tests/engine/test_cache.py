@@ -41,6 +41,16 @@ def test_an_entry_reads_back_with_its_facts(tmp_path):
     assert cache.stats.hits == 1 and cache.stats.misses == 1
 
 
+def test_an_entry_file_gets_the_mode_open_would_give_it(tmp_path):
+    """0644 under umask 022 (mkstemp made it 0600): a cache folder shared by a team stays readable."""
+    put = ("import sys; from harness.engine.cache import ArtifactCache; "
+           f"assert ArtifactCache(sys.argv[1]).put({key(1)!r}, 'tvm', b'x', {{}})")
+    subprocess.run([sys.executable, "-c", put, str(tmp_path)], cwd=ROOT, umask=0o022, check=True, timeout=120,
+                   env=dict(os.environ, PYTHONPATH=ROOT))
+    cache = ArtifactCache(str(tmp_path))
+    assert os.stat(cache.file_of(key(1))).st_mode & 0o777 == 0o644 and cache.get(key(1)).data == b"x"
+
+
 @pytest.mark.parametrize("damage", ["truncated", "flipped", "empty", "no_header", "other_format", "other_key"])
 def test_a_corrupt_partial_or_foreign_entry_is_dropped_not_trusted(tmp_path, damage):
     cache = ArtifactCache(str(tmp_path))

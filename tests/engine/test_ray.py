@@ -1,26 +1,36 @@
 """`run --executor ray` on a local Ray with 2 CPUs: the forkserver's verdicts, a dead actor is one
-`crash` record, a hung one a `timeout`, shards and --resume as with the forkserver.
+`crash` record (whether it aborts or is killed from outside), a hung one a `timeout`, shards and
+--resume as with the forkserver.
 
 Ray is an optional extra: without it these tests are skipped (but the one-line
-refusal of `--executor ray` is tested either way).
+refusal of `--executor ray` is tested either way), unless NORMDIFF_REQUIRE_RAY=1
+(.ci/run sets it): then a missing Ray fails them.
 """
 import importlib.util
 import json
 import os
+import random
+import signal
+import threading
+import time
 from collections import Counter
 
 import pytest
 
+from crashy_paths import STALL_TOKEN_MIN, stall_pid_file
 from harness.core.records import read_results
 from harness.spec import CaseSpec
 from harness.engine.run import run
 from helpers import ROOT
 
 HAS_RAY = importlib.util.find_spec("ray") is not None
-needs_ray = pytest.mark.skipif(not HAS_RAY, reason="ray is not installed (pip install 'normdiff[ray]')")
+REQUIRE_RAY = os.environ.get("NORMDIFF_REQUIRE_RAY") == "1"
+needs_ray = pytest.mark.skipif(not HAS_RAY and not REQUIRE_RAY,
+                               reason="ray is not installed (pip install 'normdiff[ray]')")
 pytestmark = pytest.mark.xdist_group("ray")  # one local Ray at a time on 2 cores
 
-EXTRA = "abort=tests.crashy_paths:AbortPath,sleep=tests.crashy_paths:SleepPath"
+EXTRA = ("abort=tests.crashy_paths:AbortPath,sleep=tests.crashy_paths:SleepPath,"
+         "stall=tests.crashy_paths:StallPath")
 TRIGGER = {"kind": "constant", "value": 7.0}  # tests.crashy_paths.TRIGGER
 SCHEDULING = {"seconds", "prepare_seconds", "run_seconds", "attribution_seconds", "cache_hit", "artifact_cache",
               "ray_node"}
@@ -39,6 +49,8 @@ def strip(records):
 def local_ray():
     """One local Ray with 2 CPUs for the module (RayRunner joins it and leaves it running)."""
     if not HAS_RAY:
+        if REQUIRE_RAY:
+            pytest.fail("NORMDIFF_REQUIRE_RAY=1 but ray is not installed (make install EXTRAS=ray)")
         pytest.skip("ray is not installed (pip install 'normdiff[ray]')")
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
     import ray
@@ -92,6 +104,50 @@ def test_a_dead_actor_is_one_crash_and_a_hung_one_a_timeout(local_ray, tmp_path,
     crash = next(r for r in records if r["verdict"] == "crash")
     assert crash["case"]["input"] == TRIGGER and "Ray actor died" in crash["message"]
     assert len({(r["case_id"], r["path"]) for r in records}) == len(records) == 12
+
+
+def _kill_when_stalled(token: int, killed: list, deadline_s: float = 120.0) -> None:
+    """SIGKILL the worker that StallPath says it is stalled in, as soon as it says so."""
+    target = stall_pid_file(token)
+    deadline = time.monotonic() + deadline_s
+    while time.monotonic() < deadline:
+        if os.path.exists(target):
+            pid = int(open(target).read())
+            os.remove(target)
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+            return
+        time.sleep(0.05)
+
+
+@needs_ray
+def test_an_actor_killed_from_outside_mid_run_is_one_crash_and_the_rest_intact(local_ray, tmp_path, monkeypatch):
+    monkeypatch.setenv("NORMDIFF_EXTRA_PATHS", EXTRA)
+    monkeypatch.syspath_prepend(ROOT)
+    token = random.randrange(STALL_TOKEN_MIN, 10 * STALL_TOKEN_MIN)  # this test's own trigger value
+    stalled = {"kind": "constant", "value": float(token)}
+    inputs = ({"kind": "normal"}, stalled, {"kind": "uniform", "low": 0, "high": 1}, {"kind": "normal", "std": 3})
+    specs = [CaseSpec.from_dict(ln(seed=0, input=i)) for i in inputs]
+    killed: list[int] = []
+    killer = threading.Thread(target=_kill_when_stalled, args=(token, killed), daemon=True)
+    killer.start()
+    try:
+        records = run(specs, ["stall", "eager"], str(tmp_path), jobs=2, timeout=120,
+                      progress=False, executor="ray")
+    finally:
+        killer.join(timeout=1)
+        if os.path.exists(stall_pid_file(token)):
+            os.remove(stall_pid_file(token))
+    assert len(killed) == 1, "the stalled actor never reported its pid"
+    with pytest.raises(ProcessLookupError):
+        os.kill(killed[0], 0)  # it really is gone
+    got = Counter((r["path"], r["verdict"]) for r in records)
+    assert got == Counter({("stall", "pass"): 3, ("stall", "crash"): 1, ("eager", "pass"): 4})
+    (crash,) = [r for r in records if r["verdict"] == "crash"]
+    assert crash["case"]["input"] == stalled and "Ray actor died" in crash["message"]
+    assert crash["seconds"] < 120  # the death was seen, not waited out as a timeout
+    assert len({(r["case_id"], r["path"]) for r in records}) == len(records) == 8
+    assert read_results(str(tmp_path / "results.jsonl")) == records  # every record written once
 
 
 @needs_ray

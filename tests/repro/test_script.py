@@ -32,7 +32,7 @@ from harness.spec import INPUT_KINDS, CaseSpec
 from harness.core.tensors import to_torch
 from helpers import ROOT
 
-STANDARD = {"base64", "hashlib", "importlib", "platform", "sys", "tempfile", "traceback"}
+STANDARD = {"base64", "hashlib", "importlib", "os", "platform", "sys", "tempfile", "traceback"}
 # A distribution's import name where the two differ.
 IMPORT_NAMES = {"apache-tvm": "tvm"}
 
@@ -271,6 +271,41 @@ def test_script_of_a_compile_error_exits_1_with_the_error(cli, tmp_path):
     assert run.returncode == 1
     assert "only support float32 and float16" in run.stdout + run.stderr
     assert "FAIL: tvm raised" in run.stdout
+
+
+SHADOWING = {"onnxruntime.py": "onnxruntime", "torch.py": "eager", "tvm.py": "tvm"}  # file name: path
+
+
+@pytest.mark.slow
+def test_a_script_named_after_the_library_it_imports_runs_as_any_other(cli, tmp_path):
+    """onnxruntime.py, torch.py and tvm.py side by side: each imports the real library, not itself
+    nor its siblings (Python puts the script's folder first on sys.path; the script takes it off)."""
+    seed_file = os.path.join(ROOT, "cases", "seeds", "tvm-20909.json")
+    for name, path in SHADOWING.items():
+        assert cli("repro", seed_file, "--path", path, "-o", str(tmp_path / name)).returncode == 0
+    for name, path in SHADOWING.items():
+        run = _run_script(tmp_path / name)
+        text = run.stdout + run.stderr
+        assert "partially initialized" not in text and "has no attribute" not in text, text[-3000:]
+        assert "ImportError" not in text and "ModuleNotFoundError" not in text, text[-3000:]
+        verdict = run.stdout.strip().splitlines()[-1]  # the script's own verdict on the finding
+        assert (run.returncode, verdict.split(":")[0]) in ((0, "OK"), (1, "FAIL")), text[-3000:]
+        assert f"path: {path}:" in run.stdout
+    assert sorted(os.listdir(tmp_path)) == sorted(SHADOWING)  # and nothing compiled beside them
+
+
+def test_a_script_written_into_a_folder_gets_a_name_no_import_can_mean(tmp_path):
+    for umask, mode in ((0o022, 0o755), (0o077, 0o700)):
+        folder = tmp_path / oct(umask)
+        folder.mkdir()
+        proc = subprocess.run([sys.executable, "-m", "harness", "repro", "tvm-20909", "-o", str(folder)],
+                              cwd=ROOT, umask=umask, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        (name,) = os.listdir(folder)
+        bug = bugs.get("tvm-20909")
+        assert name == f"repro-{bug.specs[0].case_id}-{bug.paths[0]}.py" and not name[:-3].isidentifier()
+        assert str(folder / name) in proc.stderr
+        assert os.stat(folder / name).st_mode & 0o777 == mode  # executable, as the umask allows
 
 
 def test_bfloat16_inputs_use_ml_dtypes():

@@ -1,0 +1,80 @@
+"""Lifting a module's torch.export graph into a program: the program computes what the class computes."""
+import numpy as np
+import pytest
+
+from harness.engine.cases import Cases, CaseProblem
+from harness.modules.resolve import Resolved, resolve
+from harness.program import evaluate
+from harness.oracle.inputs import make_inputs
+from harness.spec import CaseSpec
+
+LLAMA = {"pattern": "rms_norm", "class": "user_norms:LlamaRMSNorm", "init": {"hidden_size": 64},
+         "shape": [2, 8, 64], "params": {"kind": "normal"}}
+
+
+def lifted(raw):
+    return resolve(CaseSpec.from_dict(raw))
+
+
+def test_the_llama_norm_lifts_to_its_program_line_by_line():
+    case = lifted({**LLAMA, "dtype": "bfloat16"})
+    assert case.resolved.source.splitlines() == [
+        "to = x.to(torch.float32)", "pow_1 = to ** 2", "mean = pow_1.mean(-1, keepdim=True)",
+        "add = mean + 1e-06", "rsqrt = torch.rsqrt(add)", "mul = to * rsqrt", "to_1 = mul.to(torch.bfloat16)",
+        "mul_1 = weight * to_1", "return mul_1"]
+    assert case.resolved.pattern == "rms_norm" and case.resolved.params == (("weight", "weight", (64,)),)
+
+
+@pytest.mark.parametrize("raw, ops", [
+    ({"class": "user_norms:GatedRMSNorm", "init": {"hidden_size": 64}, "shape": [2, 8, 64],
+      "inputs": {"gate": {"kind": "normal"}}}, ["F.silu(", "gate"]),
+    ({"class": "user_norms:ChannelsFirstLayerNorm", "init": {"channels": 16}, "shape": [2, 16, 4, 4]},
+     ["mean(1, keepdim=True)", "unsqueeze"]),
+    ({"class": "user_norms:AdaptiveLayerNorm", "init": {"dim": 32, "cond_dim": 8}, "shape": [2, 4, 32],
+      "inputs": {"cond": {"kind": "normal", "shape": [2, 8]}}}, ["F.linear(silu, linear_weight, linear_bias)", ".narrow(1, 0, 32)", "F.layer_norm("]),
+    ({"class": "torch.nn:BatchNorm2d", "init": {"num_features": 8}, "shape": [2, 8, 3, 3],
+      "params": {"kind": "ones"}}, ["torch.rsqrt(running_var", "[:, None, None] + 1e-05)"]),
+    ({"class": "torch.nn:GroupNorm", "init": {"num_groups": 2, "num_channels": 8}, "shape": [2, 8, 3, 3]},
+     ["F.group_norm(x, 2, weight, bias, 1e-05)"]),
+])
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+def test_real_norms_lift_and_their_fp64_program_is_the_module_in_float64(raw, ops, dtype):
+    spec = CaseSpec.from_dict({**raw, "dtype": dtype})
+    case = resolve(spec)
+    for op in ops:
+        assert op in case.resolved.source, case.resolved.source
+    inputs = case.inputs(make_inputs(spec))
+    ev = evaluate(case.program, case.case, case.reference_arrays(inputs))
+    check = case.lift_check(inputs, ev)
+    assert check["lift_note"] is None and check["lift_check"] < 1e-12 and check["lift_check_over_bound"] < 1e-6
+
+
+@pytest.mark.parametrize("raw, words", [
+    ({"class": "user_norms:CumulativeNorm"}, "op aten.cumsum.default is outside the program language"),
+])
+def test_an_op_outside_the_language_is_one_line_naming_the_op_and_the_class(raw, words):
+    with pytest.raises(CaseProblem) as info:
+        Cases().setup(CaseSpec.from_dict({**raw, "dtype": "float32", "shape": [2, 8]}))
+    assert info.value.verdict == "unsupported" and words in info.value.message
+    assert "user_norms:CumulativeNorm" in info.value.message and "\n" not in info.value.message
+
+
+def test_a_lift_that_disagrees_with_the_module_in_float64_is_an_error_at_stage_lift():
+    from harness.engine.execute import Executor
+
+    record = Executor().execute({"class": "user_norms:DtypeBranchNorm", "dtype": "float32", "shape": [2, 8]}, "eager")
+    assert record["verdict"] == "error" and record["stage"] == "lift"
+    assert "not trusted" in record["message"] and record["lift_check"] > 0.1
+
+
+def test_resolved_is_plain_data():
+    case = lifted({**LLAMA, "dtype": "float16"})
+    assert Resolved.from_dict(case.resolved.to_dict()) == case.resolved
+
+
+def test_parameters_are_redrawn_under_their_program_names_as_a_program_draws_them():
+    from harness.oracle.inputs import draw_named_params
+
+    spec = CaseSpec.from_dict({**LLAMA, "dtype": "float32", "seed": 5})
+    weight = lifted(spec.to_dict()).param_arrays()["weight"]
+    np.testing.assert_array_equal(weight, draw_named_params("normal", 5, [("weight", (64,))])["weight"].astype(np.float32))

@@ -1,0 +1,26 @@
+"""harness.check: a module case from Python (a notebook, the user's own test) returns its records."""
+import pytest
+
+import harness
+from user_norms import GatedRMSNorm, LlamaRMSNorm
+
+
+def test_a_class_object_runs_on_the_paths_asked_for():
+    records = harness.check(GatedRMSNorm, init={"hidden_size": 32}, inputs={"gate": {"kind": "normal"}},
+                            dtype="float16", shape=(2, 4, 32), paths=["eager", "executorch"], jobs=1)
+    assert [(r["path"], r["verdict"]) for r in sorted(records, key=lambda r: r["path"])] == \
+        [("eager", "pass"), ("executorch", "pass")]
+    assert all(r["case"]["class"] == "user_norms:GatedRMSNorm" for r in records)
+
+
+def test_the_seed_bug_on_the_llama_norm_from_python():
+    (record,) = harness.check("user_norms:LlamaRMSNorm", init={"hidden_size": 32}, dtype="bfloat16",
+                              shape=(2, 32), params={"kind": "normal"}, paths=["executorch-recompose"], jobs=1)
+    assert record["verdict"] == "dtype_mismatch" and record["out_dtype"] == "float32"
+
+
+def test_a_bad_class_is_a_value_error_with_the_command_lines_line():
+    with pytest.raises(ValueError, match="user_norms has no class 'Nope'"):
+        harness.check("user_norms:Nope", paths=["eager"], jobs=1)
+    with pytest.raises(ValueError, match="unknown path"):
+        harness.check(LlamaRMSNorm, init={"hidden_size": 8}, paths=["nosuch"])

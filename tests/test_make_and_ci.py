@@ -1,0 +1,83 @@
+"""The Makefile and .ci/run: extras installed on request (the stamp notices other extras), the
+nightly target's run history named, and this repository's CI installing the Ray and zoo extras."""
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import tomllib
+
+import pytest
+
+from harness.commands.main import build_parser
+from helpers import ROOT
+
+pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="no make on this machine")
+
+
+def make(folder, *args) -> subprocess.CompletedProcess:
+    return subprocess.run(["make", "--no-print-directory", "-C", str(folder), *args], capture_output=True,
+                          text=True, timeout=60)
+
+
+@pytest.fixture
+def checkout(tmp_path):
+    """The Makefile and pyproject.toml alone, with a stand-in .venv: make decides, nothing is installed."""
+    for name in ("Makefile", "pyproject.toml"):
+        shutil.copy(os.path.join(ROOT, name), tmp_path / name)
+    (tmp_path / ".venv" / "bin").mkdir(parents=True)
+    return tmp_path
+
+
+def stamp(folder, extras=""):
+    """Mark the venv installed with `extras` the way the Makefile's own recipe does (its last line)."""
+    lines = make(folder, "-n", "install", *([f"EXTRAS={extras}"] if extras else [])).stdout.splitlines()
+    assert lines[-1].startswith("touch "), lines
+    subprocess.run(shlex.split(lines[-1]), cwd=folder, check=True)
+
+
+def test_extras_are_installed_on_request_and_a_change_of_extras_installs_again(checkout):
+    plain = make(checkout, "-n", "install").stdout
+    assert "-e '.'" in plain
+    assert make(checkout, "-q", "install").returncode == 1  # nothing installed yet
+    stamp(checkout)
+    assert make(checkout, "-q", "install").returncode == 0
+    # other extras: the stamp of the plain install does not stand for them
+    assert make(checkout, "-q", "install", "EXTRAS=ray,zoo").returncode == 1
+    wanted = make(checkout, "-n", "install", "EXTRAS=ray,zoo").stdout
+    assert "pip install" in wanted and "-e '.[ray,zoo]'" in wanted
+    stamp(checkout, "ray,zoo")
+    assert make(checkout, "-q", "install", "EXTRAS=ray,zoo").returncode == 0
+    assert make(checkout, "-q", "install", "EXTRAS=ray").returncode == 1
+    # a changed pyproject.toml installs again, whatever the extras
+    future = os.stat(checkout / ".venv").st_mtime + 10
+    os.utime(checkout / "pyproject.toml", (future, future))
+    assert make(checkout, "-q", "install", "EXTRAS=ray,zoo").returncode == 1
+    assert make(checkout, "-q", "install").returncode == 1
+
+
+def test_the_extras_ci_installs_exist_and_keep_torch_the_pinned_one():
+    with open(os.path.join(ROOT, "pyproject.toml"), "rb") as fh:
+        project = tomllib.load(fh)["project"]
+    extras = project["optional-dependencies"]
+    assert extras["ray"] == ["ray[default]>=2.60,<3"] and extras["zoo"] == ["transformers==5.23.0"]
+    assert not any(re.match(r"torch\b", d) for deps in extras.values() for d in deps)  # torch: the pin alone
+    assert "torch==2.13.0" in project["dependencies"]
+
+
+def test_ci_runs_the_tests_with_the_ray_and_zoo_extras_and_fails_without_ray():
+    text = open(os.path.join(ROOT, ".ci", "run"), encoding="utf-8").read()
+    (last,) = [line for line in text.splitlines() if line.startswith("make ")]
+    argv = shlex.split(last)
+    assert argv[1] == "test" and "EXTRAS=ray,zoo" in argv[2:]
+    assert re.search(r"^export NORMDIFF_REQUIRE_RAY=1$", text, re.M)  # tests/engine/test_ray.py: a missing Ray fails
+    assert subprocess.run(["bash", "-n", os.path.join(ROOT, ".ci", "run")]).returncode == 0
+
+
+def test_make_nightly_names_its_run_history(checkout):
+    stamp(checkout)
+    lines = [line for line in make(checkout, "-n", "nightly").stdout.splitlines() if "bin/normdiff " in line]
+    argvs = [shlex.split(line.split("||")[0])[1:] for line in lines]
+    calls = [build_parser().parse_args(argv) for argv in argvs]
+    assert [c.command for c in calls] == ["run", "gate"]
+    assert "--history" in argvs[0] and calls[0].history == "reports/history.sqlite"  # named, not a default

@@ -1,0 +1,133 @@
+"""Norm classes as a user's model code writes them: the module cases' tests import them as `user_norms:NAME`.
+
+tests/ is on the import path of the tests, their workers and (with PYTHONPATH) the command line, as a
+user's own folder of classes would be.
+"""
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class LlamaRMSNorm(nn.Module):
+    """The Llama/Qwen RMSNorm transformers' 136 classes share: upcast, normalize, cast back, weight."""
+
+    def __init__(self, hidden_size, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden_size))
+        self.variance_epsilon = eps
+
+    def forward(self, hidden_states):
+        input_dtype = hidden_states.dtype
+        hidden_states = hidden_states.to(torch.float32)
+        variance = hidden_states.pow(2).mean(-1, keepdim=True)
+        hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
+        return self.weight * hidden_states.to(input_dtype)
+
+
+class GatedRMSNorm(nn.Module):
+    """Mamba's gated RMSNorm: the input times silu(gate), normalized."""
+
+    def __init__(self, hidden_size, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden_size))
+        self.eps = eps
+
+    def forward(self, hidden_states, gate=None):
+        dtype = hidden_states.dtype
+        h = hidden_states.to(torch.float32)
+        if gate is not None:
+            h = h * F.silu(gate.to(torch.float32))
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return self.weight * h.to(dtype)
+
+
+class ChannelsFirstLayerNorm(nn.Module):
+    """ConvNeXt's channels-first LayerNorm: statistics over dim 1, parameters as [:, None, None]."""
+
+    def __init__(self, channels, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(channels))
+        self.bias = nn.Parameter(torch.zeros(channels))
+        self.eps = eps
+
+    def forward(self, x):
+        u = x.mean(1, keepdim=True)
+        s = (x - u).pow(2).mean(1, keepdim=True)
+        x = (x - u) / torch.sqrt(s + self.eps)
+        return self.weight[:, None, None] * x + self.bias[:, None, None]
+
+
+class ZeroCenteredRMSNorm(nn.Module):
+    """Gemma's RMSNorm: * (1 + weight), the weight initialised at 0."""
+
+    def __init__(self, dim, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.zeros(dim))
+
+    def forward(self, x):
+        h = x.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.eps)
+        return (h * (1.0 + self.weight.float())).type_as(x)
+
+
+class Config:
+    """A config object, as transformers' norms take one."""
+
+    def __init__(self, hidden_size=32, rms_norm_eps=1e-6):
+        self.hidden_size = hidden_size
+        self.rms_norm_eps = rms_norm_eps
+
+
+class ConfiguredRMSNorm(LlamaRMSNorm):
+    def __init__(self, config):
+        super().__init__(config.hidden_size, config.rms_norm_eps)
+
+
+class AdaptiveLayerNorm(nn.Module):
+    """A DiT-style adaptive norm: scale and shift from a conditioning input through F.linear."""
+
+    def __init__(self, dim, cond_dim):
+        super().__init__()
+        self.linear = nn.Linear(cond_dim, 2 * dim)
+        self.dim = dim
+
+    def forward(self, x, cond):
+        scale, shift = self.linear(F.silu(cond)).chunk(2, dim=-1)
+        h = F.layer_norm(x, (self.dim,), None, None, 1e-6)
+        return h * (1 + scale[:, None]) + shift[:, None]
+
+
+class CumulativeNorm(nn.Module):
+    """A norm over a running prefix: cumsum is outside the program language."""
+
+    def forward(self, x):
+        return x / (x.abs().cumsum(-1) + 1.0)
+
+
+class DtypeBranchNorm(nn.Module):
+    """Computes something else in float64 than in float32: its lift cannot be checked against it."""
+
+    def forward(self, x):
+        if x.dtype == torch.float64:
+            return x * 2.0
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+
+
+class CrashingNorm(nn.Module):
+    """Kills its process while it is built."""
+
+    def __init__(self):
+        super().__init__()
+        import os
+        import signal
+
+        os.kill(os.getpid(), signal.SIGSEGV)
+
+
+class HangingNorm(nn.Module):
+    def __init__(self):
+        super().__init__()
+        import time
+
+        time.sleep(3600)
