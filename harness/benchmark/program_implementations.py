@@ -33,7 +33,7 @@ from harness.core.dtypes import cast
 from harness.core.tensors import to_numpy
 from harness.paths.base import Path, Prepared, Unsupported, example_args
 from harness.program.ir import Norm, Program, ProgramCase, Reduce
-from harness.program.witness import BLOCKS, LANES, Accumulation
+from harness.program.accumulate import BLOCKS, LANES, Accumulation
 
 PREFIX = "bench-program-"
 # The last output of each implementation by its inputs' bytes: the benchmark reads every output twice
