@@ -242,8 +242,11 @@ def main(argv: list[str] | None = None) -> int:
         print(render(catalog, verbose=args.verbose, last_line=False))
         print("")
     if programs is not None:
-        print("Programs (harness/benchmark/program_implementations.py over program_grid.py)")
+        print("Programs and module cases (harness/benchmark/program_implementations.py over program_grid.py)")
         print(render(programs, verbose=args.verbose, last_line=False))
+        modules = [o for o in programs if o.spec.is_module]
+        if modules:
+            print(summary(modules, "of which module cases (the zoo's sample)"))
         print("")
         print(summary(programs, PROGRAMS))
     if catalog is not None:

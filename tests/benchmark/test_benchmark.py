@@ -137,5 +137,5 @@ def test_the_program_benchmark_and_both_summary_lines_last(monkeypatch, capsys):
                                                                                     "catalog": catalog})
     assert bench.main(["--quick"]) == (0 if bench.meets_target(catalog) else 1)
     lines = capsys.readouterr().out.splitlines()
-    assert lines[-2] == f"oracle-check programs: detected {d}/{w}, false alarms {a}/{c}"
+    assert lines[-2] == f"oracle-check programs: detected {d}/{w}, false alarms {a}/{c}"  # before the catalog line
     assert lines[-1] == bench.summary(catalog) and lines[-1].startswith("oracle-check: detected ")
