@@ -79,7 +79,7 @@ def run_case(spec: CaseSpec, names: dict[str, type], executor: Executor, runner:
         return []
     if problem is not None:
         return []
-    inputs, ref = setup.inputs, setup.ref
+    ref = setup.ref
     eager = runner.output("eager", spec, setup)
     records, outputs = {}, {}
     for name in names:

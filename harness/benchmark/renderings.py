@@ -21,7 +21,8 @@ from harness.program import evaluate
 from harness.program.check import RMS_DEFAULT_EPS, check
 from harness.program.ir import BinOp, Cast, Program, ProgramCase
 from harness.program.walk import is_scalar
-from harness.program.witness import DEFAULT_EPS, Accumulation, NumpyWalker, environment, to_end
+from harness.program.accumulate import Accumulation
+from harness.program.witness import DEFAULT_EPS, NumpyWalker, environment, to_end
 from harness.benchmark import rewrites
 
 PAIRWISE = Accumulation("pairwise two-pass")

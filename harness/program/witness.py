@@ -52,6 +52,7 @@ import numpy as np
 
 from harness.core.dtypes import name_of, np_dtype
 from harness.program import ops
+from harness.program.accumulate import Accumulation, moments, row_sum
 from harness.program.check import (
     RMS_DEFAULT_EPS,
     TensorType,
@@ -63,7 +64,6 @@ from harness.program.check import (
 )
 from harness.program.ir import Program, ProgramCase, ones_value
 from harness.program.walk import Walker, is_scalar
-from harness.program.accumulate import BLOCKS, LANES, Accumulation, moments, row_sum  # noqa: F401 (re-exported)
 
 DEFAULT_EPS = 1e-5  # F.layer_norm / F.group_norm
 
