@@ -15,7 +15,8 @@ CPU semantics, op by op:
   in an add, a subtract or as a power's exponent (ATen's add kernel and
   pow take it as the scalar type); `c / t` is reciprocal(t)·c and `t ** k`
   takes ATen's special cases (k = 2, 3, -2, ±0.5, -1), as torch's own
-  Tensor methods do;
+  Tensor methods do; a float32 sqrt or power is correctly rounded (torch's
+  vectorised ones are within an ULP of it);
 * a reduction accumulates in float32 and rounds once to its dtype (mean:
   the float32 sum divided by n, as ATen's mean does for every dtype);
   F.linear is, per output, a float32 sum of the float32 products;
@@ -29,8 +30,8 @@ witness fixes one order (harness.program.accumulate.Accumulation):
 * sequential: each sum added left to right (a scalar loop: TVM's lowering of
   every reduction, ATen's for short outer reductions);
 * pairwise: NumPy's pairwise summation (a tree, like eager's cascade sum);
-* blocked: BLOCKS contiguous blocks, each sequential, then the partial sums
-  in order (a parallel reduction over threads or tiles);
+* blocked: 4 contiguous blocks, each sequential, then the partial sums in
+  order (a parallel reduction over threads or tiles);
 
 and, where the program asks for a variance (`var`) or an F.* norm, how the
 moments are formed: two-pass (the mean, then the squared deviations from it)
@@ -39,12 +40,13 @@ Chan et al.'s update), as Inductor's and ATen's running statistics do; for
 rms_norm the moment is the mean of squares, kept as a running mean.
 
 Each is a legitimate implementation of the program: IEEE arithmetic in the
-very dtypes torch's rules give each op, rounding where the program rounds,
-and a float32 accumulation in an order some real kernel uses. None is more
-accurate than a correct compiled kernel may be; none is less accurate than
-one is entitled to be, since every order here is one a shipped compiler or
-library emits. tests/program/test_witness.py checks them against eager
-where torch's order is known.
+very dtypes torch's rules give each op, rounding exactly where the program
+rounds, with the float32 accumulation correct CPU kernels owe every float
+dtype, in an order a shipped compiler or library uses. An error one of them
+makes on a row is one a correct implementation makes, so no compiled path is
+blamed for it. tests/program/test_witness.py checks them against eager:
+bit for bit where torch's order is known (elementwise ops, a vertical sum of
+16 rows), within the program's bound everywhere.
 """
 from __future__ import annotations
 
