@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from cases import nearmiss
 from cases.suites import SEED_EXECUTORCH, SEED_TVM
+from harness.core.verdicts import Verdict
 from harness.spec import CaseSpec
 
 EXPECTS = ("reproduced", "fixed")
@@ -32,7 +33,7 @@ class Bug:
     title: str
     specs: tuple[CaseSpec, ...]
     paths: tuple[str, ...]
-    verdict: str              # what every spec x path gets while the bug is present
+    verdict: Verdict          # what every spec x path gets while the bug is present
     expect: str               # "reproduced" or "fixed" with the pinned versions
     note: str                 # status, cause, what the cases show
     controls: tuple[tuple[CaseSpec, str], ...] = ()   # (spec, path) that must pass
@@ -82,7 +83,7 @@ BUGS: tuple[Bug, ...] = (
     # -- TVM -------------------------------------------------------------
     _bug("tvm-20909", f"{_TVM}/issues/20909",
          "[Relax] DecomposeOpsForTraining loses FP32 accumulation in FP16 LayerNorm",
-         [SEED_TVM], ["tvm-decompose"], "inaccurate", "reproduced",
+         [SEED_TVM], ["tvm-decompose"], Verdict.INACCURATE, "reproduced",
          """Open. The seed: ±0.25 alternating x 4096 in float16 gives ±1.4140625
          where the reference is ±0.99992 (max abs error 0.414). The decomposed
          mean/variance reduce in float16; the compiled layer_norm without the
@@ -90,7 +91,7 @@ BUGS: tuple[Bug, ...] = (
          controls=[(SEED_TVM, "tvm"), (_TVM_FP32, "tvm-decompose")]),
     _bug("tvm-20909-bf16", f"{_TVM}/issues/20909",
          "DecomposeOpsForTraining on a bfloat16 LayerNorm (the seed's bfloat16 variant)",
-         [_LN_BF16], ["tvm-decompose"], "inaccurate", "reproduced",
+         [_LN_BF16], ["tvm-decompose"], Verdict.INACCURATE, "reproduced",
          """The report covers float16; the same decomposition in bfloat16 rounds the
          mean to bfloat16 before subtracting it, so an offset row (100 ± 1) is off by
          0.05 (177 ulp) where eager is within 0.5 ulp. (The seed's ±0.25 input is
@@ -100,7 +101,7 @@ BUGS: tuple[Bug, ...] = (
     _bug("tvm-new-fp16-mean", None,
          "Relax legalizes R.mean on float16 with a float16 sum: a hand-written float16 LayerNorm "
          "is inaccurate on plain `tvm`",
-         [_MANUAL_FP16], ["tvm", "tvm-decompose"], "inaccurate", "reproduced",
+         [_MANUAL_FP16], ["tvm", "tvm-decompose"], Verdict.INACCURATE, "reproduced",
          """Not reported upstream yet. mean/var written out in float16 (as eager
          models do) reach Relax as R.mean, whose legalized sum accumulates in
          float16, so the seed's input gives the seed's ±1.414 even without
@@ -113,7 +114,7 @@ BUGS: tuple[Bug, ...] = (
          controls=[(SEED_TVM, "tvm")]),
     _bug("tvm-new-bf16-layer-norm", None,
          "Relax layer_norm legalization rejects bfloat16: 'only support float32 and float16'",
-         [_LN_BF16_SMALL], ["tvm"], "error", "reproduced",
+         [_LN_BF16_SMALL], ["tvm"], Verdict.ERROR, "reproduced",
          """Not reported upstream yet. nn.LayerNorm in bfloat16 imports as
          R.nn.layer_norm and fails in LegalizeOps (TOPI layer_norm checks for
          float32/float16). Re-checked: an explicit guard ("only support float32
@@ -123,7 +124,7 @@ BUGS: tuple[Bug, ...] = (
          controls=[({**_LN_BF16_SMALL, "dtype": "float16"}, "tvm")]),
     _bug("tvm-new-bf16-power", None,
          "Relax power legalization rejects bfloat16: 'power only applies to float'",
-         [_MANUAL_BF16], ["tvm", "tvm-decompose"], "error", "reproduced",
+         [_MANUAL_BF16], ["tvm", "tvm-decompose"], Verdict.ERROR, "reproduced",
          """Not reported upstream yet. (x - mean) ** 2 in bfloat16 imports as
          R.power, whose legalization only accepts IsFloatType, which excludes
          bfloat16 (apache/tvm#19550 is the same guard for integers). Re-checked:
@@ -135,7 +136,7 @@ BUGS: tuple[Bug, ...] = (
          "LayerNorm lacks numerical stability for large float32 inputs (E[x²]−E[x]² → NaN)",
          [{"pattern": "layer_norm", "dtype": "float32", "shape": [1, 4],
            "input": {"kind": "alternating", "amplitude": 1.5, "offset": 80001.5}}],
-         ["tvm", "tvm-decompose"], "nonfinite", "fixed",
+         ["tvm", "tvm-decompose"], Verdict.NONFINITE, "fixed",
          """Fixed by apache/tvm#19643 (two-pass variance), in 0.25+; a regression
          guard. [80000, 80003, 80000, 80003]: the one-pass float32 variance is −512,
          so the old TOPI layer_norm returned NaN."""),
@@ -143,13 +144,13 @@ BUGS: tuple[Bug, ...] = (
          "[Unity][TOPI] fp16 LayerNorm & GroupNorm reduce in float32",
          [{"pattern": "group_norm", "dtype": "float16", "shape": [1, 4, 64, 64], "groups": 2,
            "input": {"kind": "alternating", "amplitude": 0.25, "offset": 0}}],
-         ["tvm", "tvm-decompose"], "inaccurate", "fixed",
+         ["tvm", "tvm-decompose"], Verdict.INACCURATE, "fixed",
          """Merged 2023; a regression guard. R.nn.group_norm (kept whole by
          DecomposeOpsForTraining) on 8192-element float16 groups: a float16
          reduction would stall as in tvm-20909."""),
     _bug("tvm-new-batch-norm-dtype", None,
          "topi.nn.batch_norm returns float32 for a float16/bfloat16 batch_norm",
-         [_BN_FP16, {**_BN_FP16, "dtype": "bfloat16"}], ["tvm"], "dtype_mismatch", "reproduced",
+         [_BN_FP16, {**_BN_FP16, "dtype": "bfloat16"}], ["tvm"], Verdict.DTYPE_MISMATCH, "reproduced",
          """Not reported upstream yet. Relax declares the input dtype, but the
          legalized TOPI batch_norm adds epsilon as a Python float, which TE makes
          a float32 constant, so sqrt(moving_var + epsilon) and everything after
@@ -158,7 +159,7 @@ BUGS: tuple[Bug, ...] = (
          controls=[(_BN_FP16, "tvm-decompose-inference"), ({**_BN_FP16, "dtype": "float32"}, "tvm")]),
     _bug("tvm-new-instance-norm-count", None,
          "TOPI instance_norm takes its element count in float16: 65,536 elements overflow to inf",
-         [_IN_FP16_BIG], ["tvm"], "inaccurate", "reproduced",
+         [_IN_FP16_BIG], ["tvm"], Verdict.INACCURATE, "reproduced",
          """Not reported upstream yet. instance_norm.h builds the count as
          MakeConst(data dtype, 1) times the extents, so a float16 instance of
          256 x 256 has count inf, mean = var = 0, and the output is exactly
@@ -169,7 +170,7 @@ BUGS: tuple[Bug, ...] = (
     # -- ExecuTorch: the seed, PR 24428, and its variants ----------------
     _bug("executorch-24428-qwen-fp16", f"{_ET}/pull/24428",
          "Qualcomm RecomposeRmsNorm rebuilds a float16 Qwen RMSNorm on its float32 upcast",
-         [SEED_EXECUTORCH], ["executorch-recompose"], "dtype_mismatch", "reproduced",
+         [SEED_EXECUTORCH], ["executorch-recompose"], Verdict.DTYPE_MISMATCH, "reproduced",
          """Unmerged; executorch 1.5.1 has the old pass. The walk back from the
          norm stops at the float32 cast (edge graphs carry it as
          _to_dim_order_copy), the cast back is lost and the output is float32
@@ -177,7 +178,7 @@ BUGS: tuple[Bug, ...] = (
          controls=[(_QWEN_FP32, "executorch-recompose")]),
     _bug("executorch-24428-qwen-bf16", f"{_ET}/pull/24428",
          "RecomposeRmsNorm on a bfloat16 Qwen RMSNorm: float32 output",
-         [_QWEN_BF16], ["executorch-recompose"], "dtype_mismatch", "reproduced",
+         [_QWEN_BF16], ["executorch-recompose"], Verdict.DTYPE_MISMATCH, "reproduced",
          """As the float16 seed; the PR's 'masked_scatter: expected self and
          source to have same dtypes' in bfloat16 models is this float32 output
          meeting a bfloat16 tensor.""",
@@ -185,17 +186,17 @@ BUGS: tuple[Bug, ...] = (
     _bug("executorch-24428-llama", f"{_ET}/pull/24428",
          "RecomposeRmsNorm on Meta's Llama RMSNorm (x.float() ... .type_as(x)): float32 output",
          [_LLAMA_FP16, {**_LLAMA_FP16, "dtype": "bfloat16"}], ["executorch-recompose"],
-         "dtype_mismatch", "reproduced",
+         Verdict.DTYPE_MISMATCH, "reproduced",
          """The Llama form (x * x, .type_as(x)) the PR review asked to cover.""",
          controls=[({**_LLAMA_FP16, "dtype": "float32"}, "executorch-recompose")]),
     _bug("executorch-24428-no-dim-order", f"{_ET}/pull/24428",
          "RecomposeRmsNorm without dim order (_skip_dim_order=True): float32 output",
-         [SEED_EXECUTORCH], ["executorch-recompose-no-dim-order"], "dtype_mismatch", "reproduced",
+         [SEED_EXECUTORCH], ["executorch-recompose-no-dim-order"], Verdict.DTYPE_MISMATCH, "reproduced",
          """The same with the casts kept as _to_copy.""",
          controls=[(_QWEN_FP32, "executorch-recompose-no-dim-order")]),
     _bug("executorch-24428-capture", f"{_ET}/pull/24428",
          "RecomposeRmsNorm in quantization capture drops a float32 weight's promotion: float16 output",
-         [_QWEN_W32], ["executorch-recompose-capture"], "dtype_mismatch", "reproduced",
+         [_QWEN_W32], ["executorch-recompose-capture"], Verdict.DTYPE_MISMATCH, "reproduced",
          """A float16 Qwen norm with a float32 weight (output float32 in eager) is
          rebuilt as one rms_norm on the float16 input in capture mode and
          returns float16. The PR leaves a norm whose input and output dtypes
@@ -204,14 +205,14 @@ BUGS: tuple[Bug, ...] = (
     _bug("executorch-24428-t5", f"{_ET}/pull/24428",
          "RecomposeRmsNorm on T5LayerNorm (squares a float32 copy, scales x): float32 output",
          [_T5_FP16, {**_T5_FP16, "dtype": "bfloat16"}], ["executorch-recompose"],
-         "dtype_mismatch", "reproduced",
+         Verdict.DTYPE_MISMATCH, "reproduced",
          """T5's norm squares a float32 copy and scales the float16 tensor; the
          old pass rebuilds it on the float32 copy.""",
          controls=[({**_T5_FP16, "dtype": "float32"}, "executorch-recompose")]),
     _bug("executorch-24428-remove-redundancy", f"{_ET}/pull/24428",
          "RemoveRedundancy without dim order drops x.to(float32, memory_format=...): "
          "the float16 sum of squares overflows",
-         [_CONTIGUOUS], ["executorch-recompose-no-dim-order"], "inaccurate", "reproduced",
+         [_CONTIGUOUS], ["executorch-recompose-no-dim-order"], Verdict.INACCURATE, "reproduced",
          """The PR's second commit. With _skip_dim_order=True, RemoveRedundancy
          removes every _to_copy with a memory_format, including the upcast to
          float32 and the cast back, so pow(2).mean runs in float16 and overflows
@@ -221,7 +222,7 @@ BUGS: tuple[Bug, ...] = (
     _bug("executorch-new-layer-norm-half", None,
          "Optimized native_layer_norm reads float16/bfloat16 rows as float32 for rows of 256+",
          [SEED_TVM, {"pattern": "layer_norm", "dtype": "bfloat16", "shape": [4, 256]}],
-         ["executorch", "executorch-xnnpack"], "inaccurate", "reproduced",
+         ["executorch", "executorch-xnnpack"], Verdict.INACCURATE, "reproduced",
          """Not reported upstream yet; appears to come from #16727. Since it made
          acc_t<Half> float, RowwiseMoments (kernels/optimized/cpu/moments_utils.h)
          loads Vectorized<float> straight from the Half/BFloat16 row, so mean and
@@ -235,7 +236,7 @@ BUGS: tuple[Bug, ...] = (
          [{"pattern": "group_norm", "dtype": "float16", "shape": [1, 2, 256, 256], "groups": 2},
           {"pattern": "layer_norm", "dtype": "float16", "shape": [1, 255],
            "input": {"kind": "overflow", "magnitude": 300}}],
-         ["executorch"], "nonfinite", "fixed",
+         ["executorch"], Verdict.NONFINITE, "fixed",
          """Merged 2026-01, in 1.3.1+; a regression guard. 65536 elements per group
          overflow a float16 count; a float16 sum of squares of |x| ~ 300
          overflows (rows under 256 take the portable scalar path)."""),
@@ -245,7 +246,7 @@ BUGS: tuple[Bug, ...] = (
            "params": {"kind": "normal"}},
           {"pattern": "batch_norm", "dtype": "bfloat16", "weight_dtype": "float32", "shape": [2, 4, 3, 3],
            "params": {"kind": "normal"}}],
-         ["executorch", "executorch-xnnpack"], "error", "reproduced",
+         ["executorch", "executorch-xnnpack"], Verdict.ERROR, "reproduced",
          """Open. torch runs BatchNorm on float16 input with float32 parameters;
          the portable kernel's check_batch_norm_args requires one dtype and the
          method fails at run time (0x12).""",
@@ -257,7 +258,7 @@ BUGS: tuple[Bug, ...] = (
          "RecomposeRmsNorm rebuilds programs that are almost an RMSNorm into an rms_norm with wrong values",
          [_near("scaled-not-squared"), _near("scaled-copy"), _near("cube"), _near("product-of-two"),
           _near("residual-add"), _near("wrong-dim"), _near("layer-norm-unshifted-scale")],
-         ["executorch-recompose"], "inaccurate", "reproduced",
+         ["executorch-recompose"], Verdict.INACCURATE, "reproduced",
          """The 1.5.1 pass matches its mul/rsqrt/mean/pow pattern without checking
          that the tensor it scales is the one it squares, that the power is 2,
          that the square is of one tensor, or which dim is reduced: float32
@@ -270,7 +271,7 @@ BUGS: tuple[Bug, ...] = (
          controls=[(_near("qwen"), "executorch-recompose"), (_near("mul-after"), "executorch-recompose")]),
     _bug("executorch-new-recompose-used-twice", None,
          "RecomposeRmsNorm breaks a correct norm program whose normalized value is used twice",
-         [_near("used-twice")], ["executorch-recompose"], "inaccurate", "reproduced",
+         [_near("used-twice")], ["executorch-recompose"], Verdict.INACCURATE, "reproduced",
          """New. w * (n + n * n) with n = h * rsqrt(mean(h^2) + eps): the pass
          rebuilds n's pattern into rms_norm with w as its weight although n is
          also read by n * n, so the output is no longer the program's (error
@@ -279,7 +280,7 @@ BUGS: tuple[Bug, ...] = (
          controls=[(_near("qwen"), "executorch-recompose")]),
     _bug("executorch-new-recompose-broadcast-weight", None,
          "RecomposeRmsNorm takes a [1, D] weight's shape as normalized_shape: the rebuilt norm fails to run",
-         [_near("broadcast-weight")], ["executorch-recompose"], "error", "reproduced",
+         [_near("broadcast-weight")], ["executorch-recompose"], Verdict.ERROR, "reproduced",
          """New. A Qwen norm whose weight is [1, D] (broadcast over rows, as some
          exported checkpoints keep it) is rebuilt as rms_norm(x, [1, D], w):
          'Given normalized_shape=[1, 64], expected input with shape [*1, 64]'.

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from cases import nearmiss
+from harness.core.verdicts import Verdict
 
 Record = dict
 
@@ -76,14 +77,14 @@ RULES: tuple[Rule, ...] = (
          "RecomposeRmsNorm rebuilds a program that is almost an RMSNorm (another tensor scaled than squared, a "
          "cube, a product, another dim, an uncentred layer norm) as rms_norm(x): wrong values (the PR's "
          "scaled-is-squared and pow(2) checks)",
-         lambda r: r["path"] in RECOMPOSE and r["verdict"] == "inaccurate" and _near_miss(r)
+         lambda r: r["path"] in RECOMPOSE and r["verdict"] == Verdict.INACCURATE and _near_miss(r)
          and r["facts"].get("rms_norm_built")),
     Rule("new", "RecomposeRmsNorm rebuilds a norm whose normalized value has another user (n + n * n): the "
                 "other use is lost, wrong values (catalog: executorch-new-recompose-used-twice)",
-         lambda r: r["path"] in RECOMPOSE and r["verdict"] == "inaccurate" and _legit("used-twice")(r)),
+         lambda r: r["path"] in RECOMPOSE and r["verdict"] == Verdict.INACCURATE and _legit("used-twice")(r)),
     Rule("new", "RecomposeRmsNorm takes a [1, D] weight's shape as normalized_shape: the rebuilt rms_norm fails "
                 "to run (catalog: executorch-new-recompose-broadcast-weight)",
-         lambda r: r["path"] in RECOMPOSE and r["verdict"] == "error" and "normalized_shape" in _msg(r)
+         lambda r: r["path"] in RECOMPOSE and r["verdict"] == Verdict.ERROR and "normalized_shape" in _msg(r)
          and _case(r).get("program") is not None),
     # -- eager: unstable ways of writing (or computing) a norm --------------------------
     Rule("pytorch/pytorch#136680",
@@ -100,7 +101,7 @@ RULES: tuple[Rule, ...] = (
     # -- TVM ---------------------------------------------------------------------------
     Rule("new", "TVM's legalization of bfloat16 layer/group/instance norm: 'only support float32 and float16' "
                 "(an explicit guard in TOPI's layer_norm.h/group_norm.h/instance_norm.h; #14264 added float16 only)",
-         lambda r: r["path"] in TVM and r["verdict"] == "error" and "Float(16)" in _msg(r)),
+         lambda r: r["path"] in TVM and r["verdict"] == Verdict.ERROR and "Float(16)" in _msg(r)),
     Rule("new", "x ** 2 in bfloat16 legalizes to R.power, rejected: 'power only applies to float' (tirx pow checks "
                 "the DLPack code kDLFloat, and bfloat16's is kDLBfloat; apache/tvm#19550 is the guard for integers)",
          lambda r: r["path"] in TVM and "power only applies to float" in _msg(r)),
@@ -118,85 +119,85 @@ RULES: tuple[Rule, ...] = (
     Rule("apache/tvm#20909", "DecomposeOpsForTraining splits layer_norm into mean/variance with float16/bfloat16 "
                              "reduction buffers",
          lambda r: r["path"] == "tvm-decompose" and _case(r)["pattern"] == "layer_norm"
-         and _case(r)["style"] != "manual" and _half(r) and r["verdict"] in ("inaccurate", "nonfinite")),
+         and _case(r)["style"] != "manual" and _half(r) and r["verdict"] in (Verdict.INACCURATE, Verdict.NONFINITE)),
     Rule("new", "by design: DecomposeOpsForTraining is training-mode batch_norm (relax.nn.batch_norm's doc; "
                 "MutateOpsForTraining normalizes with the batch statistics); see tvm-decompose-inference",
-         lambda r: r["path"] == "tvm-decompose" and _case(r)["pattern"] == "batch_norm" and r["verdict"] != "error"),
+         lambda r: r["path"] == "tvm-decompose" and _case(r)["pattern"] == "batch_norm" and r["verdict"] != Verdict.ERROR),
     Rule("new", "topi.nn.batch_norm adds epsilon as a Python float, a float32 constant in TE, so a float16/bfloat16 "
                 "batch_norm returns float32 while Relax declares the input dtype",
-         lambda r: r["path"] in TVM and _case(r)["pattern"] == "batch_norm" and r["verdict"] == "dtype_mismatch"),
+         lambda r: r["path"] in TVM and _case(r)["pattern"] == "batch_norm" and r["verdict"] == Verdict.DTYPE_MISMATCH),
     Rule("new", "DecomposeOpsForInference writes eval batch_norm as (x - mean) / sqrt(var + eps) * gamma + beta in "
                 "float16, each of the five ops rounding (checked bit for bit): marginal, about the bound; eager "
                 "computes in float32 (torch-mlir fixed the same decomposition in llvm/torch-mlir#4683)",
          lambda r: r["path"] == "tvm-decompose-inference" and _case(r)["pattern"] == "batch_norm" and _half(r)
-         and r["verdict"] == "inaccurate"),
+         and r["verdict"] == Verdict.INACCURATE),
     Rule("new", "TOPI instance_norm takes its element count in the input dtype: 65,536 elements overflow float16 "
                 "to inf, so mean = var = 0 and the output is x * rsqrt(eps) (checked bit for bit)",
          lambda r: r["path"] in TVM and _case(r)["pattern"] == "instance_norm" and _case(r)["dtype"] == "float16"
-         and _spatial(r) >= 65520 and r["verdict"] in ("inaccurate", "nonfinite")),
+         and _spatial(r) >= 65520 and r["verdict"] in (Verdict.INACCURATE, Verdict.NONFINITE)),
     Rule("new", "R.mean / R.variance on float16 legalize to a float16 sum (x_red is float16); Relay fixed the "
                 "same in apache/tvm#13289",
-         lambda r: r["path"] in TVM and _half(r) and r["verdict"] in ("inaccurate", "nonfinite")
+         lambda r: r["path"] in TVM and _half(r) and r["verdict"] in (Verdict.INACCURATE, Verdict.NONFINITE)
          and _case(r)["style"] == "manual"),
     Rule("apache/tvm#19592", "E[x^2] - E[x]^2 in one float32 pass: cancellation (negative variance: NaN) on large "
                              "offsets and constant rows; TOPI group_norm/instance_norm still do it, the two-pass fix "
                              "(apache/tvm#19643) reached layer_norm only",
-         lambda r: r["path"] in TVM and r["verdict"] in ("inaccurate", "nonfinite")
+         lambda r: r["path"] in TVM and r["verdict"] in (Verdict.INACCURATE, Verdict.NONFINITE)
          and (_case(r)["pattern"] in ("group_norm", "instance_norm")
               or (not _half(r) and _case(r)["input"]["kind"] in ("offset", "alternating", "uniform")))),
 
     # -- ONNX Runtime ------------------------------------------------------------------
     Rule("new", "not a bug: onnxruntime's CPU execution provider registers no bfloat16 kernel for this op "
                 "(Mul, ReduceMean, InstanceNormalization): the path says unsupported with the op",
-         lambda r: r["path"] in ORT and r["verdict"] == "unsupported"),
+         lambda r: r["path"] in ORT and r["verdict"] == Verdict.UNSUPPORTED),
     Rule("new", "torch.onnx.export(dynamo=True) writes a mixed-dtype norm (float16 input, float32 scale, which "
                 "torch runs) as one LayerNormalization/InstanceNormalization; ONNX's type constraint T forbids "
                 "it and onnxruntime refuses the model (related: microsoft/onnxruntime#15021)",
-         lambda r: r["path"] in ORT and r["verdict"] == "error" and "bound to different types" in _msg(r)),
+         lambda r: r["path"] in ORT and r["verdict"] == Verdict.ERROR and "bound to different types" in _msg(r)),
     Rule("new", "R.mean / R.variance on float16 legalize to a float16 sum: a program that normalises a float16 "
                 "copy inside a float32 model overflows it (outlier rows); Relay fixed the same in apache/tvm#13289",
-         lambda r: r["path"] in TVM and r["verdict"] in ("inaccurate", "nonfinite")
+         lambda r: r["path"] in TVM and r["verdict"] in (Verdict.INACCURATE, Verdict.NONFINITE)
          and _case(r).get("program") is not None and "torch.float16" in _case(r)["program"]),
 
     # -- ExecuTorch: RecomposeRmsNorm and RemoveRedundancy ------------------------------
     Rule("pytorch/executorch#24428", "RecomposeRmsNorm rebuilds the norm on the float32 cast (or drops the model's "
                                      "cast back): the output dtype changes",
-         lambda r: r["path"] in RECOMPOSE and r["verdict"] == "dtype_mismatch"),
+         lambda r: r["path"] in RECOMPOSE and r["verdict"] == Verdict.DTYPE_MISMATCH),
     Rule("pytorch/executorch#24428", "RemoveRedundancy drops a dtype-changing _to_copy(memory_format=...) without "
                                      "dim order (the PR's second commit)",
-         lambda r: r["path"] == "executorch-recompose-no-dim-order" and r["verdict"] in ("inaccurate", "nonfinite")),
+         lambda r: r["path"] == "executorch-recompose-no-dim-order" and r["verdict"] in (Verdict.INACCURATE, Verdict.NONFINITE)),
 
     # -- ExecuTorch runtime and XNNPACK --------------------------------------------------
     Rule("pytorch/executorch#12914", "portable kernels reject a channels_last (non-default dim order) input",
-         lambda r: r["path"] in ET_RUNTIME and r["verdict"] == "error"
+         lambda r: r["path"] in ET_RUNTIME and r["verdict"] == Verdict.ERROR
          and ("dim_order" in _msg(r) or _case(r)["layout"] == "channels_last")),
     Rule("new", "to_edge rejects a mixed-dtype norm (float16/bfloat16 input, float32 weight) that torch runs",
          lambda r: r["path"] in ET_RUNTIME and "SpecViolationError" in _msg(r)),
     Rule("pytorch/executorch#21866", "optimized native_layer_norm ignores the dim order: a channels_last input is "
                                      "normalized along the wrong axis",
          lambda r: r["path"] in ET_RUNTIME and _case(r)["pattern"] == "layer_norm"
-         and _case(r)["layout"] == "channels_last" and r["verdict"] in ("inaccurate", "nonfinite")),
+         and _case(r)["layout"] == "channels_last" and r["verdict"] in (Verdict.INACCURATE, Verdict.NONFINITE)),
     Rule("new", "by design: XNNPACK runs every operator with denormals disabled (xnn_run_operator passes "
                 "PTHREADPOOL_FLAG_DISABLE_DENORMALS), so subnormal inputs are flushed to zero",
-         lambda r: r["path"] == "executorch-xnnpack" and r["verdict"] == "inaccurate"
+         lambda r: r["path"] == "executorch-xnnpack" and r["verdict"] == Verdict.INACCURATE
          and _case(r)["input"]["kind"] == "subnormal"),
     Rule("new", "optimized native_layer_norm reads float16/bfloat16 rows of 256+ elements as float "
                 "(RowwiseMoments since pytorch/executorch#16727)",
          lambda r: r["path"] in ET_RUNTIME and _case(r)["pattern"] == "layer_norm" and _half(r)
-         and r["verdict"] in ("inaccurate", "nonfinite") and _case(r)["shape"][-1] >= 256),
+         and r["verdict"] in (Verdict.INACCURATE, Verdict.NONFINITE) and _case(r)["shape"][-1] >= 256),
     Rule("pytorch/executorch#16727", "portable norm kernels accumulate large-offset float16 rows in reduced "
                                      "precision or E[x^2] - E[x]^2 form: overflow or cancellation",
-         lambda r: r["path"] in ET_RUNTIME and r["verdict"] in ("inaccurate", "nonfinite")
+         lambda r: r["path"] in ET_RUNTIME and r["verdict"] in (Verdict.INACCURATE, Verdict.NONFINITE)
          and _case(r)["input"]["kind"] in ("offset", "alternating", "overflow", "uniform")),
     Rule("new", "eval batch_norm in float16 on XNNPACK/portable rounds its folded scale and shift to float16: "
                 "marginal, a few times the bound on small outputs",
          lambda r: r["path"] in ET_RUNTIME and _case(r)["pattern"] == "batch_norm" and _half(r)
-         and r["verdict"] == "inaccurate"),
+         and r["verdict"] == Verdict.INACCURATE),
     Rule("new", "portable group/instance norm in float16/bfloat16 computes its statistics in reduced precision: "
                 "constant rows get a non-zero variance, and a 65,536-element count overflows float16 (the overflow "
                 "pytorch/executorch#16727 fixed in group_norm)",
          lambda r: r["path"] in ET_RUNTIME and _case(r)["pattern"] in ("group_norm", "instance_norm") and _half(r)
-         and r["verdict"] in ("inaccurate", "nonfinite")),
+         and r["verdict"] in (Verdict.INACCURATE, Verdict.NONFINITE)),
 )
 
 

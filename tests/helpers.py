@@ -29,6 +29,17 @@ def seed(name: str) -> str:
     return os.path.join(SEEDS, name)
 
 
+# The misbehaving test paths (tests/crashy_paths.py), as NORMDIFF_EXTRA_PATHS registers them, and their trigger.
+CRASHY_PATHS = ("abort=tests.crashy_paths:AbortPath,sleep=tests.crashy_paths:SleepPath,"
+                "slow=tests.crashy_paths:SlowPath")
+TRIGGER = {"kind": "constant", "value": 7.0}  # tests.crashy_paths.TRIGGER
+
+
+def small_layer_norm(**changes) -> dict:
+    """A float32 layer_norm [2, 16] spec, changed as asked: the runner's tests' cheap case."""
+    return {"pattern": "layer_norm", "dtype": "float32", "shape": [2, 16], **changes}
+
+
 # Small specs, records and baseline entries for the gate and the reports.
 SPECS = {name: CaseSpec.from_dict(raw) for name, raw in {
     "a": {"pattern": "layer_norm", "dtype": "float16", "shape": [2, 64]},
@@ -66,3 +77,40 @@ def write_baseline(tmp_path, entries, name="baseline.json"):
     p = tmp_path / name
     p.write_text(json.dumps({"format": "normdiff-baseline", "version": 1, "entries": entries}, indent=1))
     return str(p)
+
+
+# A path's intermediates, as attribution reads them and as its repro script reads them.
+
+def hooked_capture(spec, path):
+    """The path's own intermediates (`Path.intermediates`, the hook attribution calls) on the case's input."""
+    from harness import paths
+    from harness.core.tensors import to_torch
+    from harness.oracle.inputs import make_inputs
+    from harness.oracle.modules import build_module
+    from harness.paths.base import input_arrays
+
+    inputs = make_inputs(spec)
+    example = tuple(to_torch(a, spec.layout) for a in input_arrays(inputs.run_arg))
+    return paths.get(path).intermediates(spec, build_module(spec, inputs.params), example)(inputs.run_arg)
+
+
+def scripted_intermediates(spec, path):
+    """The repro script's `intermediates(model, example, x)`, run from the script's own text."""
+    from harness import paths
+    from harness.repro import pieces, script
+
+    runner = paths.get(path)
+    namespace: dict = {}
+    exec("\n".join([pieces.IMPORTS, "from torch import nn\nimport torch.nn.functional as F\n",  # noqa: S102
+                    runner.script_imports, pieces.CONVERSIONS, script.input_code(spec), script.model_code(spec),
+                    runner.script_code()]), namespace)
+    example = tuple(namespace["to_torch"](a, spec.layout) for a in namespace["INPUTS"])
+    return namespace["intermediates"](namespace["model"], example, namespace["INPUTS"])
+
+
+def assert_same_intermediates(capture, items, output, rerun):
+    """A Capture and a script's (items, output, rerun) hold the same values, bit for bit."""
+    assert [(i.name, i.op, i.dtype) for i in capture.intermediates] == [t[:3] for t in items]
+    for i, t in zip(capture.intermediates, items):
+        assert i.value.dtype == t[3].dtype and i.value.tobytes() == t[3].tobytes(), i.name
+    assert capture.output == output and capture.rerun_output.tobytes() == rerun.tobytes()

@@ -8,11 +8,10 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 
-from harness.attribution.capture import Unavailable
 from harness.attribution.score import changes_of, entries, first_stage_over
 from harness.attribution.stages import program_stages
 from harness.core.verdicts import Verdict
-from harness.paths.base import first_line
+from harness.paths.base import IntermediatesUnavailable, first_line, input_arrays
 
 # The verdicts whose executions get an attribution: the path ran and its output is wrong in value or dtype.
 ATTRIBUTED = frozenset({Verdict.INACCURATE, Verdict.DTYPE_MISMATCH, Verdict.NONFINITE})
@@ -23,59 +22,38 @@ _BUILT: OrderedDict = OrderedDict()
 BUILT_SIZE = 8
 
 
-def _build(path, module, example):
-    """runner(example tensors, x) -> Capture: `path`'s graph rebuilt with its intermediates exposed."""
-    from harness.paths.eager import EagerPath
-    from harness.paths.executorch_recompose import RecomposeCapturePath, RecomposePath
-    from harness.paths.tvm import TvmPath
+def _runner(path, spec, inputs, module_case=None):
+    """run(x) -> Capture: the path's graph of (path, structure) with its intermediates exposed, built once.
 
-    if isinstance(path, TvmPath):
-        from harness.attribution import relax
-
-        run = relax.prepare(path, module, example)
-        return lambda tensors, x: run(x)
-    if isinstance(path, (RecomposePath, RecomposeCapturePath)):
-        from harness.attribution import fx
-
-        run = fx.prepare_recompose(path, module, example)
-        return lambda tensors, x: run(tensors)
-    if isinstance(path, EagerPath):
-        from harness.attribution import fx
-
-        run = fx.prepare_eager(module, example)
-        return lambda tensors, x: run(tensors)
-    raise Unavailable(f"path {path.name!r} does not expose its intermediates (a compiled library or "
-                      "a delegated program runs as one call)")
-
-
-def _runner(path, spec, inputs):
-    """The rebuilt graph of (path, structure), built once per structure."""
+    The path builds it (`Path.intermediates`, DESIGN §6); one that cannot
+    raises IntermediatesUnavailable, and the record says why.
+    """
     from harness.core.tensors import to_torch
     from harness.oracle.modules import build_module
-    from harness.paths.base import input_arrays
 
     key = (path.name, path.structure_key(spec))
     if key in _BUILT:
         _BUILT.move_to_end(key)
         return _BUILT[key]
-    tensors = tuple(to_torch(a, spec.layout) for a in input_arrays(inputs.run_arg))
-    module = build_module(spec, inputs.params)
-    _BUILT[key] = _build(path, module, tensors)
+    if module_case is not None:  # a module case: the user's class, built as every path gets it
+        module, example = module_case.build(), module_case.example(inputs, spec.layout)
+    else:
+        tensors = tuple(to_torch(a, spec.layout) for a in input_arrays(inputs.run_arg))
+        example = tensors if inputs.extra else tensors[0]  # as `prepare` gets it
+        module = build_module(spec, inputs.params)
+    _BUILT[key] = path.intermediates(spec, module, example)
     CAPTURES["builds"] += 1
     while len(_BUILT) > BUILT_SIZE:
         _BUILT.popitem(last=False)
     return _BUILT[key]
 
 
-def attribute(spec, path, inputs, out, verdict: str) -> dict:
-    """{"attribution", "first_stage_over", "attribution_note"}; Unavailable if it cannot be done."""
-    from harness.core.tensors import to_torch
-    from harness.paths.base import input_arrays
-
-    stages = program_stages(spec, inputs)
-    runner = _runner(path, spec, inputs)
+def attribute(spec, path, inputs, out, verdict: Verdict, module_case=None) -> dict:
+    """{"attribution", "first_stage_over", "attribution_note"}; IntermediatesUnavailable if it cannot be done."""
+    stages = program_stages(spec, inputs, module_case)
+    runner = _runner(path, spec, inputs, module_case)
     CAPTURES["count"] += 1
-    capture = runner(tuple(to_torch(a, spec.layout) for a in input_arrays(inputs.run_arg)), inputs.run_arg)
+    capture = runner(inputs.run_arg)
     changes = changes_of(capture, out)
     attribution = entries(stages, capture, approximate=bool(changes))
     note = capture.method + ("; approximate: " + "; ".join(changes) if changes else
@@ -84,15 +62,15 @@ def attribute(spec, path, inputs, out, verdict: str) -> dict:
             "attribution_note": note}
 
 
-def annotate(record: dict, spec, path, inputs, out) -> None:
+def annotate(record: dict, spec, path, inputs, out, module_case=None) -> None:
     """Add the attribution keys to a failing record (nothing for other verdicts)."""
     if record.get("verdict") not in ATTRIBUTED:
         return
     start = time.perf_counter()
     try:
-        record.update(attribute(spec, path, inputs, out, record["verdict"]))
+        record.update(attribute(spec, path, inputs, out, record["verdict"], module_case))
         record.setdefault("facts", {})["attribution"] = "read"
-    except Unavailable as exc:
+    except IntermediatesUnavailable as exc:
         record.update(attribution=None, first_stage_over=None)
         record.setdefault("facts", {})["attribution"] = f"unavailable: {exc}"
     except Exception as exc:  # noqa: BLE001 - attribution is extra: the record stands without it

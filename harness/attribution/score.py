@@ -5,9 +5,9 @@ import math
 
 import numpy as np
 
-from harness.attribution.capture import Capture
 from harness.attribution.match import align, canonical, err_over_bound
 from harness.core.verdicts import Verdict
+from harness.paths.base import Capture
 
 
 def _same_bits(a: np.ndarray | None, b: np.ndarray) -> bool:
@@ -53,7 +53,7 @@ def entries(stages, capture: Capture, approximate: bool) -> list[dict]:
     return out
 
 
-def first_stage_over(attribution: list[dict], verdict: str) -> str | None:
+def first_stage_over(attribution: list[dict], verdict: Verdict) -> str | None:
     """dtype_mismatch: the first computed stage whose dtype differs from the program's; else the first over its bound."""
     for e in attribution:
         if verdict == Verdict.DTYPE_MISMATCH:

@@ -1,8 +1,8 @@
 """The program stages of a case: its program (or its catalog style's), evaluated in FP64 with its norms opened.
 
 A program case has its own program. A catalog layer_norm or rms_norm case
-has the program of its style (harness.program.style_program, the program
-twin of harness/oracle/twins.py: the same bits as the style's module), and
+has the program of its style (harness.oracle.twins.style_case: the program
+its module runs), and
 a group_norm module is `F.group_norm(x, groups, w, b, eps)`; their input
 and parameters are the case's own (weight and bias read as w and b), in any
 layout, since the stages are logical values. instance_norm and batch_norm
@@ -12,10 +12,11 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from harness.attribution.capture import Unavailable
 from harness.attribution.match import canonical
 from harness.spec import CaseSpec, program_case
-from harness.program import ProgramCase, parse, style_program
+from harness.oracle.twins import PROGRAM_NAMES, TWIN_PATTERNS, style_case
+from harness.paths.base import IntermediatesUnavailable
+from harness.program import ProgramCase, parse
 from harness.program.expand import evaluate_expanded, is_part
 
 
@@ -30,28 +31,25 @@ class ProgramStage(NamedTuple):
 
 
 def case_program(spec: CaseSpec) -> tuple[str, ProgramCase]:
-    """(program text, ProgramCase) of a case; Unavailable if its pattern has no program."""
+    """(program text, ProgramCase) of a case; IntermediatesUnavailable if its pattern has no program."""
     if spec.program is not None:
         return spec.program, program_case(spec)
-    params = {}
-    if spec.pattern in ("layer_norm", "rms_norm"):
-        text = style_program(spec.pattern, spec.style, spec.cast, spec.affine, spec.dtype, spec.weight_dtype)
-    elif spec.pattern == "group_norm":
+    if spec.pattern in TWIN_PATTERNS:
+        return style_case(spec)
+    if spec.pattern == "group_norm":
         w, b = ("w" if spec.affine != "none" else "None"), ("b" if spec.affine == "weight_bias" else "None")
-        text = f"return F.group_norm(x, {spec.groups}, {w}, {b}, eps)"
         params = {name: (spec.shape[1],) for name in ("w", "b")}
-    else:
-        raise Unavailable(f"no program for the {spec.pattern} module (running statistics or per-instance norms "
-                          "are not in the program language)")
-    return text, ProgramCase(spec.dtype, tuple(spec.shape), spec.weight_dtype, (), params, spec.eps)
+        return (f"return F.group_norm(x, {spec.groups}, {w}, {b}, eps)",
+                ProgramCase(spec.dtype, tuple(spec.shape), spec.weight_dtype, (), params, spec.eps))
+    raise IntermediatesUnavailable(f"no program for the {spec.pattern} module (running statistics or per-instance norms "
+                      "are not in the program language)")
 
 
 def case_arrays(spec: CaseSpec, inputs) -> dict:
     """The arrays a case's program reads, by name."""
     if spec.program is not None:
         return {**inputs.arrays, **inputs.params}
-    names = {"weight": "w", "bias": "b"}
-    return {"x": inputs.x, **{names[k]: v for k, v in inputs.params.items() if k in names}}
+    return {"x": inputs.x, **{PROGRAM_NAMES[k]: v for k, v in inputs.params.items() if k in PROGRAM_NAMES}}
 
 
 def labelled(stages) -> list[ProgramStage]:
@@ -67,8 +65,13 @@ def labelled(stages) -> list[ProgramStage]:
     return out
 
 
-def program_stages(spec: CaseSpec, inputs) -> list[ProgramStage]:
-    """Every stage of the case's program in program order, norms opened into their parts."""
-    text, info = case_program(spec)
-    evaluation = evaluate_expanded(parse(text, case=info), info, case_arrays(spec, inputs))
+def program_stages(spec: CaseSpec, inputs, module_case=None) -> list[ProgramStage]:
+    """Every stage of the case's program in program order, norms opened into their parts; a module case's
+    program is its lifted one (`module_case`: harness.modules.resolve.ModuleCase)."""
+    if module_case is not None:
+        text, info, arrays = module_case.resolved.source, module_case.case, module_case.reference_arrays(inputs)
+    else:
+        text, info = case_program(spec)
+        arrays = case_arrays(spec, inputs)
+    evaluation = evaluate_expanded(parse(text, case=info), info, arrays)
     return labelled(evaluation.stages)

@@ -28,6 +28,7 @@ import numpy as np
 from harness import paths
 from harness.benchmark import anchors, grid, implementations, program_grid, program_implementations, truth
 from harness.spec import CaseSpec
+from harness.core.verdicts import Verdict
 from harness.engine.cases import CaseProblem, lift_problem
 from harness.engine.execute import Executor
 from harness.oracle.compare import measured_rows
@@ -44,8 +45,8 @@ class Outcome:
     spec: CaseSpec
     implementation: str
     kind: str                 # "correct", "wrong" (materially wrong) or "left-out"
-    reason: str               # the ground truth's reason for a materially wrong output
-    verdict: str              # normdiff's verdict
+    reason: Verdict | None    # the ground truth's verdict for a materially wrong output
+    verdict: Verdict          # normdiff's verdict
     message: str
     over_tol: float | None    # normdiff's largest error in units of its bound
     flags: dict[str, bool] = field(default_factory=dict)
@@ -84,7 +85,7 @@ def run_case(spec: CaseSpec, names: dict[str, type], executor: Executor, runner:
     records, outputs = {}, {}
     for name in names:
         record = executor.execute(spec, name)
-        if record["verdict"] == "unsupported":
+        if record["verdict"] == Verdict.UNSUPPORTED:
             continue
         records[name] = record
         outputs[name] = runner.output(name, spec, setup)
@@ -94,17 +95,17 @@ def run_case(spec: CaseSpec, names: dict[str, type], executor: Executor, runner:
     result = []
     for name, out in outputs.items():
         if names[name].correct:
-            kind, reason = "correct", ""
+            kind, reason = "correct", None
         else:
             judged = truth.judge(out, ref, expected, baseline)
             kind, reason = ("wrong" if judged.wrong else "left-out"), judged.reason
         record = records[name]
-        flags = {NORMDIFF: record["verdict"] != "pass"}
+        flags = {NORMDIFF: record["verdict"] != Verdict.PASS}
         if kind != "left-out":
             for anchor, oracle in anchors.ANCHORS.items():
                 flags[anchor] = oracle(out, eager, ref.out)
         rows = None
-        if detail and kind != "left-out" and record["verdict"] in ("pass", "inaccurate"):
+        if detail and kind != "left-out" and record["verdict"] in (Verdict.PASS, Verdict.INACCURATE):
             rows = measured_rows(out, ref, eager)
         result.append(Outcome(spec, name, kind, reason, record["verdict"], record["message"],
                               record.get("max_err_over_tol"), flags, rows))

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.core.dtypes import name_of, ulp
+from harness.core.verdicts import Verdict
 from harness.oracle.reference import Reference
 
 FACTOR = 4.0
@@ -34,8 +35,10 @@ FACTOR = 4.0
 
 @dataclass(frozen=True)
 class Truth:
-    wrong: bool       # materially wrong (only ever True for a wrong implementation)
-    reason: str       # "dtype", "shape", "nonfinite", "error", or "" when not materially wrong
+    wrong: bool              # materially wrong (only ever True for a wrong implementation)
+    # The verdict the output deserves by this rule (shape, dtype, non-finite, or beyond the
+    # correct implementations' error: inaccurate); None when it is not materially wrong.
+    reason: Verdict | None
 
 
 def element_errors(out: np.ndarray, ref: Reference) -> np.ndarray:
@@ -63,14 +66,14 @@ def baseline_rows(outputs: list[np.ndarray], ref: Reference) -> np.ndarray:
 def judge(out: np.ndarray, ref: Reference, expected_dtype: str, baseline: np.ndarray) -> Truth:
     """Whether a wrong implementation's `out` is materially wrong (see the module docstring)."""
     if tuple(out.shape) != tuple(ref.out.shape):
-        return Truth(True, "shape")
+        return Truth(True, Verdict.SHAPE_MISMATCH)
     if name_of(out.dtype) != expected_dtype:
-        return Truth(True, "dtype")
+        return Truth(True, Verdict.DTYPE_MISMATCH)
     y = np.asarray(out).astype(np.float64)
     if (~np.isfinite(y) & np.isfinite(ref.out) & np.isfinite(baseline[ref.rows])).any():
-        return Truth(True, "nonfinite")
+        return Truth(True, Verdict.NONFINITE)
     err = element_errors(out, ref)
     beyond = (err > FACTOR * baseline[ref.rows]) & (err > ulp(ref.out, name_of(out.dtype)))
     if beyond.any():
-        return Truth(True, "error")
-    return Truth(False, "")
+        return Truth(True, Verdict.INACCURATE)
+    return Truth(False, None)

@@ -127,7 +127,9 @@ def timed_run(specs, names, out, jobs, cache, executor="local") -> tuple[float, 
 
 def compile_seconds(records: list[dict]) -> float:
     """Prepare seconds of the executions whose artifact the cache keeps (the compile-bound part)."""
-    return sum(r.get("prepare_seconds") or 0.0 for r in records if r.get("artifact_cache") in ("hit", "miss"))
+    from harness.engine.cache import Origin
+
+    return sum(r.get("prepare_seconds") or 0.0 for r in records if r.get("artifact_cache") in (Origin.HIT, Origin.MISS))
 
 
 def outcomes(records: list[dict]) -> dict:

@@ -14,7 +14,7 @@ import sys
 from cases import bugs
 from harness.core.errors import UsageError
 from harness.core.records import ResultsWriter
-from harness.core.verdicts import DEFAULT_TIMEOUT
+from harness.core.verdicts import DEFAULT_TIMEOUT, Verdict
 from harness.engine.plan import Task
 from harness.engine.procs import RunnerError
 from harness.engine.run import execute_tasks
@@ -79,17 +79,17 @@ def status(bug, records: dict) -> tuple[str, list[str]]:
     off = []
     for spec, path in bug.controls:
         v, r = verdict(spec, path)
-        if v != "pass":
+        if v != Verdict.PASS:
             off.append(f"control {path} on {spec}: {v} ({(r or {}).get('message', '')[:160]})")
     seen = [verdict(s, p) + (s, p) for s, p in bug.checks]
     if all(v == bug.verdict for v, *_ in seen):
         state = "reproduced"
-    elif all(v == "pass" for v, *_ in seen):
+    elif all(v == Verdict.PASS for v, *_ in seen):
         state = "fixed"
     else:
         state = "changed"
         for v, r, s, p in seen:
-            if v not in (bug.verdict, "pass"):
+            if v not in (bug.verdict, Verdict.PASS):
                 off.append(f"{p} on {s}: {v} ({(r or {}).get('message', '')[:160]})")
     if off:
         state = "changed"

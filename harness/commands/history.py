@@ -14,7 +14,7 @@ import sys
 
 from harness.core.errors import UsageError
 from harness.core.records import json_safe, write_atomic
-from harness.core.verdicts import DEFAULT_OUT
+from harness.core.verdicts import DEFAULT_OUT, Verdict
 from harness.reports.history import Answer, Execution, HistoryError, default_history, lookup
 
 LISTED = 20  # executions listed for a family; --export has them all
@@ -29,8 +29,8 @@ def _run(answer: Answer, run_id: int | None) -> str:
 
 def _line(answer: Answer, ex: Execution) -> str:
     run, verdict, ratio = ex.last
-    now = f"{verdict} in run {run}" + (f" ({ratio:.3g}x the bound)" if ratio is not None and verdict != "pass" else "")
-    failing = sum(v != "pass" for _, v, _ in ex.seen)
+    now = f"{verdict} in run {run}" + (f" ({ratio:.3g}x the bound)" if ratio is not None and verdict != Verdict.PASS else "")
+    failing = sum(v != Verdict.PASS for _, v, _ in ex.seen)
     since = f"; failing since {_run(answer, ex.failing_since)}" if ex.failing_since is not None else ""
     return (f"{ex.path} on {ex.label}: {now}; failed in {failing} of {len(ex.seen)} runs; "
             f"first failed: {_run(answer, ex.first_failed)}; last passed: {_run(answer, ex.last_passed)}{since}")
@@ -52,7 +52,7 @@ def render(answer: Answer, history: str) -> str:
         passed = [ex.last_passed for ex in exs if ex.last_passed is not None]
         head += (f"\nfirst failed: {_run(answer, min(first) if first else None)}; "
                  f"last passed: {_run(answer, max(passed) if passed else None)}")
-    order = sorted(exs, key=lambda ex: (ex.last[1] == "pass", ex.path, ex.label))
+    order = sorted(exs, key=lambda ex: (ex.last[1] == Verdict.PASS, ex.path, ex.label))
     lines = [head] + ["  " + _line(answer, ex) for ex in order[:LISTED]]
     if len(order) > LISTED:
         lines.append(f"  … and {len(order) - LISTED} more (--export FILE.json has them all)")

@@ -18,7 +18,7 @@ from harness.commands.common import load_specs, paths_arg, results_records, shar
 from harness.commands.module_args import add_module_options, module_spec
 from harness.core.errors import UsageError
 from harness.core.records import dumps, latest_per_execution, read_results, write_atomic
-from harness.core.verdicts import DEFAULT_OUT, DEFAULT_TIMEOUT
+from harness.core.verdicts import DEFAULT_OUT, DEFAULT_TIMEOUT, Verdict
 from harness.engine.cache import DEFAULT_MAX_GB, MAX_GB_ENV, ArtifactCache, default_dir, max_bytes_from_env
 from harness.engine import ray_executor
 from harness.engine.lock import folder_lock
@@ -83,7 +83,7 @@ def cmd_run(args) -> int:
         mine = [r for r in latest_per_execution(read_results(results)) if (r["case_id"], r["path"]) in wanted]
         _record_history(history, mine, "run", args.out)
         _report(args.out, history)
-    bad = [r for r in mine if r["verdict"] != "pass"]
+    bad = [r for r in mine if r["verdict"] != Verdict.PASS]
     missing = len(wanted) - len(mine)
     print(f"normdiff: {len(mine)} executions, {len(bad)} not passing"
           + (f", {missing} missing" if missing else "") + f"; reports in {args.out}", file=sys.stderr)

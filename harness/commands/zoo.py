@@ -2,7 +2,7 @@
 
 The listing is read from the library's sources (harness/zoo: nothing is imported in this process); each
 implementation's spec is then built, exported and lifted on the runner's workers in every dtype
-(harness/zoo/resolve.py), and its line says how far it got and, if not all the way, the first reason.
+(harness/engine/zoo_builds.py), and its line says how far it got and, if not all the way, the first reason.
 `--source-only` lists from the sources alone. Without transformers installed (and no `--root`), it says
 how to install the extra and exits 2.
 """
@@ -44,7 +44,7 @@ def _dtypes(text: str) -> tuple[str, ...]:
 
 def row_status(results: dict, dtypes) -> tuple[str, str]:
     """(lifted | partial | exported | built | failed | no spec, the first shortfall as `dtype stage: reason`)."""
-    from harness.zoo.resolve import STATUSES
+    from harness.engine.zoo_builds import STATUSES
 
     statuses = [results[d]["status"] for d in dtypes]
     bad = [(d, results[d]) for d in dtypes if results[d]["status"] != "lifted"]
@@ -122,7 +122,7 @@ def cmd_list(args) -> int:
             raise UsageError(f"--only: no implementation named {', '.join(sorted(unknown))}")
     rows = None
     if not args.source_only:
-        from harness.zoo.resolve import resolve_zoo
+        from harness.engine.zoo_builds import resolve_zoo
 
         def progress(rec):
             print(f"zoo: {rec['class'].rpartition(':')[2]} {rec['dtype']}: {rec['status']}"
@@ -141,8 +141,8 @@ def cmd_list(args) -> int:
 
 
 def write_json(path: str, zoo, rows, dtypes) -> None:
-    from harness.zoo.language import outside
-    from harness.zoo.resolve import summary
+    from harness.engine.zoo_builds import outside
+    from harness.engine.zoo_builds import summary
 
     data = {"zoo": zoo.to_dict(), "dtypes": list(dtypes)}
     if rows is not None:

@@ -1,4 +1,8 @@
-"""NumPy <-> torch conversion that keeps bfloat16 bits and the spec's layout."""
+"""NumPy <-> torch conversion that keeps bfloat16 bits and the spec's layout.
+
+Repro scripts carry these functions as their source (harness.repro.pieces,
+inspect.getsource): they use only numpy, ml_dtypes and torch.
+"""
 from __future__ import annotations
 
 import ml_dtypes
@@ -26,3 +30,10 @@ def to_numpy(t) -> np.ndarray:
     if t.dtype == torch.bfloat16:
         return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16).copy()
     return t.numpy().copy()
+
+
+def single(out):
+    """The one output of a graph that returns a one-element list or tuple (nested ones too)."""
+    while isinstance(out, (list, tuple)) and len(out) == 1:
+        out = out[0]
+    return out

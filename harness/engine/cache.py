@@ -29,6 +29,7 @@ import platform
 import sys
 import time
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from harness.core.errors import UsageError
 from harness.core.records import TMP_PREFIX, temporary_file
@@ -41,7 +42,22 @@ RESCAN_WRITES = 16  # the folder is measured again after this many writes (other
 STALE_TMP_SECONDS = 3600.0  # a temporary file this old was left by a killed writer
 # Harness modules every artifact depends on besides its path's own: how the
 # module is built from the spec and how its parameters are drawn.
-SHARED_SOURCES = ("harness.oracle.modules", "harness.oracle.inputs")
+# The catalog styles are rendered from their programs, so the program modules that build a
+# module (parse, walk, torch_module, styles) are sources of every artifact too.
+SHARED_SOURCES = ("harness.oracle.modules", "harness.oracle.inputs", "harness.program.styles",
+                  "harness.program.parse", "harness.program.walk", "harness.program.torch_module")
+
+
+class Origin(StrEnum):
+    """Where an execution's artifact came from: a record's `artifact_cache`.
+
+    The cache's own statuses, not verdicts (UNSUPPORTED: the path keeps no artifacts).
+    """
+
+    HIT = "hit"                  # restored from disk
+    MISS = "miss"                # built (and stored if the path could serialise it)
+    OFF = "off"                  # no cache
+    UNSUPPORTED = "unsupported"  # the path keeps no artifacts, or could not serialise this one
 
 
 def default_dir() -> str:

@@ -22,7 +22,7 @@ import numpy as np
 from harness import paths
 from harness.attribution import ATTRIBUTED, annotate
 from harness.core.verdicts import Verdict
-from harness.engine.cache import ArtifactCache, cacheable
+from harness.engine.cache import ArtifactCache, Origin, cacheable
 from harness.engine.cases import CaseProblem, Cases, lift_problem
 from harness.oracle.compare import eager_row_errors, score
 from harness.paths.base import Prepared, StageError, Unsupported, example_args, first_line, stage
@@ -82,41 +82,41 @@ class Executor:
         prepared, origin = self._from_disk(path, spec, salt)
         if prepared is None:
             prepared = self._build(path, spec, setup)
-            origin = self._store(path, spec, prepared, salt) if origin == "miss" else origin
+            origin = self._store(path, spec, prepared, salt) if origin == Origin.MISS else origin
         self._prepared[key] = (prepared, origin)
         return prepared, False, time.perf_counter() - start, origin
 
     def _from_disk(self, path, spec: CaseSpec, salt: str = "") -> tuple[Prepared | None, str]:
         """The cached artifact restored, or None and what the cache status will be."""
         if self.cache is None:
-            return None, "off"
+            return None, Origin.OFF
         if not cacheable(path):
-            return None, "unsupported"
+            return None, Origin.UNSUPPORTED
         ckey = self.cache.key(path, spec, salt)
         entry = self.cache.get(ckey)
         if entry is None:
-            return None, "miss"
+            return None, Origin.MISS
         try:
             prepared = path.restore(spec, entry.data)
         except Exception:  # noqa: BLE001 - an entry that does not restore is not trusted
             self.cache.discard(ckey)
-            return None, "miss"
+            return None, Origin.MISS
         prepared.facts = dict(entry.facts)
-        return prepared, "hit"
+        return prepared, Origin.HIT
 
     def _store(self, path, spec: CaseSpec, prepared: Prepared | Exception, salt: str = "") -> str:
         """Put what was built into the cache: "miss", or "unsupported" if the path could not serialise it."""
         if isinstance(prepared, Exception):
-            return "miss"  # failures are rebuilt every time: they may come from the moment
+            return Origin.MISS  # failures are rebuilt every time: they may come from the moment
         try:
             data = path.artifact(prepared)
             facts = json.loads(json.dumps(prepared.facts))
         except Exception:  # noqa: BLE001 - e.g. no C compiler to link TVM's library
             data = None
         if data is None:
-            return "unsupported"
+            return Origin.UNSUPPORTED
         self.cache.put(self.cache.key(path, spec, salt), path.name, data, facts)
-        return "miss"
+        return Origin.MISS
 
     def _build(self, path, spec: CaseSpec, setup) -> Prepared | Exception:
         try:
@@ -153,7 +153,7 @@ class Executor:
         try:
             path = paths.get(path_name)
         except KeyError as exc:
-            record.update(verdict="error", stage="compile", message=str(exc.args[0]))
+            record.update(verdict=Verdict.ERROR, stage="compile", message=str(exc.args[0]))
             return record
         try:
             setup = self.cases.setup(spec)
@@ -182,16 +182,16 @@ class Executor:
         record["artifact_cache"] = origin
         record["prepare_seconds"] = round(prep_s, 6)
         if isinstance(prepared, Unsupported):
-            record.update(verdict="unsupported", message=str(prepared))
+            record.update(verdict=Verdict.UNSUPPORTED, message=str(prepared))
         elif isinstance(prepared, StageError):
-            record.update(verdict="error", stage=prepared.stage, message=prepared.message)
+            record.update(verdict=Verdict.ERROR, stage=prepared.stage, message=prepared.message)
         else:
             record["facts"] = dict(prepared.facts)
             run_start = time.perf_counter()
             try:
                 out = prepared.run(inputs.run_arg)
             except StageError as exc:
-                record.update(verdict="error", stage=exc.stage, message=exc.message)
+                record.update(verdict=Verdict.ERROR, stage=exc.stage, message=exc.message)
             else:
                 record["run_seconds"] = round(time.perf_counter() - run_start, 6)
                 result = score(out, ref, eager_out)
@@ -200,7 +200,7 @@ class Executor:
                     record["eager_max_abs_err"] = result.max_abs_err
         record["seconds"] = round(time.perf_counter() - start, 6)
         if record["verdict"] in ATTRIBUTED:  # a wrong output was scored: which stage lost it (passes pay nothing)
-            annotate(record, spec, path, inputs, out)
+            annotate(record, spec, path, inputs, out, setup.module_case)
         return record
 
     def _resolve(self, spec: CaseSpec, record: dict, start: float) -> dict:

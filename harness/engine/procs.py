@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 from typing import Iterable
 
-from harness.core.verdicts import DEFAULT_MEMORY_FRACTION, MIN_MEMORY_GB
+from harness.core.verdicts import DEFAULT_MEMORY_FRACTION, MIN_MEMORY_GB, Verdict
 from harness.engine.execute import base_record
 from harness.engine.plan import Group, Task
 from harness.engine.warm import start_forkserver, warm_modules
@@ -244,12 +244,12 @@ class Procs:
                 return "requeue", task
             tail = _log_tail(w.log, w.log_offset)
             message = f"worker died ({_signal_name(code)})" + _crash_summary(tail) + self._memory_hint(code, tail)
-            return "failed", _failure(task, "crash", message, now - w.started, signal=_signal_name(code),
+            return "failed", _failure(task, Verdict.CRASH, message, now - w.started, signal=_signal_name(code),
                                       log_tail=tail[-20:])
         if w.task is not None and now - w.started > self.timeout:
             self.kill(w)
             task, w.task = w.task, None
-            return "failed", _failure(task, "timeout", f"no result after {self.timeout:g} s", now - w.started)
+            return "failed", _failure(task, Verdict.TIMEOUT, f"no result after {self.timeout:g} s", now - w.started)
         if not w.ready and now - w.born > START_TIMEOUT:
             self.kill(w)
             self.failed_starts += 1
@@ -342,7 +342,7 @@ def _crash_summary(tail: list[str]) -> str:
     return f": {tail[fatal]}{where}"
 
 
-def _failure(task: Task, verdict: str, message: str, seconds: float, **extra) -> dict:
+def _failure(task: Task, verdict: Verdict, message: str, seconds: float, **extra) -> dict:
     record = base_record(task.spec, task.path)
     record.update(verdict=verdict, message=message, seconds=round(seconds, 6), **extra)
     return record

@@ -5,6 +5,8 @@ import os
 import sys
 import time
 
+from harness.core.verdicts import Verdict
+
 
 class Progress:
     """A tqdm bar on a terminal (done, failing, rate, time left), else a line every 5 %."""
@@ -26,7 +28,7 @@ class Progress:
 
     def update(self, record: dict) -> None:
         self.done += 1
-        if record.get("verdict") != "pass":
+        if record.get("verdict") != Verdict.PASS:
             self.failing += 1
         if not self.enabled:
             return

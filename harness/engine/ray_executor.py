@@ -32,7 +32,7 @@ from typing import Iterable
 
 from harness.core.errors import UsageError
 from harness.spec import CaseSpec
-from harness.core.verdicts import DEFAULT_TIMEOUT
+from harness.core.verdicts import DEFAULT_TIMEOUT, Verdict
 from harness.engine.plan import Task
 from harness.engine.procs import START_FAILURES, START_TIMEOUT, RunnerError, Worker
 from harness.engine.scheduler import Runner
@@ -103,7 +103,7 @@ class ExecutorActor:
             record = self.executor.execute(spec_dict, path)
         except Exception as exc:  # noqa: BLE001 - a harness bug is still one record
             record = base_record(CaseSpec.from_dict(spec_dict), path)
-            record.update(verdict="error", stage="run", message=f"harness: {first_line(exc)}")
+            record.update(verdict=Verdict.ERROR, stage="run", message=f"harness: {first_line(exc)}")
         record["ray_node"] = self.node
         return record
 
@@ -176,11 +176,11 @@ class RayProcs:
                 return "record", ray.get(ref)
             except Exception as exc:  # noqa: BLE001 - the actor died under the task
                 self.kill(w)
-                return "failed", _failure(task, "crash", f"Ray actor died ({_reason(exc)})", now - w.started)
+                return "failed", _failure(task, Verdict.CRASH, f"Ray actor died ({_reason(exc)})", now - w.started)
         if w.task is not None and now - w.started > self.timeout:
             self.kill(w)
             task, w.task, w.ref = w.task, None, None
-            return "failed", _failure(task, "timeout", f"no result after {self.timeout:g} s", now - w.started)
+            return "failed", _failure(task, Verdict.TIMEOUT, f"no result after {self.timeout:g} s", now - w.started)
         return "", None
 
     def _start_failed(self, w: ActorWorker, reason: str) -> tuple[str, object]:
@@ -213,7 +213,7 @@ def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[:300]}"
 
 
-def _failure(task: Task, verdict: str, message: str, seconds: float) -> dict:
+def _failure(task: Task, verdict: Verdict, message: str, seconds: float) -> dict:
     from harness.engine.execute import base_record
 
     record = base_record(task.spec, task.path)

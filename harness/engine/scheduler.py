@@ -7,7 +7,7 @@ from collections import Counter, defaultdict, deque
 from typing import Callable, Iterable
 
 from harness import paths
-from harness.core.verdicts import DEFAULT_TIMEOUT
+from harness.core.verdicts import DEFAULT_TIMEOUT, Verdict
 from harness.engine.plan import Group, Task, group_tasks
 from harness.engine.procs import Procs, Worker
 
@@ -38,7 +38,7 @@ class _Estimates:
         self.exec: dict[str, list[float]] = defaultdict(list)
 
     def add(self, r: dict) -> None:
-        if r.get("verdict") in ("crash", "timeout"):
+        if r.get("verdict") in (Verdict.CRASH, Verdict.TIMEOUT):
             return
         prep = r.get("prepare_seconds") or 0.0
         if not r.get("cache_hit"):

@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 
+from harness.core.verdicts import Verdict
 from harness.spec import CaseSpec
 from harness.engine.cache import ArtifactCache, library_cache_env
 from harness.engine.execute import Executor, base_record
@@ -66,7 +67,7 @@ def worker_main(conn, cfg: dict) -> None:
             record = executor.execute(spec_dict, path)
         except Exception as exc:  # noqa: BLE001 - a harness bug is still one record
             record = base_record(CaseSpec.from_dict(spec_dict), path)
-            record.update(verdict="error", stage="run", message=f"harness: {first_line(exc)}")
+            record.update(verdict=Verdict.ERROR, stage="run", message=f"harness: {first_line(exc)}")
         if limit:
             note_memory_limit(record, limit)
         conn.send(("record", record))
@@ -91,7 +92,7 @@ def memory_note(limit: int) -> str:
 
 def note_memory_limit(record: dict, limit: int) -> None:
     """An error that is a refused allocation says so, with the limit that refused it."""
-    if record.get("verdict") == "error" and OUT_OF_MEMORY.search(record.get("message") or ""):
+    if record.get("verdict") == Verdict.ERROR and OUT_OF_MEMORY.search(record.get("message") or ""):
         record["message"] = f"{record['message']} [{memory_note(limit)}]"
         record["memory_limit_gb"] = round(limit / 2**30, 3)
 

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from harness.modules.lift_ops import HANDLERS, SKIP, Lifter, Val
+from harness.modules.handlers import HANDLERS, SKIP
+from harness.modules.lift_ops import Lifter, Val
 from harness.modules.load import Unliftable
 from harness.modules.names import unique
 

@@ -47,6 +47,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from harness.core.dtypes import cast, name_of, narrowest, ulp, unit_roundoff
+from harness.core.verdicts import Verdict
 from harness.oracle import witness
 from harness.oracle.reference import Reference
 
@@ -65,7 +66,7 @@ FLOOR = 1.0 / (6.0 * C_ACC)
 
 @dataclass(frozen=True)
 class Score:
-    verdict: str
+    verdict: Verdict
     message: str
     max_abs_err: float | None
     max_rel_err: float | None
@@ -157,7 +158,7 @@ def score(out: np.ndarray, ref: Reference, eager_out: np.ndarray | None = None) 
     expected = name_of(eager_out.dtype) if eager_out is not None else ref.out_dtype
     empty = dict(max_abs_err=None, max_rel_err=None, max_ulp=None, worst_row=None, max_err_over_tol=None)
     if tuple(out.shape) != tuple(ref.out.shape):
-        return Score("shape_mismatch", f"output shape {list(out.shape)}, expected {list(ref.out.shape)}",
+        return Score(Verdict.SHAPE_MISMATCH, f"output shape {list(out.shape)}, expected {list(ref.out.shape)}",
                      out_dtype=out_dtype, expected_dtype=expected, **empty)
 
     err, bad_nonfinite = _errors(out, ref)
@@ -195,23 +196,23 @@ def score(out: np.ndarray, ref: Reference, eager_out: np.ndarray | None = None) 
 
     if out_dtype != expected:
         who = "eager's" if eager_out is not None else "torch's type promotion"
-        return Score("dtype_mismatch", f"output dtype {out_dtype}, {who} is {expected}; {describe}",
+        return Score(Verdict.DTYPE_MISMATCH, f"output dtype {out_dtype}, {who} is {expected}; {describe}",
                      out_dtype=out_dtype, expected_dtype=expected, **metrics)
 
     if bad_nonfinite.any():
         blame = bad_nonfinite if eager_bad is None else bad_nonfinite & ~eager_bad
         if blame.any():
             where = np.argwhere(blame)[0].tolist()
-            return Score("nonfinite", f"{int(blame.sum())} non-finite values where the reference is finite "
+            return Score(Verdict.NONFINITE, f"{int(blame.sum())} non-finite values where the reference is finite "
                          f"(first at {where})", out_dtype=out_dtype, expected_dtype=expected,
                          unstable=eager_out is None, **metrics)
 
     if eager_out is None:
         if over.any():
-            return Score("inaccurate", f"unstable pattern: eager exceeds the bound on {int(over.sum())} of "
+            return Score(Verdict.INACCURATE, f"unstable pattern: eager exceeds the bound on {int(over.sum())} of "
                          f"{n_rows} rows; {describe}", out_dtype=out_dtype, expected_dtype=expected,
                          unstable=True, rows_over=int(over.sum()), **metrics)
-        return Score("pass", describe, out_dtype=out_dtype, expected_dtype=expected, **metrics)
+        return Score(Verdict.PASS, describe, out_dtype=out_dtype, expected_dtype=expected, **metrics)
 
     blamed = None
     if ref.stats_rows is not None:
@@ -244,12 +245,12 @@ def score(out: np.ndarray, ref: Reference, eager_out: np.ndarray | None = None) 
                 f" ({row_ratio[w]:.3g}x the bound), eager's {eager_row_err[w]:.3g} ({eager_row_ratio[w]:.3g}x)")
             text = (f"{int(worse.sum())} of {n_rows} rows over the bound and worse than {EAGER_MULTIPLIER:g}x "
                     f"eager; row {w} err {row_err[w]:.4g}{eager_note}")
-        return Score("inaccurate", f"{text}; {describe}", out_dtype=out_dtype, expected_dtype=expected,
+        return Score(Verdict.INACCURATE, f"{text}; {describe}", out_dtype=out_dtype, expected_dtype=expected,
                      rows_over=int(worse.sum()), **metrics)
     note = (f"; {shared} rows over the bound but within {EAGER_MULTIPLIER:g}x of what eager or a correct float32 "
             "implementation achieves there (an unstable pattern, or rounding errors that add up coherently)"
             ) if shared else ""
-    return Score("pass", describe + note, out_dtype=out_dtype, expected_dtype=expected,
+    return Score(Verdict.PASS, describe + note, out_dtype=out_dtype, expected_dtype=expected,
                  rows_over=0, **metrics)
 
 

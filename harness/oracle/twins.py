@@ -1,20 +1,33 @@
 """A catalog case's program twin: the same norm written as its style's program (DESIGN §7).
 
 The twin draws the same input and the same parameters (w and b from the
-stream weight and bias come from, in that order), and its program computes
-the same bits as the style's module (tests/program/test_styles.py), so a
-style case and its twin give the same output through every path. What may
+stream weight and bias come from, in that order), and its program is the
+very text the style case's module runs (`style_case`, harness.oracle.modules),
+so a style case and its twin give the same output through every path. What may
 differ is the bound: the twin's comes from the program's running error
 analysis, the style case's from the closed-form model (README, "Tolerance").
 """
 from __future__ import annotations
 
 from harness.spec import CaseSpec
-from harness.program import style_program
+from harness.program import ProgramCase, style_program
 
 # The catalog styles that have a program: every hand-written style, and the
 # layer_norm/rms_norm modules (as F.layer_norm / F.rms_norm).
 TWIN_PATTERNS = ("layer_norm", "rms_norm")
+# A catalog parameter's name in its style's program.
+PROGRAM_NAMES = {"weight": "w", "bias": "b"}
+
+
+def style_case(spec: CaseSpec) -> tuple[str, ProgramCase]:
+    """(program text, ProgramCase) of a catalog layer_norm/rms_norm case: the program its module runs.
+
+    ValueError for a case whose pattern has no style program (group, instance, batch norm).
+    """
+    if spec.program is not None or spec.pattern not in TWIN_PATTERNS:
+        raise ValueError(f"no style program for a {spec.pattern} {spec.style} case")
+    text = style_program(spec.pattern, spec.style, spec.cast, spec.affine, spec.dtype, spec.weight_dtype)
+    return text, ProgramCase(spec.dtype, tuple(spec.shape), spec.weight_dtype, eps=spec.eps)
 
 
 def has_twin(spec: CaseSpec) -> bool:
@@ -28,7 +41,7 @@ def program_twin(spec: CaseSpec) -> CaseSpec | None:
     raw = {
         "pattern": spec.pattern, "dtype": spec.dtype, "shape": list(spec.shape), "eps": spec.eps,
         "input": spec.input_dict, "params": spec.params_dict, "seed": spec.seed,
-        "program": style_program(spec.pattern, spec.style, spec.cast, spec.affine, spec.dtype, spec.weight_dtype),
+        "program": style_case(spec)[0],
     }
     if spec.weight_dtype != spec.dtype:
         raw["weight_dtype"] = spec.weight_dtype

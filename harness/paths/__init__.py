@@ -13,7 +13,8 @@ import importlib
 import importlib.metadata
 import os
 
-from harness.paths.base import Path, Prepared, StageError, Unsupported, stage  # noqa: F401
+from harness.paths.base import (  # noqa: F401
+    Capture, Intermediate, IntermediatesUnavailable, Path, Prepared, StageError, Unsupported, stage)
 
 REGISTRY: dict[str, str] = {
     "eager": "harness.paths.eager:EagerPath",

@@ -9,17 +9,16 @@ from __future__ import annotations
 
 import contextlib
 import io
-import operator
 import os
 import sys
 import tempfile
 import warnings
-from typing import Any, Callable
+from typing import Callable
 
 import numpy as np
 
 from harness.core.dtypes import name_of
-from harness.core.tensors import to_numpy, to_torch
+from harness.core.tensors import single, to_numpy, to_torch
 from harness.paths.base import Prepared, example_args, input_arrays, stage
 
 # What a warm worker imports for an ExecuTorch path.
@@ -55,8 +54,10 @@ def export(module, example, exported=None):
         return torch.export.export(module, example_args(example))
 
 
-def op_name(target: Any) -> str:
-    """A short, stable name of an FX call_function target: "aten.mul.Tensor"."""
+def op_name(target) -> str:
+    """A short, stable name of an FX call_function target: "aten.mul.Tensor" (repro scripts paste it)."""
+    import operator
+
     from torch._ops import OpOverload
 
     if isinstance(target, OpOverload):  # ATen graphs: "aten.to.dtype"
@@ -73,9 +74,8 @@ def op_name(target: Any) -> str:
 
 
 def single_output(out):
-    """Unwrap a one-element list/tuple of outputs."""
-    while isinstance(out, (list, tuple)) and len(out) == 1:
-        out = out[0]
+    """Unwrap a one-element list/tuple of outputs; RuntimeError for more than one."""
+    out = single(out)
     if isinstance(out, (list, tuple)):
         raise RuntimeError(f"expected one output, got {len(out)}")
     return out

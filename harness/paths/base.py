@@ -10,8 +10,10 @@ and one registry line: what it runs (`description`), the distributions whose
 versions its records carry (`packages`), what a warm worker imports for it
 (`warm_imports`), and its part of the standalone repro script
 (`script_imports`, `script_code`), which makes the very calls `prepare`
-makes, so the script reproduces what the harness ran. This is the public
-plug-in face (DESIGN §6): keep it stable.
+makes, so the script reproduces what the harness ran. A path whose graph
+can be read value by value also implements `intermediates` (a runner that
+exposes them), and attribution asks it for them, never its class. This is
+the public plug-in face (DESIGN §6): keep it stable (add, never rename).
 """
 from __future__ import annotations
 
@@ -24,6 +26,10 @@ import numpy as np
 
 class Unsupported(Exception):
     """The path cannot take this case, for a documented reason."""
+
+
+class IntermediatesUnavailable(Exception):
+    """The intermediates of this execution cannot be read, for the reason given (attribution says so)."""
 
 
 class StageError(Exception):
@@ -96,6 +102,32 @@ class Prepared:
             return self.run_fn(x)
 
 
+@dataclass(frozen=True)
+class Intermediate:
+    """One value a path's graph computed: its name there, op, dtype, value (NumPy, logical order)."""
+    name: str
+    op: str
+    dtype: str
+    value: np.ndarray
+
+
+@dataclass
+class Capture:
+    """One run of a path's graph with its intermediates exposed (what `Path.intermediates` runs return).
+
+    `output` is the index of the intermediate the graph returns (None: not
+    among them); `rerun_output` what the re-run returned, to check against
+    the path's own output; `changes` lists what exposing the intermediates
+    is known to have changed in what the compiler does (each makes the
+    attribution approximate); `method` says how they were read.
+    """
+    intermediates: list[Intermediate]
+    output: int | None
+    rerun_output: np.ndarray | None
+    method: str
+    changes: list[str] = field(default_factory=list)
+
+
 class Path:
     """Base of every path. Subclasses set `name`, `description` and implement `prepare`."""
 
@@ -144,6 +176,25 @@ class Path:
         dropped and the case prepared afresh.
         """
         raise NotImplementedError(f"path {self.name!r} keeps no artifacts")
+
+    def intermediates(self, spec, module, example) -> Callable[[Any], Capture]:
+        """The path's graph rebuilt with every value it computes exposed: run(x) -> Capture (attribution).
+
+        Optional. Attribution calls it for a failing execution (inaccurate,
+        dtype_mismatch, nonfinite) with what `prepare` is given: `spec`, the
+        eval-mode `module` and its `example` (a tensor, or a tuple of them;
+        `example_args` gives the model's arguments). It rebuilds what `prepare`
+        builds, changed only so that the intermediates can be read, and
+        returns `run(x)`, `x` as `Prepared.run` takes it. Each run gives a
+        Capture: every value the graph computed (name, op, dtype, NumPy value),
+        which of them the graph returns, and the re-run's output, checked bit
+        for bit against the path's own (a difference makes the attribution
+        approximate, as do the `changes` it lists). One build serves every
+        case of the structure. The default raises IntermediatesUnavailable:
+        the record then says the path runs as one call.
+        """
+        raise IntermediatesUnavailable(f"path {self.name!r} does not expose its intermediates (a compiled "
+                                       "library or a delegated program runs as one call)")
 
     def prepare(self, spec, module, example) -> Prepared:
         """Build the artifact for `spec`.

@@ -4,7 +4,8 @@ from __future__ import annotations
 import torch
 
 from harness.core.tensors import to_numpy, to_torch
-from harness.paths.base import Path, Prepared, input_arrays
+from harness.paths import _fx_intermediates as fx
+from harness.paths.base import Path, Prepared, example_args, input_arrays
 
 
 class EagerPath(Path):
@@ -18,3 +19,9 @@ class EagerPath(Path):
                 return to_numpy(module(*(to_torch(a, spec.layout) for a in input_arrays(x))))
 
         return Prepared(run, {})
+
+    def intermediates(self, spec, module, example):
+        """eager's ops, read from torch.export of the module, run node by node (_fx_intermediates)."""
+        with torch.no_grad():
+            graph_module = torch.export.export(module, example_args(example)).module()
+        return fx.fx_runner(graph_module, spec, fx.INTERPRETED.format("torch.export of the module"))

@@ -32,7 +32,7 @@ from harness.paths._executorch_common import (
     op_name,
     quiet_imports,
 )
-from harness.paths._script_intermediates import FX_INTERMEDIATES
+from harness.paths import _fx_intermediates as fx
 from harness.paths.base import Path, Prepared, stage
 
 _CASTS = {"aten._to_copy.default", "dim_order_ops._to_dim_order_copy.default", "aten.to.dtype"}
@@ -87,95 +87,11 @@ def report_rms_norm(graph_module):
 '''
 
 
-class RecomposePath(Path):
-    """to_edge, then QNN's edge-graph RemoveRedundancy + RecomposeRmsNorm."""
-
-    name = "executorch-recompose"
-    description = ("torch.export -> to_edge -> QNN RemoveRedundancy + RecomposeRmsNorm -> "
-                   "the edge graph run in Python")
-    packages = ("torch", "executorch")
-    warm_imports = EXECUTORCH_WARM
-    script_imports = ("from executorch.backends.qualcomm._passes import RecomposeRmsNorm, RemoveRedundancy\n"
-                      "from executorch.exir import EdgeCompileConfig, to_edge\n")
-    skip_dim_order = False
-
-    def script_code(self) -> str:
-        return _SCRIPT_REPORT + "\n\n" + FX_INTERMEDIATES + f'''
-
-def rewritten(model, example):
-    """The edge program after QNN's RemoveRedundancy and RecomposeRmsNorm."""
-    with torch.no_grad():
-        ep = torch.export.export(model, example)
-    # QNN lowers with _check_ir_validity=False, which keeps the rebuilt aten.rms_norm legal
-    config = EdgeCompileConfig(_check_ir_validity=False, _skip_dim_order={self.skip_dim_order})
-    edge_ep = to_edge(ep, compile_config=config).exported_program()
-    RemoveRedundancy(quantization_capture=False)(edge_ep.graph_module)
-    RecomposeRmsNorm(quantization_capture=False)(edge_ep.graph_module)
-    return edge_ep
-
+# The scripts' run_path and intermediates, around each path's own `rewritten(model, example)`.
+_SCRIPT_RUN = '''
 
 def run_path(model, example, x):
-    """{self.name}: {self.description}"""
-    edge_ep = rewritten(model, example)
-    report_rms_norm(edge_ep.graph_module)
-    with torch.no_grad():
-        return to_numpy(single(edge_ep.module()(*example)))
-
-
-def intermediates(model, example, x):
-    """The rewritten graph run node by node, every node's value kept (for the stage table)."""
-    return fx_intermediates(rewritten(model, example).module(), example)
-'''
-
-    def prepare(self, spec, module, example, exported=None) -> Prepared:
-        quiet_imports()
-        from executorch.exir import EdgeCompileConfig, to_edge
-
-        ep = export(module, example, exported)
-        with stage("compile"):
-            # QNN lowers with qnn_edge_config(): _check_ir_validity=False, which
-            # also lets the non-core aten.rms_norm the pass builds stay legal.
-            config = EdgeCompileConfig(_check_ir_validity=False, _skip_dim_order=self.skip_dim_order)
-            edge_ep = to_edge(ep, compile_config=config).exported_program()
-            facts = rewrite(edge_ep.graph_module, quantization_capture=False)
-            runner = edge_ep.module()
-        return Prepared(module_runner(runner, spec), facts)
-
-
-class RecomposeNoDimOrderPath(RecomposePath):
-    """As RecomposePath with EdgeCompileConfig(_skip_dim_order=True): casts stay _to_copy."""
-
-    name = "executorch-recompose-no-dim-order"
-    description = ("torch.export -> to_edge(_skip_dim_order=True) -> QNN RemoveRedundancy + RecomposeRmsNorm -> "
-                   "the edge graph run in Python")
-    skip_dim_order = True
-
-
-class RecomposeCapturePath(Path):
-    """QNN's quantization capture: both passes (quantization_capture=True) on ep.module()."""
-
-    name = "executorch-recompose-capture"
-    description = ("torch.export -> ep.module() -> QNN RemoveRedundancy + RecomposeRmsNorm "
-                   "(quantization_capture=True) -> the graph run in Python")
-    packages = ("torch", "executorch")
-    warm_imports = EXECUTORCH_WARM
-    script_imports = "from executorch.backends.qualcomm._passes import RecomposeRmsNorm, RemoveRedundancy\n"
-
-    def script_code(self) -> str:
-        return _SCRIPT_REPORT + "\n\n" + FX_INTERMEDIATES + f'''
-
-def rewritten(model, example):
-    """The captured graph after QNN's RemoveRedundancy and RecomposeRmsNorm (quantization_capture=True)."""
-    with torch.no_grad():
-        ep = torch.export.export(model, example)
-    graph_module = ep.module()
-    RemoveRedundancy(quantization_capture=True)(graph_module)
-    RecomposeRmsNorm(quantization_capture=True)(graph_module)
-    return graph_module
-
-
-def run_path(model, example, x):
-    """{self.name}: {self.description}"""
+    """{name}: {description}"""
     graph_module = rewritten(model, example)
     report_rms_norm(graph_module)
     with torch.no_grad():
@@ -187,10 +103,104 @@ def intermediates(model, example, x):
     return fx_intermediates(rewritten(model, example), example)
 '''
 
+
+class _Recompose(Path):
+    """What the recompose paths share: the rewritten graph (`_rewritten`) run in Python, read node by node."""
+
+    packages = ("torch", "executorch")
+    warm_imports = EXECUTORCH_WARM
+
+    def _rewritten(self, module, example, exported=None):
+        """(the graph module after both passes, the facts)."""
+        raise NotImplementedError
+
+    def _script_rewritten(self) -> str:
+        """The script's `rewritten(model, example)`: the graph module after both passes."""
+        raise NotImplementedError
+
+    def script_code(self) -> str:
+        return (_SCRIPT_REPORT + "\n\n" + fx.SCRIPT_CODE + "\n\n" + self._script_rewritten()
+                + _SCRIPT_RUN.format(name=self.name, description=self.description))
+
     def prepare(self, spec, module, example, exported=None) -> Prepared:
+        graph_module, facts = self._rewritten(module, example, exported)
+        return Prepared(module_runner(graph_module, spec), facts)
+
+    def intermediates(self, spec, module, example):
+        """The rewritten graph rebuilt as `prepare` builds it and run node by node (_fx_intermediates)."""
+        return fx.fx_runner(self._rewritten(module, example)[0], spec, fx.INTERPRETED.format("the rewritten graph"))
+
+
+class RecomposePath(_Recompose):
+    """to_edge, then QNN's edge-graph RemoveRedundancy + RecomposeRmsNorm."""
+
+    name = "executorch-recompose"
+    description = ("torch.export -> to_edge -> QNN RemoveRedundancy + RecomposeRmsNorm -> "
+                   "the edge graph run in Python")
+    script_imports = ("from executorch.backends.qualcomm._passes import RecomposeRmsNorm, RemoveRedundancy\n"
+                      "from executorch.exir import EdgeCompileConfig, to_edge\n")
+    skip_dim_order = False
+
+    def _script_rewritten(self) -> str:
+        return f'''
+def rewritten(model, example):
+    """The edge program after QNN's RemoveRedundancy and RecomposeRmsNorm, as a module."""
+    with torch.no_grad():
+        ep = torch.export.export(model, example)
+    # QNN lowers with _check_ir_validity=False, which keeps the rebuilt aten.rms_norm legal
+    config = EdgeCompileConfig(_check_ir_validity=False, _skip_dim_order={self.skip_dim_order})
+    edge_ep = to_edge(ep, compile_config=config).exported_program()
+    RemoveRedundancy(quantization_capture=False)(edge_ep.graph_module)
+    RecomposeRmsNorm(quantization_capture=False)(edge_ep.graph_module)
+    return edge_ep.module()
+'''
+
+    def _rewritten(self, module, example, exported=None):
+        quiet_imports()
+        from executorch.exir import EdgeCompileConfig, to_edge
+
+        ep = export(module, example, exported)
+        with stage("compile"):
+            # QNN lowers with qnn_edge_config(): _check_ir_validity=False, which
+            # also lets the non-core aten.rms_norm the pass builds stay legal.
+            config = EdgeCompileConfig(_check_ir_validity=False, _skip_dim_order=self.skip_dim_order)
+            edge_ep = to_edge(ep, compile_config=config).exported_program()
+            facts = rewrite(edge_ep.graph_module, quantization_capture=False)
+            return edge_ep.module(), facts
+
+
+class RecomposeNoDimOrderPath(RecomposePath):
+    """As RecomposePath with EdgeCompileConfig(_skip_dim_order=True): casts stay _to_copy."""
+
+    name = "executorch-recompose-no-dim-order"
+    description = ("torch.export -> to_edge(_skip_dim_order=True) -> QNN RemoveRedundancy + RecomposeRmsNorm -> "
+                   "the edge graph run in Python")
+    skip_dim_order = True
+
+
+class RecomposeCapturePath(_Recompose):
+    """QNN's quantization capture: both passes (quantization_capture=True) on ep.module()."""
+
+    name = "executorch-recompose-capture"
+    description = ("torch.export -> ep.module() -> QNN RemoveRedundancy + RecomposeRmsNorm "
+                   "(quantization_capture=True) -> the graph run in Python")
+    script_imports = "from executorch.backends.qualcomm._passes import RecomposeRmsNorm, RemoveRedundancy\n"
+
+    def _script_rewritten(self) -> str:
+        return '''
+def rewritten(model, example):
+    """The captured graph after QNN's RemoveRedundancy and RecomposeRmsNorm (quantization_capture=True)."""
+    with torch.no_grad():
+        ep = torch.export.export(model, example)
+    graph_module = ep.module()
+    RemoveRedundancy(quantization_capture=True)(graph_module)
+    RecomposeRmsNorm(quantization_capture=True)(graph_module)
+    return graph_module
+'''
+
+    def _rewritten(self, module, example, exported=None):
         quiet_imports()
         ep = export(module, example, exported)
         with stage("compile"):
             graph_module = ep.module()
-            facts = rewrite(graph_module, quantization_capture=True)
-        return Prepared(module_runner(graph_module, spec), facts)
+            return graph_module, rewrite(graph_module, quantization_capture=True)

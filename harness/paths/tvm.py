@@ -32,6 +32,7 @@ Choices, written down:
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 import tempfile
 import threading
@@ -39,8 +40,9 @@ import weakref
 
 import numpy as np
 
-from harness.paths._script_intermediates import relax_intermediates
-from harness.paths.base import Path, Prepared, example_args, input_arrays, stage
+from harness.paths import _relax_intermediates as relax_reader
+from harness.paths._relax_intermediates import first_tensor, tvm_array
+from harness.paths.base import Capture, Intermediate, Path, Prepared, example_args, input_arrays, stage
 
 
 def relax_ops(mod, func: str = "main") -> list[str]:
@@ -64,17 +66,6 @@ def _to_tvm(x: np.ndarray, device):
     return tvm.runtime.tensor(np.ascontiguousarray(x), device)
 
 
-def _from_tvm(t) -> np.ndarray:
-    """A NumPy copy with TVM's own dtype (bfloat16 as ml_dtypes.bfloat16)."""
-    import ml_dtypes
-
-    out = np.asarray(t.numpy())
-    if str(t.dtype) == "bfloat16" and out.dtype != np.dtype(ml_dtypes.bfloat16):
-        # Older/other builds return the raw bits; keep them, only re-label.
-        out = out.view(np.uint16).view(ml_dtypes.bfloat16)
-    return out.copy()
-
-
 def _unwrap(result):
     import tvm
 
@@ -86,20 +77,6 @@ def _unwrap(result):
             return _unwrap(items[0])
         raise ValueError(f"expected one output tensor, got a tuple of {len(items)}")
     raise TypeError(f"unexpected VM result {type(result).__name__}")
-
-
-_SCRIPT_RELAX_OPS = '''\
-def relax_ops(mod):
-    """The Relax ops main calls (shows what the pipeline turned the norm into)."""
-    found = set()
-
-    def visit(expr):
-        if isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op):
-            found.add(str(expr.op.name))
-
-    relax.analysis.post_order_visit(mod["main"], visit)
-    return sorted(found)
-'''
 
 
 class TvmPath(Path):
@@ -116,7 +93,8 @@ class TvmPath(Path):
 
     def script_code(self) -> str:
         decompose = f"    mod = relax.transform.{self.decompose}()(mod)\n" if self.decompose else ""
-        return _SCRIPT_RELAX_OPS + f'''
+        helpers = "\n\n".join(inspect.getsource(f) for f in (relax_ops, tvm_array, first_tensor))
+        return helpers + f'''
 
 def run_path(model, example, x):
     """{self.name}: {self.description}"""
@@ -127,13 +105,18 @@ def run_path(model, example, x):
         executable = tvm.compile(mod, target="llvm")
     vm = relax.VirtualMachine(executable, tvm.cpu())
     result = vm["main"](*(tvm.runtime.tensor(np.ascontiguousarray(a), tvm.cpu()) for a in x))
-    while not isinstance(result, tvm.runtime.Tensor):
-        (result,) = list(result)  # the importer returns a one-element tuple
-    out = result.numpy()
-    if str(result.dtype) == "bfloat16" and out.dtype != np.dtype(ml_dtypes.bfloat16):
-        out = out.view(np.uint16).view(ml_dtypes.bfloat16)
-    return out
-''' + "\n\n" + relax_intermediates(self.decompose)
+    return tvm_array(first_tensor(result))  # the importer returns a one-element tuple
+''' + "\n\n" + relax_reader.script_code(self.decompose)
+
+    def intermediates(self, spec, module, example):
+        """Every binding of main returned as an output, recompiled as `prepare` compiles (_relax_intermediates)."""
+        run = relax_reader.exposed_runner(module, example_args(example), self.decompose)
+
+        def capture(x) -> Capture:
+            items, output, rerun = run(input_arrays(x))
+            return Capture([Intermediate(*item) for item in items], output, rerun, relax_reader.METHOD)
+
+        return capture
 
     def prepare(self, spec, module, example, exported=None) -> Prepared:
         import torch
@@ -213,7 +196,7 @@ def _vm_runner(executable):
     def run_fn(x: np.ndarray) -> np.ndarray:
         with lock:
             result = main(*(_to_tvm(a, device) for a in input_arrays(x)))
-            return _from_tvm(_unwrap(result))
+            return tvm_array(_unwrap(result))
 
     return run_fn
 

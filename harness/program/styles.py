@@ -1,10 +1,16 @@
-"""The catalog's styles written as programs (DESIGN §7: "the catalog's styles are programs too").
+"""The catalog's styles, each defined once, as its program (DESIGN §7: "the catalog's styles are programs too").
 
-Each text computes the very bits of its class in harness/oracle/modules.py
-(QwenRMSNorm, LlamaRMSNorm, T5RMSNorm, GemmaRMSNorm, UpcastLayerNorm,
-ManualLayerNorm, and torch's own modules for `module`), line for line, with
-the class's Python branches (affine, T5's weight-dtype test, the cast style)
-resolved when the text is generated, since programs have no `if`.
+Each text is its model's code line for line: `qwen` transformers'
+Qwen2RMSNorm, `llama` Meta's reference RMSNorm, `t5` T5LayerNorm, `gemma`
+Gemma's RMSNorm, `upcast` open_clip's LayerNormFp32, `manual` mean and
+variance written out (as ConvNeXt's channels-first LayerNorm), `module`
+F.layer_norm / F.rms_norm as torch's nn.LayerNorm / nn.RMSNorm call them.
+The classes' Python branches (affine, T5's weight-dtype test, the cast
+style) are resolved when the text is generated, since programs have no `if`.
+Everything else is rendered from these texts: the case's torch module
+(harness.oracle.modules), its program twin, its attribution stages and its
+repro script's model; tests/oracle/test_modules.py checks each style bit for
+bit against a verbatim copy of its upstream class.
 """
 from __future__ import annotations
 
@@ -13,12 +19,19 @@ STYLE_CASTS = {"upcast": "float", "manual": None, "qwen": "to", "llama": "type_a
 STYLE_PATTERNS = {"upcast": "layer_norm", "manual": "layer_norm", "qwen": "rms_norm", "llama": "rms_norm",
                   "t5": "rms_norm", "gemma": "rms_norm"}
 CASTS = ("to", "float", "type_as", "to_contiguous")
+# The model each style is, in a few words (repro scripts say it).
+STYLE_MODELS = {"qwen": "transformers' Qwen2RMSNorm", "llama": "Meta's reference Llama RMSNorm",
+                "t5": "transformers' T5LayerNorm", "gemma": "transformers' GemmaRMSNorm",
+                "upcast": "open_clip's LayerNormFp32", "manual": "mean and variance written out in the input dtype",
+                "module": "torch's nn.LayerNorm / nn.RMSNorm"}
+# What the model calls its input, where not `x` (torch.export keeps the name as the graph's input).
+STYLE_INPUTS = {("layer_norm", "module"): "input", ("rms_norm", "t5"): "hidden_states"}
 _METHOD = {"float16": "half", "bfloat16": "bfloat16", "float32": "float"}
 _CONTIGUOUS = ", memory_format=torch.contiguous_format"
 
 
 def upcast(expr: str, how: str) -> str:
-    """`expr` to float32, spelled as modules.upcast spells it."""
+    """`expr` to float32, spelled the cast style's way (`to_contiguous`: also to the contiguous format)."""
     if how == "to":
         return f"{expr}.to(torch.float32)"
     if how == "to_contiguous":
@@ -27,7 +40,7 @@ def upcast(expr: str, how: str) -> str:
 
 
 def cast_back(expr: str, like: str, dtype: str, how: str) -> str:
-    """`expr` back to `dtype` (the dtype of tensor `like`), as modules.cast_back spells it."""
+    """`expr` back to `dtype` (the dtype of tensor `like`), spelled the cast style's way."""
     if how == "type_as":
         return f"{expr}.type_as({like})"
     if how == "to_contiguous":
@@ -63,10 +76,11 @@ def style_program(pattern: str, style: str, cast: str | None = None, affine: str
         if pattern == "layer_norm":
             return f"return F.layer_norm(x, (x.shape[-1],), {w}, {b}, eps)"
         return f"return F.rms_norm(x, (x.shape[-1],), {w}, eps)"
-    if style == "upcast":
-        w, b = (up("w") if has_w else "None"), (up("b") if has_b else "None")
-        return (f"h = F.layer_norm({up('x')}, (x.shape[-1],), {w}, {b}, eps)\n"
-                f"return {back('h', 'x', x_dtype)}")
+    if style == "upcast":  # the parameters are upcast first, as the model code does
+        lines = ([f"weight = {up('w')}"] if has_w else []) + ([f"bias = {up('b')}"] if has_b else [])
+        w, b = ("weight" if has_w else "None"), ("bias" if has_b else "None")
+        return "\n".join(lines + [f"h = F.layer_norm({up('x')}, (x.shape[-1],), {w}, {b}, eps)",
+                                   f"return {back('h', 'x', x_dtype)}"])
     if style == "manual":
         lines = ["mean = x.mean(-1, keepdim=True)",
                  "var = ((x - mean) ** 2).mean(-1, keepdim=True)",

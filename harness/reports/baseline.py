@@ -62,7 +62,7 @@ class Entry:
 
     case_id: str
     path: str
-    verdict: str
+    verdict: Verdict
     upstream: str
     reason: str
     case: dict
@@ -77,12 +77,12 @@ class Entry:
 class Row:
     """The gate's judgement of one execution."""
 
-    status: str
+    status: Status
     case_id: str
     path: str
     case: dict
-    verdict: str | None          # what the results say (None when MISSING)
-    expected: str                # "pass" or the baseline's verdict
+    verdict: Verdict | None      # what the results say (None when MISSING)
+    expected: Verdict            # pass, or the baseline's verdict
     upstream: str | None = None
     reason: str | None = None
     message: str = ""
@@ -141,7 +141,7 @@ def _entry(raw, where: str) -> Entry:
     if spec.case_id != raw["case_id"]:
         raise BaselineError(f"{where}: case_id {raw['case_id']!r} does not match its case "
                             f"(which hashes to {spec.case_id!r}); rewrite with --update")
-    return Entry(raw["case_id"], raw["path"], raw["verdict"], raw["upstream"], raw["reason"].strip(),
+    return Entry(raw["case_id"], raw["path"], Verdict(raw["verdict"]), raw["upstream"], raw["reason"].strip(),
                  spec.to_dict(), raw.get("flaky", False))
 
 

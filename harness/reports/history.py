@@ -158,9 +158,9 @@ def pass_rates(path: str) -> dict[str, list[tuple[int, str, int, int]]] | None:
         return None
     con = connect(path, create=False)
     try:
-        rows = con.execute("SELECT e.run_id, r.started, e.path, SUM(e.verdict = 'pass'), COUNT(*) "
+        rows = con.execute("SELECT e.run_id, r.started, e.path, SUM(e.verdict = ?), COUNT(*) "
                            "FROM executions e JOIN runs r USING (run_id) GROUP BY e.run_id, e.path "
-                           "ORDER BY e.run_id").fetchall()
+                           "ORDER BY e.run_id", (str(Verdict.PASS),)).fetchall()
     finally:
         con.close()
     out: dict[str, list] = defaultdict(list)

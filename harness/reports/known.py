@@ -56,7 +56,7 @@ class Known:
 
 def worst(records: list[dict], known: Known, n: int = WORST) -> list[dict]:
     """The n worst failing executions: failures not in the baseline first, then by verdict and error/bound."""
-    failing = [r for r in records if r["verdict"] != "pass"]
+    failing = [r for r in records if r["verdict"] != Verdict.PASS]
     return sorted(failing, key=lambda r: (known.is_known(r), badness(r)))[:n]
 
 

@@ -67,7 +67,7 @@ def summary_markdown(records: list[dict], title: str = "normdiff results", *, ou
                 row.append("")
                 continue
             other = ", ".join(f"{n} {v}" for v, n in sorted(c.items()) if v != Verdict.PASS)
-            row.append(f"{c['pass']}/{total}" + (f" ({other})" if other else ""))
+            row.append(f"{c[Verdict.PASS]}/{total}" + (f" ({other})" if other else ""))
         lines.append(f"| {pattern} | {dtype} | " + " | ".join(row) + " |")
 
     lines += zoo_markdown(records, paths)

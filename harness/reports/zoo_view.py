@@ -77,7 +77,7 @@ def zoo_html(records: list[dict], paths: list[str]) -> str:
         tds = []
         for p in paths:
             cell = cells.get(p)
-            css = "" if cell is None else ("pass" if cell[0] == Verdict.PASS else "fail")
+            css = "" if cell is None else (Verdict.PASS if cell[0] == Verdict.PASS else "fail")
             tds.append(f'<td class="{css}">{e(_text(cell))}</td>')
         out.append(f'<tr><td title="{e(cls)}">{e(cls.rpartition(":")[2])}</td><td>{members}</td>{"".join(tds)}</tr>')
     out.append("</table>")

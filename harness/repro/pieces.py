@@ -3,7 +3,9 @@
 The script imports only torch, numpy, ml_dtypes and the library under test
 (tvm or executorch), never normdiff, so it can be pasted into an upstream
 report as it is. `harness.repro.script` fills these pieces in for one case
-and one path; `$name` fields are filled with `string.Template`.
+and one path; `$name` fields are filled with `string.Template`. Code that
+normdiff runs too (the conversions) is pasted from its one definition with
+inspect.getsource, never copied as text.
 
 Each path's own piece (`run_path`) comes from its module in harness/paths/
 (`Path.script_imports`, `Path.script_code`), beside the calls it repeats; the report piece prints what a maintainer asks
@@ -12,6 +14,10 @@ environment) and ends with the check that fails, exit 1, while the bug is
 present.
 """
 from __future__ import annotations
+
+import inspect
+
+from harness.core import tensors
 
 HEADER = '''\
 #!/usr/bin/env python3
@@ -42,28 +48,8 @@ import numpy as np
 import torch
 '''
 
-CONVERSIONS = '''\
-def to_torch(a):
-    """A torch tensor with exactly the bits of NumPy array `a` (bfloat16 included)."""
-    if a.dtype == np.dtype(ml_dtypes.bfloat16):
-        return torch.from_numpy(np.ascontiguousarray(a).view(np.int16).copy()).view(torch.bfloat16)
-    return torch.from_numpy(np.ascontiguousarray(a).copy())
-
-
-def to_numpy(t):
-    """A NumPy array (logical order) with exactly the bits of tensor `t`."""
-    t = t.detach().cpu().contiguous()
-    if t.dtype == torch.bfloat16:
-        return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16).copy()
-    return t.numpy().copy()
-
-
-def single(out):
-    """The one output of a program that returns a one-element list or tuple."""
-    while isinstance(out, (list, tuple)) and len(out) == 1:
-        out = out[0]
-    return out
-'''
+# The conversions normdiff itself uses, pasted by their source (one definition: harness/core/tensors.py).
+CONVERSIONS = "\n\n".join(inspect.getsource(f) for f in (tensors.to_torch, tensors.to_numpy, tensors.single))
 
 INPUTS = '''\
 # -- inputs: drawn in float64 with NumPy's PCG64 and rounded to the case dtypes,
@@ -182,7 +168,7 @@ def main():
     environment()
     print("case:", $case_repr)
     print(f"path: {PATH}:", $description_repr)
-    example = tuple(to_torch(a)$layout for a in INPUTS)
+    example = tuple(to_torch(a, $layout) for a in INPUTS)
     with torch.no_grad():
         eager = to_numpy(model(*example))
     expected_dtype = EXPECTED_DTYPE if IS_EAGER else eager.dtype

@@ -1,7 +1,8 @@
 """The parts of a standalone repro script that are a program's own (DESIGN §7).
 
 A program case's script writes the program, as written, as the forward of a
-plain `nn.Module` holding w/b/s; draws every input (x and the extra inputs,
+plain `nn.Module` holding w/b/s (a catalog layer_norm/rms_norm case: its
+style's program, holding weight/bias); draws every input (x and the extra inputs,
 each from its own PCG64 stream, as harness.oracle.inputs does); and computes
 the FP64 reference by running the same program on float64 copies, its dtype
 constants and narrowing casts mapped to float64 (so no intermediate rounds:
@@ -16,8 +17,10 @@ import textwrap
 
 import numpy as np
 
-from harness.spec import CaseSpec
 from harness.oracle.inputs import EXTRA_STREAMS, make_inputs
+from harness.oracle.twins import PROGRAM_NAMES, style_case
+from harness.program.styles import STYLE_INPUTS, STYLE_MODELS
+from harness.spec import CaseSpec
 
 _FLOAT_DTYPES = {"float16", "bfloat16", "float32"}
 _NARROWING = {"half", "bfloat16", "float"}
@@ -79,25 +82,55 @@ def param_code(spec: CaseSpec) -> str:
     return "\n".join(lines)
 
 
-def _module(name: str, doc: str, spec: CaseSpec, source: str) -> list[str]:
-    params = [n for n, _ in spec.param_shapes]
+def _module(name: str, doc: str, params: list[tuple[str, str]], args: str, source: str) -> list[str]:
+    """A module class whose forward is `source`: `params` are (attribute, the program's name for it)."""
+    first = args.split(", ")[0]
     lines = [f"class {name}(nn.Module):", f'    """{doc}"""', "",
              "    def __init__(self, params, eps):", "        super().__init__()"]
-    lines += [f"        self.{n} = nn.Parameter(to_torch(params[{n!r}]), requires_grad=False)" for n in params]
-    lines += ["        self.eps = eps", "", f"    def forward(self, {_args(spec)}):"]
-    reads = ", ".join([f"self.{n}" for n in params] + ["self.eps"])
-    names = ", ".join(params + ["eps"])
+    # a torch-allocated copy, as normdiff's modules hold: TVM's importer takes parameters by DLPack,
+    # which refuses NumPy's less aligned buffers (and its NumPy fallback has no bfloat16)
+    lines += [f"        self.{a} = nn.Parameter(to_torch(params[{a!r}]).clone(), requires_grad=False)"
+              for a, _ in params]
+    lines += ["        self.eps = eps", "", f"    def forward(self, {args}):"]
+    reads = ", ".join([f"self.{a}" for a, _ in params] + ["self.eps"])
+    names = ", ".join([n for _, n in params] + ["eps"])
     lines.append(f"        {names} = {reads}")
+    if first != "x":
+        lines.append(f"        x = {first}  # the program's name for the input")
     lines += [f"        {line}" for line in source.splitlines()]
     return lines
+
+
+def _program_params(spec: CaseSpec) -> list[tuple[str, str]]:
+    return [(n, n) for n, _ in spec.param_shapes]
 
 
 def model_code(spec: CaseSpec) -> str:
     """Code defining `model`: the program, as written, as the forward of an eval-mode module."""
     params = "{" + ", ".join(f"{n!r}: {n}" for n, _ in spec.param_shapes) + "}"
     lines = ["# -- the model: the case's program, as written, as the module's forward"]
-    lines += _module("Program", "The norm program of the case, line by line.", spec, spec.program)
+    lines += _module("Program", "The norm program of the case, line by line.", _program_params(spec), _args(spec),
+                     spec.program)
     lines += ["", "", f"model = Program({params}, {float(spec.eps)!r}).eval()"]
+    return "\n".join(lines) + "\n"
+
+
+def style_model_code(spec: CaseSpec) -> str:
+    """Code defining `model` for a catalog layer_norm/rms_norm case: its style's program as the forward.
+
+    The very text normdiff's module runs (harness.oracle.modules.StyleModule),
+    with the parameters and the input under the names the model gives them.
+    """
+    source, _ = style_case(spec)
+    names = list(make_inputs(spec).params)
+    params = [(n, PROGRAM_NAMES[n]) for n in names]
+    arg = STYLE_INPUTS.get((spec.pattern, spec.style), "x")
+    lines = [f"# -- the model: the {spec.style} style ({STYLE_MODELS[spec.style]}), normdiff's program for it",
+             "#    as the module's forward"]
+    lines += _module("Norm", f"{spec.pattern}, {spec.style} style: {STYLE_MODELS[spec.style]}, line by line.",
+                     params, arg, source)
+    given = "{" + ", ".join(f"{n!r}: {n}" for n in names) + "}"
+    lines += ["", "", f"model = Norm({given}, {float(spec.eps)!r}).eval()"]
     return "\n".join(lines) + "\n"
 
 
@@ -107,8 +140,8 @@ def reference_code(spec: CaseSpec) -> str:
     args = ", ".join(f"to_torch({a}.astype(np.float64))" for a in _args(spec).split(", "))
     lines = ["# -- the FP64 reference: the same program on float64 copies of the rounded inputs,",
              "#    each dtype it rounds to mapped to float64 (its exact mathematics)"]
-    lines += _module("Program64", "The program with every rounding mapped to float64.", spec,
-                     float64_source(spec.program))
+    lines += _module("Program64", "The program with every rounding mapped to float64.", _program_params(spec),
+                     _args(spec), float64_source(spec.program))
     lines += ["", "", "with torch.no_grad():",
               f"    ref = to_numpy(Program64({params}, {float(spec.eps)!r})({args}))"]
     return "\n".join(lines) + "\n"

@@ -18,7 +18,7 @@ from harness import paths
 from harness.core.errors import UsageError
 from harness.core.records import latest_per_execution, read_results
 from harness.spec import CaseSpec, SpecError, load_spec_file
-from harness.core.verdicts import DEFAULT_OUT
+from harness.core.verdicts import DEFAULT_OUT, Verdict
 
 DEFAULT_RESULTS = os.path.join(DEFAULT_OUT, "results.jsonl")
 _CASE_ID = re.compile(r"^[0-9a-f]{12}$")
@@ -62,7 +62,7 @@ def _from_results(case_id: str, path: str | None, results: str):
     order = {name: i for i, name in enumerate(paths.names())}
     records.sort(key=lambda r: (order.get(r["path"], len(order)), r["path"]))
     if path is None:
-        failing = [r for r in records if r["verdict"] != "pass"]
+        failing = [r for r in records if r["verdict"] != Verdict.PASS]
         if not failing:
             raise _usage(f"{case_id}: passes on every path in {results}; name one with --path")
         chosen = failing[0]

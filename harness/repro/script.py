@@ -4,8 +4,9 @@ The script is a function of (spec, path, bug entry or recorded verdict)
 only, so two generations give the same bytes. Inputs are re-derived in the
 script with NumPy's PCG64 exactly as harness/oracle/inputs.py draws them (a SHA-256 of
 the bytes normdiff draws is embedded and checked; a kind without a recipe here
-is embedded as its bytes); the model is written out
-as the model code writes it (harness/oracle/modules.py, line by line); the FP64
+is embedded as its bytes); the model is the module normdiff builds
+(harness/oracle/modules.py): a catalog layer_norm/rms_norm style's program
+as its forward, torch's own module for the other norms; the FP64
 reference is plain NumPy; the tolerance is normdiff's for the case and path
 (harness/oracle/compare.py: the bound, or for a compiled path the measured
 one) turned into `ATOL + RTOL * |ref|`.
@@ -29,7 +30,7 @@ from harness.oracle.compare import (C_ACC, C_OUT, C_ROUND, EAGER_MULTIPLIER, FLO
                                     tolerance, witness_units)
 from harness.oracle.inputs import channel_axis, make_inputs
 from harness.oracle.reference import reference
-from harness.program.styles import upcast
+from harness.oracle.twins import TWIN_PATTERNS
 from harness.repro import pieces as T
 from harness.repro.stage_table import stage_section
 from harness.repro import program_script as P
@@ -151,27 +152,12 @@ def input_code(spec: CaseSpec) -> str:
 
 # -- the model ------------------------------------------------------------------
 
-def _back(var: str, like: str, dtype_expr: str, dtype: str, how: str) -> str:
-    """var cast back to `dtype`, spelled as harness.oracle.modules.cast_back spells it."""
-    if how == "type_as":
-        return f"{var}.type_as({like})"
-    if how == "to_contiguous":
-        return f"{var}.to({dtype_expr}, memory_format=torch.contiguous_format)"
-    if how == "float":
-        return {"float16": f"{var}.half()", "bfloat16": f"{var}.bfloat16()"}.get(dtype, f"{var}.float()")
-    return f"{var}.to({dtype_expr})"
-
-
 def _nn_module(spec: CaseSpec) -> str:
+    """torch's own module of a group_norm, instance_norm or batch_norm case (as harness.oracle.modules builds it)."""
     wdt = _TORCH[spec.weight_dtype]
     affine = spec.affine != "none"
     channels = spec.shape[1] if len(spec.shape) > 1 else spec.shape[0]
     eps = _f(spec.eps)
-    if spec.pattern == "layer_norm":
-        return (f"nn.LayerNorm({spec.shape[-1]}, eps={eps}, elementwise_affine={affine}, "
-                f"bias={spec.affine == 'weight_bias'}, dtype={wdt})")
-    if spec.pattern == "rms_norm":
-        return f"nn.RMSNorm({spec.shape[-1]}, eps={eps}, elementwise_affine={affine}, dtype={wdt})"
     if spec.pattern == "group_norm":
         return f"nn.GroupNorm({spec.groups}, {channels}, eps={eps}, affine={affine}, dtype={wdt})"
     dims = len(spec.shape)
@@ -181,91 +167,14 @@ def _nn_module(spec: CaseSpec) -> str:
     return f"nn.{cls}({channels}, eps={eps}, affine={affine}, dtype={wdt})"
 
 
-def _style_forward(spec: CaseSpec) -> tuple[str, str, str]:
-    """(class name, docstring, forward body) of a hand-written style, casts spelled out."""
-    c, dt, w = spec.cast, spec.dtype, spec.affine != "none"
-    b = spec.affine == "weight_bias"
-    if spec.style == "upcast":
-        body = [
-            "orig_type = x.dtype",
-            f"w = {upcast('self.weight', c)}" if w else "w = None",
-            f"b = {upcast('self.bias', c)}" if b else "b = None",
-            f"y = F.layer_norm({upcast('x', c)}, (self.dim,), w, b, self.eps)",
-            f"return {_back('y', 'x', 'orig_type', dt, c)}",
-        ]
-        return "UpcastLayerNorm", "open_clip's LayerNormFp32: F.layer_norm on a float32 copy, cast back.", body
-    if spec.style == "manual":
-        body = [
-            "mean = x.mean(-1, keepdim=True)",
-            "var = ((x - mean) ** 2).mean(-1, keepdim=True)",
-            "y = (x - mean) / torch.sqrt(var + self.eps)",
-        ] + (["y = y * self.weight"] if w else []) + (["y = y + self.bias"] if b else []) + ["return y"]
-        return "ManualLayerNorm", "Mean and variance written out, all in the input dtype.", body
-    if spec.style == "qwen":
-        back = _back("hidden_states", "x", "input_dtype", dt, c)
-        body = [
-            "input_dtype = x.dtype",
-            f"hidden_states = {upcast('x', c)}",
-            "variance = hidden_states.pow(2).mean(-1, keepdim=True)",
-            "hidden_states = hidden_states * torch.rsqrt(variance + self.eps)",
-            f"return self.weight * {back}" if w else f"return {back}",
-        ]
-        return "QwenRMSNorm", "transformers' Qwen2RMSNorm.", body
-    if spec.style == "llama":
-        normed = "self._norm(" + upcast("x", c) + ")"
-        body = [
-            f"output = {_back(normed, 'x', 'x.dtype', dt, c)}",
-            "return output * self.weight" if w else "return output",
-        ]
-        return "LlamaRMSNorm", "Meta's reference Llama RMSNorm: x.float(), x*x mean, rsqrt, .type_as(x), * weight.", body
-    if spec.style == "t5":
-        body = [
-            f"variance = {upcast('hidden_states', c)}.pow(2).mean(-1, keepdim=True)",
-            "hidden_states = hidden_states * torch.rsqrt(variance + self.eps)",
-        ]
-        if not w:
-            body.append("return hidden_states")
-        else:
-            if spec.weight_dtype in ("float16", "bfloat16"):
-                back = _back("hidden_states", "self.weight", "self.weight.dtype", spec.weight_dtype, c)
-                body.append(f"hidden_states = {back}")
-            body.append("return self.weight * hidden_states")
-        return "T5RMSNorm", "transformers' T5LayerNorm: variance of a float32 copy, scales x, casts to the weight dtype.", body
-    if spec.style == "gemma":
-        body = ["output = self._norm(" + upcast("x", c) + ")"]
-        if w:
-            body.append(f"output = output * (1.0 + {upcast('self.weight', c)})")
-        body.append(f"return {_back('output', 'x', 'x.dtype', dt, c)}")
-        return "GemmaRMSNorm", "Gemma's RMSNorm: normalize in float32, * (1 + weight), cast back.", body
-    raise ValueError(spec.style)  # pragma: no cover
-
-
 def model_code(spec: CaseSpec) -> str:
     """Code defining `model`: the eval-mode torch module holding the case's parameters."""
     if spec.program is not None:
         return P.model_code(spec)
+    if spec.pattern in TWIN_PATTERNS:
+        return P.style_model_code(spec)
     names = _param_names(spec)
-    lines = ["# -- the model, written as the model code writes it"]
-    if spec.style == "module":
-        lines.append(f"model = {_nn_module(spec)}")
-    else:
-        name, doc, body = _style_forward(spec)
-        arg = "hidden_states" if spec.style == "t5" else "x"
-        wdt = _TORCH[spec.weight_dtype]
-        init = [f"self.eps = {_f(spec.eps)}", f"self.dim = {spec.shape[-1]}"]
-        if spec.affine != "none":
-            init.append(f"self.weight = nn.Parameter(torch.ones({spec.shape[-1]}, dtype={wdt}))")
-        if spec.affine == "weight_bias":
-            init.append(f"self.bias = nn.Parameter(torch.zeros({spec.shape[-1]}, dtype={wdt}))")
-        lines += ["", "", f"class {name}(nn.Module):", f'    """{doc}"""', "",
-                  "    def __init__(self):", "        super().__init__()"]
-        lines += [f"        {s}" for s in init]
-        if spec.style in ("llama", "gemma"):
-            square = "(x * x)" if spec.style == "llama" else "x.pow(2)"
-            lines += ["", "    def _norm(self, x):",
-                      f"        return x * torch.rsqrt({square}.mean(-1, keepdim=True) + self.eps)"]
-        lines += ["", f"    def forward(self, {arg}):"] + [f"        {s}" for s in body]
-        lines += ["", "", f"model = {name}()"]
+    lines = ["# -- the model: torch's own module", f"model = {_nn_module(spec)}"]
     if names:
         lines.append("with torch.no_grad():")
         lines += [f"    model.{n}.copy_(to_torch({n}))" for n in names]
@@ -420,8 +329,9 @@ def render(spec: CaseSpec, path: str, *, bug=None, recorded: str | None = None) 
     rtol, atol, note = plain_tolerance(spec, compiled=path != "eager")
     expected_dtype = reference(spec, make_inputs(spec)).out_dtype
 
+    model = model_code(spec)
     code_imports = T.IMPORTS + "from torch import nn\n"
-    if spec.style in ("upcast", "program"):
+    if "F." in model:
         code_imports += "import torch.nn.functional as F\n"
     code_imports += runner.script_imports
     path_code = runner.script_code()
@@ -431,13 +341,13 @@ def render(spec: CaseSpec, path: str, *, bug=None, recorded: str | None = None) 
         tolerance_note=note, path=path, is_eager=str(path == "eager"),
         expected_dtype=f"np.dtype({_NP[expected_dtype]})", rtol=repr(rtol), atol=repr(atol),
         libraries=repr(libraries), case_repr=repr(str(spec)), description_repr=repr(description),
-        layout=".contiguous(memory_format=torch.channels_last)" if spec.layout == "channels_last" else "",
+        layout=repr(spec.layout),
     )
     # A path that can expose its intermediates gets the stage table (README, "Attribution").
     stages = stage_section(spec) if "\ndef intermediates(" in path_code else None
     sections = [
         _header(spec, path, description, library, bug, recorded),
-        code_imports, T.CONVERSIONS, input_code(spec), model_code(spec), reference_code(spec), path_code,
+        code_imports, T.CONVERSIONS, input_code(spec), model, reference_code(spec), path_code,
         *([stages] if stages else []), report,
     ]
     return "\n\n\n".join(s.strip("\n") for s in sections) + "\n"

@@ -1,4 +1,5 @@
-"""`normdiff run` and `merge` as a new user meets them: what they write where, and with which modes.
+"""`normdiff run` and `merge` as users meet them: runs that cannot lose each other's results (the folder
+lock, --resume across versions, bounded workers), and what they write where, with which modes.
 
 A run writes into its --out folder (its run history included) and the
 artifact cache, nothing into the folder it was started from; every file it
@@ -10,12 +11,130 @@ import sqlite3
 import stat
 import subprocess
 import sys
+import time
+from collections import Counter
 
-from harness.spec import load_spec_file
+import pytest
+
+from harness.core.records import read_results
+from harness.engine.lock import folder_lock
+from harness.spec import CaseSpec, load_spec_file
 from helpers import ROOT, seed
 
 SEED = seed("tvm-20909.json")
+HOG_ENV = {"NORMDIFF_EXTRA_PATHS": "hog=tests.crashy_paths:HogPath", "PYTHONPATH": ROOT}
 EAGER_ROW = '<tr data-path="eager"><td>eager</td><td>{0}</td><td>{0}</td><td>100.0%</td>'
+
+
+def one_line(stderr: str) -> str:
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in stderr, stderr[-2000:]
+    return lines[0]
+
+
+def test_a_busy_folder_is_refused_before_anything_is_touched(cli, tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "results.jsonl").write_text('{"kept": true}\n')
+    with folder_lock(str(out)):  # this process is "the other run"
+        r = cli("run", "--case", SEED, "--paths", "eager", "--out", str(out), "--jobs", "0", "--no-history")
+        assert r.returncode == 2
+        line = one_line(r.stderr)
+        assert str(out) in line and f"pid {os.getpid()}" in line
+        m = cli("merge", str(out), "--out", str(out), "--no-history")
+        assert m.returncode == 2 and f"pid {os.getpid()}" in one_line(m.stderr)
+    assert (out / "results.jsonl").read_text() == '{"kept": true}\n'
+    assert not (out / "summary.md").exists()
+    # once the holder is gone the folder is free again
+    assert cli("run", "--case", SEED, "--paths", "eager", "--out", str(out), "--jobs", "0",
+               "--no-history").returncode == 0
+
+
+@pytest.mark.slow
+def test_two_concurrent_runs_into_one_folder_keep_the_first_runs_records_whole(cli, tmp_path):
+    """The smoke suite on eager and tvm (60 executions when written); the second run exits 2 naming the first's pid."""
+    out = tmp_path / "out"
+    history = tmp_path / "history.sqlite"
+    args = ["run", "--suite", "smoke", "--paths", "eager,tvm", "--out", str(out), "--quiet", "--history", str(history)]
+    # --no-cache: the first run compiles every TVM case, so it is surely still writing when the second starts
+    first = subprocess.Popen([sys.executable, "-m", "harness", *args, "--jobs", "2", "--no-cache"], cwd=ROOT,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    results = out / "results.jsonl"
+    deadline = time.monotonic() + 300
+    while not (results.exists() and results.read_text().count("\n") >= 1):
+        assert first.poll() is None, first.communicate()[1][-2000:]
+        assert time.monotonic() < deadline
+        time.sleep(0.2)
+    second = cli(*args, "--jobs", "1")
+    assert first.poll() is None, "the first run ended before the second started: nothing was tested"
+    assert second.returncode == 2, second.stderr[-2000:]
+    line = one_line(second.stderr)
+    assert str(out) in line and f"pid {first.pid}" in line
+    _, err = first.communicate(timeout=900)
+    assert first.returncode in (0, 1), err[-2000:]
+    lines = results.read_text().splitlines()
+    records = [json.loads(x) for x in lines]  # every line whole
+    cases = [json.loads(x) for x in cli("cases", "--suite", "smoke").stdout.splitlines()]
+    wanted = {(CaseSpec.from_dict(c).case_id, p) for c in cases for p in ("eager", "tvm")}
+    assert len(wanted) == 2 * len(cases) >= 60
+    assert Counter((r["case_id"], r["path"]) for r in records) == Counter(wanted)
+    assert f"{len(wanted)} executions" in err
+    # only the first run reached the history
+    import sqlite3
+    with sqlite3.connect(str(history)) as con:
+        assert con.execute("SELECT COUNT(*), SUM(executions) FROM runs").fetchone() == (1, len(wanted))
+
+
+def test_resume_refuses_records_of_other_library_versions(cli, tmp_path):
+    out = tmp_path / "out"
+    assert cli("run", "--case", SEED, "--paths", "eager", "--out", str(out), "--jobs", "0",
+               "--no-history").returncode == 0
+    results = out / "results.jsonl"
+    (rec,) = read_results(str(results))
+    rec["versions"]["torch"] = "2.0.0"
+    results.write_text(json.dumps(rec) + "\n")
+    before = results.read_text()
+    r = cli("run", "--case", SEED, "--paths", "eager,tvm", "--out", str(out), "--jobs", "0", "--resume",
+            "--no-history")
+    assert r.returncode == 2
+    line = one_line(r.stderr)
+    assert "--resume" in line and "torch 2.0.0" in line and str(results) in line
+    assert results.read_text() == before
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--max-memory", "0"], "--max-memory"),
+    (["--max-memory", "-3"], "--max-memory"),
+    (["--max-memory", "lots"], "--max-memory"),
+])
+def test_bad_max_memory_is_one_line_and_exit_2(cli, args, words):
+    r = cli("run", "--case", SEED, "--paths", "eager", *args)
+    assert r.returncode == 2 and words in one_line(r.stderr)
+
+
+def test_a_worker_past_max_memory_is_one_error_record_and_the_run_goes_on(tmp_path):
+    """tests.crashy_paths.HogPath asks for 6 GB on its trigger input; under --max-memory 4 that is refused."""
+    specs = [{"pattern": "layer_norm", "dtype": "float32", "shape": [2, 16]},
+             {"pattern": "layer_norm", "dtype": "float32", "shape": [2, 16],
+              "input": {"kind": "constant", "value": 7.0}},  # tests.crashy_paths.TRIGGER
+             {"pattern": "rms_norm", "dtype": "float16", "shape": [2, 16]}]
+    cases = tmp_path / "cases.jsonl"
+    cases.write_text("".join(json.dumps(s) + "\n" for s in specs))
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, "-m", "harness", "run", "--case", str(cases), "--paths", "eager,hog",
+                        "--max-memory", "4", "--out", str(out), "--jobs", "2", "--quiet", "--no-history"],
+                       cwd=ROOT, env=dict(os.environ, **HOG_ENV), capture_output=True, text=True, timeout=600)
+    assert r.returncode == 1, r.stderr[-2000:]
+    records = {(x["case_id"], x["path"]): x for x in read_results(str(out / "results.jsonl"))}
+    assert len(records) == 6
+    trigger = CaseSpec.from_dict(specs[1]).case_id
+    hog = records.pop((trigger, "hog"))
+    assert hog["verdict"] in ("error", "crash")
+    assert "memory limit of 4 GB" in hog["message"] and "--max-memory" in hog["message"]
+    assert all(x["verdict"] == "pass" for x in records.values())  # eager everywhere, hog elsewhere
+    for s in (specs[0], specs[2]):
+        cid = CaseSpec.from_dict(s).case_id
+        assert records[(cid, "hog")]["max_abs_err"] == records[(cid, "eager")]["max_abs_err"]
 
 
 def runs_in(db) -> list[tuple[str, int]]:

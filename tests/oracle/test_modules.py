@@ -1,22 +1,25 @@
 """The pattern catalog: every style is its model's code, and the FP64 reference is its mathematics.
 
-Three independent checks: (1) the reference's NumPy formulas against the
+Four independent checks: (1) the reference's NumPy formulas against the
 module's own code run by torch in float64 (`float64_twin`); (2) each style
-bit for bit against a verbatim copy of the upstream class it imitates; (3)
-the output dtype torch gives against the one the reference expects.
+bit for bit against a verbatim copy of the upstream class it imitates
+(tests/upstream_norms.py); (3) the output dtype torch gives against the one
+the reference expects; (4) a style case's module is its style's program
+(harness.program.styles): the program module's exported graph and bits.
 """
 import numpy as np
 import pytest
 import torch
-import torch.nn.functional as F
-from torch import nn
+from upstream_norms import upstream
 
-from harness.oracle.inputs import make_inputs
-from harness.oracle.modules import build_module, float64_twin, upcast
 from cases.suites import variants
-from harness.oracle.reference import reference
-from harness.spec import CaseSpec, SpecError
 from harness.core.tensors import to_numpy, to_torch
+from harness.oracle.inputs import make_inputs
+from harness.oracle.modules import StyleModule, build_module, float64_twin
+from harness.oracle.reference import reference
+from harness.oracle.twins import style_case
+from harness.program import build_program_module, parse
+from harness.spec import CaseSpec, SpecError
 
 SHAPES = {"layer_norm": [3, 2, 40], "rms_norm": [3, 2, 40], "group_norm": [2, 6, 5, 3],
           "instance_norm": [2, 3, 4, 5], "batch_norm": [4, 3, 2, 5]}
@@ -68,97 +71,25 @@ def test_batch_norm_uses_the_running_statistics_from_params():
     assert not np.allclose(inputs.params["running_var"], 1.0)  # a "normal" draw, not the identity
 
 
-# -- the upstream classes, verbatim (transformers, Meta Llama, open_clip) ----------
+# -- each style against its upstream class ---------------------------------------
 
-class Qwen2RMSNorm(nn.Module):
-    def __init__(self, hidden_size, eps=1e-6):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(hidden_size))
-        self.variance_epsilon = eps
-
-    def forward(self, hidden_states):
-        input_dtype = hidden_states.dtype
-        hidden_states = hidden_states.to(torch.float32)
-        variance = hidden_states.pow(2).mean(-1, keepdim=True)
-        hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
-        return self.weight * hidden_states.to(input_dtype)
-
-
-class MetaLlamaRMSNorm(nn.Module):
-    def __init__(self, dim, eps=1e-6):
-        super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.ones(dim))
-
-    def _norm(self, x):
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
-
-    def forward(self, x):
-        output = self._norm(x.float()).type_as(x)
-        return output * self.weight
-
-
-class T5LayerNorm(nn.Module):
-    def __init__(self, hidden_size, eps=1e-6):
-        super().__init__()
-        self.weight = nn.Parameter(torch.ones(hidden_size))
-        self.variance_epsilon = eps
-
-    def forward(self, hidden_states):
-        variance = hidden_states.to(torch.float32).pow(2).mean(-1, keepdim=True)
-        hidden_states = hidden_states * torch.rsqrt(variance + self.variance_epsilon)
-        if self.weight.dtype in [torch.float16, torch.bfloat16]:
-            hidden_states = hidden_states.to(self.weight.dtype)
-        return self.weight * hidden_states
-
-
-class GemmaRMSNorm(nn.Module):
-    def __init__(self, dim, eps=1e-6):
-        super().__init__()
-        self.eps = eps
-        self.weight = nn.Parameter(torch.zeros(dim))
-
-    def _norm(self, x):
-        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
-
-    def forward(self, x):
-        output = self._norm(x.float())
-        output = output * (1.0 + self.weight.float())
-        return output.type_as(x)
-
-
-class LayerNormFp32(nn.LayerNorm):
-    def forward(self, x):
-        orig_type = x.dtype
-        x = F.layer_norm(x.to(torch.float32), self.normalized_shape, self.weight, self.bias, self.eps)
-        return x.to(orig_type)
-
-
-UPSTREAM = {
-    ("rms_norm", "qwen"): Qwen2RMSNorm, ("rms_norm", "llama"): MetaLlamaRMSNorm,
-    ("rms_norm", "t5"): T5LayerNorm, ("rms_norm", "gemma"): GemmaRMSNorm,
-    ("layer_norm", "upcast"): LayerNormFp32,
-}
-
-
+UPSTREAM = ("qwen", "llama", "t5", "gemma", "upcast")
 DTYPE_PAIRS = [("float16", "float16"), ("bfloat16", "bfloat16"), ("float16", "float32"), ("bfloat16", "float32")]
-UPSTREAM_CASES = [(pattern, style, dtype, weight_dtype) for (pattern, style) in UPSTREAM
-                  for dtype, weight_dtype in DTYPE_PAIRS
+UPSTREAM_CASES = [(style, dtype, weight_dtype) for style in UPSTREAM for dtype, weight_dtype in DTYPE_PAIRS
                   # open_clip keeps LayerNormFp32's parameters in float32
                   if style != "upcast" or weight_dtype == "float32"]
 
 
-@pytest.mark.parametrize("pattern, style, dtype, weight_dtype", UPSTREAM_CASES)
-def test_each_style_is_its_upstream_class_bit_for_bit(pattern, style, dtype, weight_dtype):
+@pytest.mark.parametrize("style, dtype, weight_dtype", UPSTREAM_CASES)
+def test_each_style_is_its_upstream_class_bit_for_bit(style, dtype, weight_dtype):
+    pattern = "layer_norm" if style == "upcast" else "rms_norm"
     spec = CaseSpec.from_dict({"pattern": pattern, "style": style, "dtype": dtype, "weight_dtype": weight_dtype,
                                "shape": [3, 4, 96], "params": {"kind": "normal"},
                                "input": {"kind": "outlier", "std": 1, "scale": 30}})
     inputs = make_inputs(spec)
     ours = build_module(spec, inputs.params)
-    theirs = UPSTREAM[(pattern, style)](96, eps=spec.eps).to(getattr(torch, weight_dtype)).eval()
+    theirs = upstream(style, 96, spec.eps, dtype, weight_dtype, inputs.params["weight"], inputs.params.get("bias"))
     with torch.no_grad():
-        for name, value in inputs.params.items():
-            getattr(theirs, name).copy_(to_torch(value))
         x = to_torch(inputs.x)
         a, b = ours(x), theirs(x)
     assert a.dtype == b.dtype
@@ -187,19 +118,44 @@ def test_eager_output_dtype_is_the_one_the_reference_expects(variant):
 
 
 def test_cast_styles_differ_in_spelling_and_memory_format_only():
-    x = torch.randn(2, 3, 4, 8).half().contiguous(memory_format=torch.channels_last)
-    ups = {how: upcast(x, how) for how in ("to", "float", "type_as", "to_contiguous")}
-    assert all(t.dtype == torch.float32 and torch.equal(t, ups["to"]) for t in ups.values())
-    assert ups["to_contiguous"].is_contiguous()
-    assert ups["to"].is_contiguous(memory_format=torch.channels_last)  # preserve_format keeps the layout
-    outs = []
+    outs = {}
     for how in ("to", "float", "type_as", "to_contiguous"):
         spec = CaseSpec.from_dict({"pattern": "rms_norm", "style": "qwen", "cast": how, "dtype": "float16",
                                    "shape": [2, 3, 4, 8], "layout": "channels_last", "params": {"kind": "normal"}})
         inputs = make_inputs(spec)
         with torch.no_grad():
-            outs.append(build_module(spec, inputs.params)(to_torch(inputs.x, spec.layout)))
-    assert all(torch.equal(o, outs[0]) for o in outs)  # the same mathematics, bit for bit, in eager
+            outs[how] = build_module(spec, inputs.params)(to_torch(inputs.x, spec.layout))
+    assert all(torch.equal(o, outs["to"]) for o in outs.values())  # the same mathematics, bit for bit, in eager
+    assert outs["to_contiguous"].is_contiguous()
+    assert outs["to"].is_contiguous(memory_format=torch.channels_last)  # preserve_format keeps the layout
+
+
+def _call_targets(module, x):
+    return [str(n.target) for n in torch.export.export(module, (x,)).graph.nodes if n.op == "call_function"]
+
+
+@pytest.mark.parametrize("variant", [v for v in variants() if v[0] in ("layer_norm", "rms_norm")],
+                         ids=lambda v: "-".join(filter(None, v)))
+def test_a_style_module_is_its_style_program(variant):
+    """build_module of a style case runs its style's program: the program module's graph and bits."""
+    pattern, style, cast = variant
+    for dtype, affine in (("float16", "weight"), ("bfloat16", "none"), ("float32", "weight_bias")):
+        try:
+            spec = spec_of(pattern, style, cast, dtype, affine)
+        except SpecError:
+            continue
+        inputs = make_inputs(spec)
+        ours = build_module(spec, inputs.params)
+        text, case = style_case(spec)
+        names = {"weight": "w", "bias": "b"}
+        program = build_program_module(parse(text, case=case), case, {names[k]: v for k, v in inputs.params.items()})
+        assert isinstance(ours, StyleModule) and ours.source == text
+        assert sorted(ours.state_dict()) == sorted(inputs.params)  # torch's names for them
+        x = to_torch(inputs.x)
+        with torch.no_grad():
+            got, want = ours(x), program(x)
+        assert got.dtype == want.dtype and torch.equal(got, want), text
+        assert _call_targets(ours, x) == _call_targets(program, x), text
 
 
 def test_gemma_scales_by_one_plus_weight():

@@ -4,6 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from cases import nearmiss
 from harness.oracle.inputs import make_inputs
 from harness.oracle.reference import reference
 from harness.spec import CaseSpec
@@ -85,3 +86,11 @@ def test_expected_dtype_follows_torch_promotion(style, weight_dtype, out, roundi
                                "weight_dtype": weight_dtype, "shape": [2, 8]})
     ref = reference(spec, make_inputs(spec))
     assert (ref.out_dtype, ref.rounding_dtype) == (out, rounding)
+
+
+def test_a_program_reference_carries_its_own_bound_and_stages():
+    spec = CaseSpec.from_dict(nearmiss.spec_of(nearmiss.get("qwen"), "float16"))
+    ref = reference(spec, make_inputs(spec))
+    assert ref.out_dtype == "float16" and ref.bound is not None and ref.bound.shape == ref.out.shape
+    assert np.all(ref.bound > 0) and [s[0] for s in ref.stages][:2] == ["h", "v"]
+    assert ref.row_len == 64 and int(ref.rows.max()) == 3

@@ -1,12 +1,10 @@
 """The program as a torch module: the same bits and the same exported graph as hand-written code."""
-import types
-
 import numpy as np
 import pytest
 import torch
+from upstream_norms import upstream
 
 from harness.core.tensors import to_torch
-from harness.oracle.modules import QwenRMSNorm
 from harness.program import ProgramCase, build_program_module, parse
 
 QWEN = """
@@ -18,12 +16,8 @@ return w * h.to(x.dtype)
 
 
 def qwen_class(case, w):
-    spec = types.SimpleNamespace(shape=case.shape, weight_dtype=case.weight_dtype, eps=case.eps,
-                                 cast="to", affine="weight")
-    module = QwenRMSNorm(spec)
-    with torch.no_grad():
-        module.weight.copy_(to_torch(w))
-    return module.eval()
+    """transformers' Qwen2RMSNorm, verbatim, holding `w`."""
+    return upstream("qwen", case.shape[-1], case.eps, case.dtype, case.weight_dtype, w)
 
 
 def targets(module, args):

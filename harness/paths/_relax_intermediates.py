@@ -1,4 +1,4 @@
-"""The intermediates of the TVM paths: the module rebuilt with every binding of `main` as an output.
+"""The TVM paths' intermediates: the module rebuilt with every binding of `main` as an output.
 
 The path's pipeline is repeated (torch.export, from_exported_program with the
 parameters as constants, the path's decomposition pass), then `expose`
@@ -6,7 +6,7 @@ rewrites `main` so that it returns, after its own result, every tensor its
 bindings compute: ToNonDataflow lets the bindings be used outside the
 dataflow block, the new return tuple lists them, and ConvertToDataflow puts
 the dataflow block back so FuseOps still fuses. The rebuilt module is
-compiled as the path compiles (opt_level=3, llvm) and run once.
+compiled as the path compiles (opt_level=3, llvm) and run.
 
 What that changes: every exposed value is written to memory in its Relax
 dtype, so kernels that fused it away now store it; TVM's fused kernels keep
@@ -16,17 +16,35 @@ output is compared with the path's bit for bit to check it. What an
 intermediate's dtype means: its Relax dtype, the dtype the value is stored
 in; a kernel could accumulate wider inside (the reduction's accumulator) and
 still store float16, and the stored value is what is scored.
+
+The functions below use only numpy, ml_dtypes, torch and tvm, so the TVM
+repro scripts carry them as their source (`script_code`): the script's
+stage table reads the very values attribution reads.
 """
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 
-from harness.attribution.capture import Capture, Intermediate
-from harness.paths._script_intermediates import returned_var
-from harness.paths.base import example_args, input_arrays
+
+def returned_var(func):
+    """The tensor variable a Relax `func` returns (through the importer's one-element tuple), or None."""
+    from tvm import relax
+
+    bound = {b.var: b.value for block in func.body.blocks for b in block.bindings}
+    expr = func.body.body
+    for _ in range(len(bound) + 1):
+        if isinstance(expr, relax.Tuple) and len(expr.fields) == 1:
+            expr = expr.fields[0]
+        elif isinstance(expr, relax.Var) and isinstance(bound.get(expr), (relax.Tuple, relax.Var)):
+            expr = bound[expr]
+        else:
+            break
+    return expr if isinstance(expr, relax.Var) else None
 
 
-def _tensor_bindings(func):
+def tensor_bindings(func):
     """[(var, op name)] of the bindings of `func` that call a Relax op and give a tensor."""
     import tvm
     from tvm import relax
@@ -47,7 +65,7 @@ def expose(mod):
 
     flat = relax.transform.ToNonDataflow()(mod)
     func = flat["main"]
-    bindings = _tensor_bindings(func)
+    bindings = tensor_bindings(func)
     returned = returned_var(func)
     body = relax.SeqExpr(func.body.blocks, relax.Tuple([func.body.body, *(v for v, _ in bindings)]))
     body = relax.BlockBuilder().normalize(body)
@@ -58,16 +76,18 @@ def expose(mod):
     return exposed, names, output
 
 
-def _numpy(t) -> np.ndarray:
+def tvm_array(t):
+    """A NumPy copy of a TVM tensor in TVM's own dtype (bfloat16 as ml_dtypes.bfloat16)."""
     import ml_dtypes
 
     out = np.asarray(t.numpy())
     if str(t.dtype) == "bfloat16" and out.dtype != np.dtype(ml_dtypes.bfloat16):
-        out = out.view(np.uint16).view(ml_dtypes.bfloat16)
+        out = out.view(np.uint16).view(ml_dtypes.bfloat16)  # a build that returns the raw bits: re-label only
     return out.copy()
 
 
-def _first_tensor(result):
+def first_tensor(result):
+    """The tensor inside the importer's (nested) one-element return tuple."""
     import tvm
 
     while not isinstance(result, tvm.runtime.Tensor):
@@ -75,29 +95,49 @@ def _first_tensor(result):
     return result
 
 
-def prepare(path, module, example):
-    """Rebuild `path` (a TvmPath) with every binding of main exposed: fn(x) -> Capture (one run)."""
+def exposed_runner(model, example, decompose):
+    """The TVM paths' pipeline on `model` with every binding of main exposed, compiled once.
+
+    `example` is the tuple of the model's input tensors, `decompose` the
+    relax.transform pass the path applies ("" for none). Returns run(x), x
+    the inputs as a tuple of NumPy arrays: ([(name, op, dtype, value)],
+    index of the returned value among them or None, the re-run's output).
+    """
     import torch
     import tvm
     from tvm import relax
     from tvm.relax.frontend.torch import from_exported_program
 
     with torch.no_grad():
-        ep = torch.export.export(module, example_args(example))
+        ep = torch.export.export(model, example)
     mod = from_exported_program(ep, keep_params_as_input=False)
-    if path.decompose:
-        mod = getattr(relax.transform, path.decompose)()(mod)
+    if decompose:
+        mod = getattr(relax.transform, decompose)()(mod)
     exposed, names, output = expose(mod)
     with tvm.transform.PassContext(opt_level=3):
         executable = tvm.compile(exposed, target="llvm")
     device = tvm.cpu()
     main = relax.VirtualMachine(executable, device)["main"]
 
-    def run(x) -> Capture:
-        result = list(main(*(tvm.runtime.tensor(np.ascontiguousarray(a), device) for a in input_arrays(x))))
-        values = [_numpy(t) for t in result[1:]]
-        inters = [Intermediate(name, op, str(v.dtype), v) for (name, op), v in zip(names, values)]
-        return Capture(inters, output, _numpy(_first_tensor(result[0])),
-                       method="every binding of main returned as an output, recompiled")
+    def run(x):
+        result = list(main(*(tvm.runtime.tensor(np.ascontiguousarray(a), device) for a in x)))
+        values = [tvm_array(t) for t in result[1:]]
+        items = [(name, op, str(v.dtype), v) for (name, op), v in zip(names, values)]
+        return items, output, tvm_array(first_tensor(result[0]))
 
     return run
+
+
+METHOD = "every binding of main returned as an output, recompiled"
+# What a TVM repro script needs to read the intermediates, by their source.
+SCRIPT_HELPERS = (returned_var, tensor_bindings, expose, tvm_array, first_tensor, exposed_runner)
+
+
+def script_code(decompose: str) -> str:
+    """The TVM paths' script `intermediates(model, example, x)`: these functions, pasted, and the call."""
+    return "\n\n".join(inspect.getsource(f) for f in SCRIPT_HELPERS) + f'''
+
+def intermediates(model, example, x):
+    """Every binding of main returned as an extra output, recompiled as run_path compiles, run once."""
+    return exposed_runner(model, example, {decompose!r})(x)
+'''

@@ -1,4 +1,5 @@
-"""Does each implementation build, export and lift? Asked of the runner's workers, as any module case is.
+"""The zoo's builds: does each implementation build, export and lift? Asked of the runner's workers, as any
+module case is.
 
 Each implementation's spec (normal input) in each dtype is resolved under the
 pseudo path LIFT (harness.engine.preflight's step: import, build, export,
@@ -14,6 +15,7 @@ import sys
 from collections import Counter
 
 from harness.core.verdicts import Verdict
+from harness.modules.handlers import HANDLERS, SKIP
 from harness.zoo.catalog import DTYPES, Zoo
 
 DEFAULT_TIMEOUT = 180.0
@@ -79,3 +81,17 @@ def summary(rows: list[dict], dtypes=DTYPES) -> dict:
                  "stage": r["results"][d].get("stage", ""), "reason": r["results"][d].get("reason", "")}
                 for r in rows for d in dtypes if r["results"][d]["status"] != "lifted"]
     return {"implementations": len(rows), "counts": counts, "failures": failures}
+
+
+def packet(op: str) -> str:
+    """`aten.pow.Tensor_Scalar` -> `pow`; `<built-in function getitem>` -> `getitem`."""
+    if op.startswith("<built-in function "):
+        return op.removeprefix("<built-in function ").rstrip(">")
+    parts = op.split(".")
+    return parts[1] if parts[0] == "aten" and len(parts) > 1 else parts[-1] if len(parts) > 1 else op
+
+
+def outside(ops) -> list[str]:
+    """The ops (full names) of `ops` the lifter cannot write in the program language (its handlers,
+    harness/modules/handlers.py, read from the op table, are the one definition), export's bookkeeping left out."""
+    return sorted(o for o in ops if packet(o) not in HANDLERS and packet(o) not in SKIP)

@@ -1,8 +1,9 @@
-"""Each implementation is built, exported and lifted on the runner's workers; a hang or a crash costs its task."""
+"""Each zoo implementation is built, exported and lifted on the runner's workers; a hang or a crash costs its task;
+the ops outside the language are what the lifter has no handler for."""
 import pytest
 
 from harness.zoo.catalog import load_zoo
-from harness.zoo.resolve import resolve_zoo, summary
+from harness.engine.zoo_builds import outside, packet, resolve_zoo, summary
 
 
 def test_a_hang_a_crash_and_a_bad_init_each_cost_one_row_and_the_rest_lift(tiny_models):
@@ -29,3 +30,16 @@ def test_transformers_representatives_build_export_and_lift():
     assert "aten.silu.default" in ops["Qwen3NextRMSNormGated"]
     llama = next(r for r in rows if r["representative"].endswith(":LlamaRMSNorm"))
     assert len(llama["members"]) > 100 and llama["results"]["bfloat16"]["pattern"] == "rms_norm"
+
+
+def test_packets_of_aten_and_builtin_names():
+    assert packet("aten.pow.Tensor_Scalar") == "pow"
+    assert packet("<built-in function getitem>") == "getitem"
+
+
+def test_outside_leaves_out_the_language_and_export_bookkeeping():
+    ops = ["aten._assert_tensor_metadata.default", "aten.add.Tensor", "aten.mean.dim", "aten.rsqrt.default",
+           "aten.to.dtype", "aten.silu.default", "aten.permute.default", "<built-in function getitem>"]
+    assert outside(ops) == []
+    assert outside(["aten.cumsum.default", "aten.cat.default", "aten.silu.default"]) == \
+        ["aten.cat.default", "aten.cumsum.default"]

@@ -1,14 +1,12 @@
 """The runner as a nightly gate relies on it: crashes and hangs cost one record,
-a killed or interrupted run resumes to every record exactly once, shards merge
-back into the unsharded run, and big groups are split only when that pays.
+a killed or interrupted run resumes to every record exactly once, and shards
+merge back into the unsharded run.
 
 The misbehaving paths (tests/crashy_paths.py) are eager everywhere except on
 their trigger input, so every other record is a real eager execution.
 """
-import io
 import json
 import os
-import random
 import signal
 import subprocess
 import sys
@@ -18,22 +16,13 @@ from collections import Counter
 import pytest
 
 from harness.core.records import read_results
-from harness.engine.plan import shard
-from harness.engine.progress import Progress
-from harness.engine.run import run
 from harness.spec import CaseSpec
-from helpers import ROOT
+from helpers import CRASHY_PATHS, ROOT, TRIGGER
+from helpers import small_layer_norm as ln
 
-EXTRA = ("abort=tests.crashy_paths:AbortPath,sleep=tests.crashy_paths:SleepPath,"
-         "slow=tests.crashy_paths:SlowPath")
-ENV = {"NORMDIFF_EXTRA_PATHS": EXTRA, "PYTHONPATH": ROOT}
-TRIGGER = {"kind": "constant", "value": 7.0}  # tests.crashy_paths.TRIGGER
+ENV = {"NORMDIFF_EXTRA_PATHS": CRASHY_PATHS, "PYTHONPATH": ROOT}
 # What depends on timing or on which worker ran what, not on the execution.
 SCHEDULING = {"seconds", "prepare_seconds", "run_seconds", "cache_hit"}
-
-
-def ln(**kw):
-    return {"pattern": "layer_norm", "dtype": "float32", "shape": [2, 16], **kw}
 
 
 def write_cases(tmp_path, specs, name="cases.jsonl"):
@@ -145,12 +134,18 @@ SLOW_SPECS = [ln(seed=i) for i in range(10)] + [
     {"pattern": "rms_norm", "dtype": "float16", "shape": [2, 16], "seed": i} for i in range(10)]
 
 
-def test_sigkilled_run_resumes_with_every_record_once(tmp_path):
+def started_run(tmp_path, paths: str, records: int):
+    """(cases file, out folder, results file, the CLI process) of a run of SLOW_SPECS past `records` records."""
     cases = write_cases(tmp_path, SLOW_SPECS)
     out = tmp_path / "out"
     results = str(out / "results.jsonl")
-    proc = start_cli("run", "--case", cases, "--paths", "slow,eager", "--out", str(out), "--jobs", "2")
-    wait_for_lines(results, 6, proc)
+    proc = start_cli("run", "--case", cases, "--paths", paths, "--out", str(out), "--jobs", "2")
+    wait_for_lines(results, records, proc)
+    return cases, out, results, proc
+
+
+def test_sigkilled_run_resumes_with_every_record_once(tmp_path):
+    cases, out, results, proc = started_run(tmp_path, "slow,eager", 6)
     os.killpg(proc.pid, signal.SIGKILL)  # the parent, its forkserver and its workers, mid-run
     proc.wait(30)
     proc.communicate()
@@ -172,11 +167,7 @@ def test_sigkilled_run_resumes_with_every_record_once(tmp_path):
 
 
 def test_ctrl_c_stops_cleanly_keeping_what_finished(tmp_path):
-    cases = write_cases(tmp_path, SLOW_SPECS)
-    out = tmp_path / "out"
-    results = str(out / "results.jsonl")
-    proc = start_cli("run", "--case", cases, "--paths", "slow", "--out", str(out), "--jobs", "2")
-    wait_for_lines(results, 3, proc)
+    _, out, results, proc = started_run(tmp_path, "slow", 3)
     os.killpg(proc.pid, signal.SIGINT)  # what a terminal sends the whole foreground group
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err[-2000:]
@@ -230,71 +221,3 @@ def test_two_shards_merged_equal_the_unsharded_run(cli, tmp_path):
 def test_bad_runner_usage_is_one_line_exit_2(cli, args, words):
     r = cli(*args)
     assert r.returncode == 2 and words in r.stderr and len(r.stderr.strip().splitlines()) == 1
-
-
-def test_shard_is_a_deterministic_balanced_partition_keeping_structures_together():
-    specs = [CaseSpec.from_dict(ln(shape=[2, 8 * (1 + i % 7)], seed=i // 7)) for i in range(35)]
-    specs += [CaseSpec.from_dict(ln(dtype="float16", shape=[4, 4], seed=0, input={"kind": "normal", "std": 1 + i}))
-              for i in range(12)]  # one structure bigger than a shard's share
-    for n in (1, 2, 3, 5):
-        parts = [shard(specs, k, n) for k in range(1, n + 1)]
-        ids = [s.case_id for p in parts for s in p]
-        assert sorted(ids) == sorted(s.case_id for s in specs) and len(set(ids)) == len(ids)
-        cap = -(-len(specs) // n)
-        assert max(map(len, parts)) - min(map(len, parts)) <= cap
-        shuffled = specs[:]
-        random.Random(n).shuffle(shuffled)
-        assert [shard(shuffled, k, n) for k in range(1, n + 1)] == parts
-        if n == 2:  # a structure with fewer cases than a share is not split
-            small = {s.structure_key() for s in specs if s.dtype == "float32"}
-            for key in small:
-                assert sum(any(s.structure_key() == key for s in p) for p in parts) == 1
-
-
-def test_a_long_group_is_split_across_idle_workers(tmp_path, monkeypatch):
-    specs = [CaseSpec.from_dict(ln(seed=i)) for i in range(16)]  # one structure: one group of 16
-    monkeypatch.setenv("NORMDIFF_EXTRA_PATHS", EXTRA)
-    monkeypatch.syspath_prepend(ROOT)
-    start = time.monotonic()
-    records = run(specs, ["slow"], str(tmp_path), jobs=2, progress=False)
-    took = time.monotonic() - start
-    assert keys(records) == Counter(expected_keys([s.to_dict() for s in specs], ["slow"]))
-    assert all(r["verdict"] == "pass" for r in records)
-    misses = sum(not r["cache_hit"] for r in records)
-    assert 2 <= misses <= 3  # split, but not into pieces smaller than a compile is worth
-    assert took < 60
-
-
-def test_progress_prints_a_line_every_few_percent_off_a_terminal():
-    stream = io.StringIO()
-    bar = Progress(40, stream=stream)
-    for i in range(40):
-        bar.update({"verdict": "pass" if i % 4 else "inaccurate"})
-    bar.close()
-    lines = stream.getvalue().splitlines()
-    assert len(lines) == 20 and lines[-1].startswith("normdiff: 40/40 (100%), 10 failing")
-    assert all("exec/s" in x and "s left" in x for x in lines)
-
-
-def test_pool_reuses_artifacts_per_path_and_survives_a_crash(monkeypatch):
-    from harness.engine.plan import Task
-    from harness.engine.pool import Pool
-
-    monkeypatch.setenv("NORMDIFF_EXTRA_PATHS", EXTRA)
-    monkeypatch.syspath_prepend(ROOT)
-    a, b, bad = (CaseSpec.from_dict(s) for s in (ln(seed=0), ln(seed=1), ln(input=TRIGGER)))
-    with Pool(["eager", "abort"], timeout=60) as pool:
-        first = pool.map([Task(a, "eager"), Task(a, "abort")])
-        assert [r["path"] for r in first] == ["eager", "abort"] and all(r["verdict"] == "pass" for r in first)
-        again = pool.submit(b, "abort")
-        assert again["verdict"] == "pass" and again["cache_hit"]  # same structure, same lane: reused
-        crashed = pool.submit(bad, "abort")
-        assert crashed["verdict"] == "crash" and crashed["signal"] == "SIGABRT"
-        after = pool.submit(b, "abort")  # a fresh worker took over the lane
-        assert after["verdict"] == "pass" and not after["cache_hit"]
-        assert after["max_abs_err"] == again["max_abs_err"]
-        idle = pool.lanes["eager"].process
-        os.kill(idle.pid, signal.SIGKILL)  # dies between tasks (an OOM kill, say)
-        idle.join(10)
-        late = pool.submit(b, "eager")  # not blamed on the next task: a new worker runs it
-        assert late["verdict"] == "pass" and late["max_abs_err"] == after["max_abs_err"]

@@ -122,3 +122,39 @@ def test_failing_cases_of_one_structure_share_one_rebuild():
         firsts.append(r["first_stage_over"])
     assert firsts == ["return:layer_norm.variance"] * 2
     assert CAPTURES["builds"] == builds + 1 and CAPTURES["count"] == runs + 2
+
+
+PLUGIN = "float16-storage=tests.plugin_paths:Float16StoragePath"
+QWEN32 = {"pattern": "rms_norm", "style": "qwen", "dtype": "float32", "shape": [4, 64], "params": {"kind": "normal"}}
+
+
+def test_an_out_of_tree_path_with_the_hook_gets_an_attribution_table(cli, tmp_path):
+    """A plug-in path that implements Path.intermediates, run by the real command line, is attributed."""
+    case = tmp_path / "case.json"
+    case.write_text(json.dumps(QWEN32))
+    out = tmp_path / "out"
+    proc = cli("run", "--case", str(case), "--paths", "eager,float16-storage", "--jobs", "0", "--quiet",
+               "--no-cache", "--no-history", "--out", str(out), env={paths.ENV: PLUGIN})
+    assert proc.returncode == 1, proc.stderr  # its float16 storage is a finding
+    records = {r["path"]: r for r in map(json.loads, (out / "results.jsonl").read_text().splitlines())}
+    record = records["float16-storage"]
+    assert record["verdict"] == "inaccurate" and record["facts"]["attribution"] == "read", record["facts"]
+    table = record["attribution"]
+    assert table and all(e["dtype"] == "float16" and e["program_dtype"] == "float32" for e in table if e["node"])
+    # the first value it stores is the float32 copy of x, already rounded to float16: that stage lost it
+    assert record["first_stage_over"] == "h:cast"
+    assert "float32 values stored in float16" in record["attribution_note"]
+    assert "attribution" not in records["eager"]
+
+
+def test_a_path_without_the_hook_says_not_available():
+    """The default Path.intermediates: the record says the path does not expose them."""
+    path = paths.Path()
+    path.name = "plain"
+    spec = CaseSpec.from_dict(QWEN32)
+    inputs = make_inputs(spec)
+    record = {"verdict": "inaccurate"}
+    annotate(record, spec, path, inputs, inputs.x)
+    assert record["attribution"] is None
+    assert record["facts"]["attribution"] == ("unavailable: path 'plain' does not expose its intermediates "
+                                              "(a compiled library or a delegated program runs as one call)")

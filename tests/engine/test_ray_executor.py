@@ -21,7 +21,8 @@ from crashy_paths import STALL_TOKEN_MIN, stall_pid_file
 from harness.core.records import read_results
 from harness.spec import CaseSpec
 from harness.engine.run import run
-from helpers import ROOT
+from helpers import CRASHY_PATHS, ROOT, TRIGGER
+from helpers import small_layer_norm as ln
 
 HAS_RAY = importlib.util.find_spec("ray") is not None
 REQUIRE_RAY = os.environ.get("NORMDIFF_REQUIRE_RAY") == "1"
@@ -29,15 +30,9 @@ needs_ray = pytest.mark.skipif(not HAS_RAY and not REQUIRE_RAY,
                                reason="ray is not installed (pip install 'normdiff[ray]')")
 pytestmark = pytest.mark.xdist_group("ray")  # one local Ray at a time on 2 cores
 
-EXTRA = ("abort=tests.crashy_paths:AbortPath,sleep=tests.crashy_paths:SleepPath,"
-         "stall=tests.crashy_paths:StallPath")
-TRIGGER = {"kind": "constant", "value": 7.0}  # tests.crashy_paths.TRIGGER
+EXTRA = CRASHY_PATHS + ",stall=tests.crashy_paths:StallPath"
 SCHEDULING = {"seconds", "prepare_seconds", "run_seconds", "attribution_seconds", "cache_hit", "artifact_cache",
               "ray_node"}
-
-
-def ln(**kw):
-    return {"pattern": "layer_norm", "dtype": "float32", "shape": [2, 16], **kw}
 
 
 def strip(records):
@@ -92,7 +87,7 @@ def test_ray_gives_the_forkserver_verdicts(local_ray, tmp_path):
 
 @needs_ray
 def test_a_dead_actor_is_one_crash_and_a_hung_one_a_timeout(local_ray, tmp_path, monkeypatch):
-    monkeypatch.setenv("NORMDIFF_EXTRA_PATHS", EXTRA)
+    monkeypatch.setenv("NORMDIFF_EXTRA_PATHS", CRASHY_PATHS)
     monkeypatch.syspath_prepend(ROOT)
     specs = [CaseSpec.from_dict(ln(seed=0, input=i)) for i in
              ({"kind": "normal"}, TRIGGER, {"kind": "uniform", "low": 0, "high": 1}, {"kind": "normal", "std": 3})]

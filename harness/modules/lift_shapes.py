@@ -1,0 +1,140 @@
+"""The lifter's handlers of shape ops: views, permutes, slices and splits, written with the sizes torch.export
+fixed (each node's metadata), and the tuple items a split or a norm kernel gives."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from harness.modules.lift_ops import Lifter, Val, _Unread, _arg, _fresh, _num
+from harness.modules.load import Unliftable
+
+
+# -- shape ops: the sizes torch.export fixed ---------------------------------------------------------------
+def _sizes(shape) -> str:
+    return ", ".join(_num(n) for n in shape)
+
+
+def _to_shape(lf: Lifter, node):
+    """view, reshape, flatten, unflatten, squeeze, unsqueeze: a view to the node's own shape."""
+    a = lf.tensor(node, node.args[0])
+    out = tuple(int(n) for n in node.meta["val"].shape)
+    if out == a.shape:
+        lf.alias(node, node.args[0])
+        return
+    packet = str(node.target).split(".")[1]
+    if packet == "unsqueeze" and len(out) == len(a.shape) + 1:
+        lf.emit(node, f"{a.text}.unsqueeze({_num(node.args[1])})")
+    elif packet == "squeeze" and len(out) < len(a.shape):
+        dims = node.args[1] if len(node.args) > 1 else ()
+        dims = [dims] if isinstance(dims, int) else list(dims)
+        lf.emit(node, f"{a.text}.squeeze({', '.join(_num(d) for d in dims)})")
+    elif packet == "reshape":
+        lf.emit(node, f"{a.text}.reshape({_sizes(out)})")
+    else:
+        lf.emit(node, f"{a.text}.view({_sizes(out)})")
+
+
+def _expand(lf: Lifter, node):
+    a = lf.tensor(node, node.args[0])
+    out = tuple(int(n) for n in node.meta["val"].shape)
+    lf.alias(node, node.args[0]) if out == a.shape else lf.emit(node, f"{a.text}.expand({_sizes(out)})")
+
+
+def _permute(lf: Lifter, node):
+    a = lf.tensor(node, node.args[0])
+    dims = list(node.args[1])
+    if dims == list(range(len(a.shape))):
+        lf.alias(node, node.args[0])
+        return
+    lf.emit(node, f"{a.text}.permute({_sizes(dims)})")
+
+
+def _transpose(lf: Lifter, node):
+    a = lf.tensor(node, node.args[0])
+    if str(node.target).startswith("aten.t."):
+        if len(a.shape) < 2:
+            lf.alias(node, node.args[0])
+            return
+        d0, d1 = 0, 1
+    else:
+        d0, d1 = node.args[1], node.args[2]
+    lf.emit(node, f"{a.text}.transpose({_num(d0)}, {_num(d1)})")
+
+
+def _narrow(lf: Lifter, node, a, dim, start, length):
+    size = a.shape[dim]
+    if start == 0 and length == size:
+        return a.text
+    return f"{a.text}.narrow({_num(dim)}, {_num(start)}, {_num(length)})"
+
+
+def _slice(lf: Lifter, node):
+    a = lf.tensor(node, node.args[0])
+    dim = _arg(node, 1, "dim", 0) % len(a.shape)
+    size = a.shape[dim]
+    start, end, step = _arg(node, 2, "start", 0), _arg(node, 3, "end", None), _arg(node, 4, "step", 1)
+    if step != 1:
+        lf.fail(node, f"slices with step {step} (the language takes contiguous slices: narrow)")
+    start = 0 if start is None else (start + size if start < 0 else start)
+    end = size if end is None else min(end + size if end < 0 else end, size)
+    text = _narrow(lf, node, a, dim, max(start, 0), max(end - start, 0))
+    lf.alias(node, node.args[0]) if text == a.text else lf.emit(node, text)
+
+
+def _narrow_node(lf: Lifter, node):
+    a = lf.tensor(node, node.args[0])
+    dim = node.args[1] % len(a.shape)
+    start = node.args[2] + a.shape[dim] if node.args[2] < 0 else node.args[2]
+    text = _narrow(lf, node, a, dim, start, node.args[3])
+    lf.alias(node, node.args[0]) if text == a.text else lf.emit(node, text)
+
+
+def _select(lf: Lifter, node):
+    a = lf.tensor(node, node.args[0])
+    dim = node.args[1] % len(a.shape)
+    index = node.args[2] % a.shape[dim]
+    lf.emit(node, f"{a.text}.narrow({_num(dim)}, {_num(index)}, 1).squeeze({_num(dim)})")
+
+
+def _split(lf: Lifter, node):
+    """split / split_with_sizes / chunk / unbind: a tuple of narrows, each written as it is read."""
+    a = lf.tensor(node, node.args[0])
+    packet = str(node.target).split(".")[1]
+    metas = node.meta["val"]
+    dim = (_arg(node, 1, "dim", 0) if packet == "unbind" else _arg(node, 2, "dim", 0)) % len(a.shape)
+    items, start = [], 0
+    for i, meta in enumerate(metas):
+        length = 1 if packet == "unbind" else int(meta.shape[dim])
+        text = _narrow(lf, node, a, dim, start, length) + (f".squeeze({dim})" if packet == "unbind" else "")
+        items.append(_Lazy(node.name + f"_{i}", text, meta))
+        start += length
+    lf.env[node.name] = tuple(items)
+
+
+@dataclass(frozen=True)
+class _Lazy:
+    """A tuple item not written yet: getitem writes it (an unread chunk costs no line)."""
+    name: str
+    text: str
+    meta: Any
+
+
+def _getitem(lf: Lifter, node):
+    items = lf.value(node.args[0])
+    item = items[node.args[1]]
+    if isinstance(item, _Unread):
+        raise Unliftable(f"class {lf.owner}: reads the statistics a {item.kind} kernel returns (item "
+                         f"{item.index}), which the program language does not give out")
+    if isinstance(item, _Lazy):
+        name = _fresh(item.name, lf.taken)
+        lf.lines.append(f"{name} = {item.text}")
+        item = Val(name, item.meta)
+    lf.env[node.name] = item
+
+
+def _identity(lf: Lifter, node):
+    lf.alias(node, node.args[0])
+
+
+def _expand_as(lf: Lifter, node):
+    _expand(lf, node)

@@ -1,0 +1,73 @@
+"""An out-of-tree path written only against the public plug-in face (DESIGN §6), intermediates hook included.
+
+`Float16StoragePath` is a small "compiler" with a precision bug of its own:
+it runs the exported graph node by node and stores every float32 value a
+node computes in float16 (as a kernel library that keeps its buffers in
+half precision would), so a float16 model's float32 statistics lose their
+precision. Its `intermediates` runs the same graph the same way and hands
+back every stored value, so attribution can say which stage lost it.
+Register with harness.paths.register(name, "tests.plugin_paths:Float16StoragePath")
+or NORMDIFF_EXTRA_PATHS; workers import this module by that name.
+"""
+from __future__ import annotations
+
+import torch
+
+from harness.core.tensors import single, to_numpy, to_torch
+from harness.paths.base import Capture, Intermediate, Path, Prepared, example_args, input_arrays
+
+METHOD = "the exported graph run node by node, float32 values stored in float16"
+
+
+def _graph(module, example):
+    with torch.no_grad():
+        return torch.export.export(module, example_args(example)).module()
+
+
+def _run(graph_module, tensors, keep=None):
+    """The graph's output, every float32 node value rounded through float16; `keep(node, value)` sees each."""
+
+    class Float16Storage(torch.fx.Interpreter):
+        def run_node(self, node):
+            result = super().run_node(node)
+            if node.op == "call_function" and isinstance(result, torch.Tensor) and result.is_floating_point():
+                if result.dtype == torch.float32:
+                    result = result.half().float()
+                if keep is not None:
+                    keep(node, result)
+            return result
+
+    with torch.no_grad():
+        return single(Float16Storage(graph_module).run(*tensors))
+
+
+class Float16StoragePath(Path):
+    name = "float16-storage"
+    description = "torch.export -> the graph run node by node, float32 values stored in float16"
+    packages = ("torch",)
+
+    def prepare(self, spec, module, example) -> Prepared:
+        graph_module = _graph(module, example)
+
+        def run(x):
+            return to_numpy(_run(graph_module, tuple(to_torch(a, spec.layout) for a in input_arrays(x))))
+
+        return Prepared(run, {"stores": "float16"})
+
+    def intermediates(self, spec, module, example):
+        graph_module = _graph(module, example)
+        returned = single(next(n for n in graph_module.graph.nodes if n.op == "output").args[0]).name
+
+        def run(x) -> Capture:
+            found, index = [], {}
+
+            def keep(node, value):
+                stored = value.half() if value.dtype == torch.float32 else value
+                index[node.name] = len(found)
+                found.append(Intermediate(node.name, str(node.target), str(stored.dtype).removeprefix("torch."),
+                                          to_numpy(stored)))
+
+            out = _run(graph_module, tuple(to_torch(a, spec.layout) for a in input_arrays(x)), keep)
+            return Capture(found, index.get(returned), to_numpy(out), METHOD)
+
+        return run
