@@ -1,18 +1,23 @@
 """`make oracle-check`: every benchmark case through every implementation, scored by normdiff and the anchors.
 
-For each case of `grid.cases()` the implementations run as registered paths
+Two benchmarks run: the catalog's norms (`grid.cases()` through
+`implementations`) and programs (`program_grid.cases()` through the
+renderings of `program_implementations`). For each case the implementations run as registered paths
 through the real runner (`Executor.execute`: inputs, FP64 reference, eager,
 the path, `compare.score`), which gives normdiff's verdict; the same outputs
 (the implementations are deterministic) go to the ground truth and to every
-anchor's oracle. The table says, per oracle, how many materially wrong
-outputs it flags and how many correct outputs it flags; the last line is
-normdiff's: `oracle-check: detected D/W, false alarms A/C`. Exit 0 when
+anchor's oracle. Each table says, per oracle, how many materially wrong
+outputs it flags and how many correct outputs it flags; the last two lines
+are normdiff's: `oracle-check programs: detected D/W, false alarms A/C`, then
+`oracle-check: detected D/W, false alarms A/C` for the catalog. Exit 0 when
 normdiff flags at least 99 % of the materially wrong outputs and no correct
-one, 1 otherwise.
+one on both, 1 otherwise.
 """
 from __future__ import annotations
 
 import argparse
+import multiprocessing
+import os
 import sys
 import time
 from collections import Counter, defaultdict
@@ -21,17 +26,16 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from harness import paths
-from harness.benchmark import anchors, grid, implementations, truth
+from harness.benchmark import anchors, grid, implementations, program_grid, program_implementations, truth
 from harness.spec import CaseSpec
-from harness.core.tensors import to_torch
 from harness.core.verdicts import Verdict
+from harness.engine.cases import CaseProblem, lift_problem
 from harness.engine.execute import Executor
-from harness.oracle.inputs import make_inputs
-from harness.oracle.modules import build_module
-from harness.oracle.reference import reference
+from harness.oracle.compare import measured_rows
 
 TARGET_DETECTION = 0.99
 NORMDIFF = "normdiff"
+PROGRAMS = "oracle-check programs"
 
 
 @dataclass
@@ -46,6 +50,7 @@ class Outcome:
     message: str
     over_tol: float | None    # normdiff's largest error in units of its bound
     flags: dict[str, bool] = field(default_factory=dict)
+    rows: tuple | None = None  # compare.measured_rows of the output, when asked for (sensitivity)
 
 
 class _Runner:
@@ -54,27 +59,36 @@ class _Runner:
     def __init__(self):
         self._prepared = {}
 
-    def output(self, name: str, spec: CaseSpec, inputs) -> np.ndarray:
+    def output(self, name: str, spec: CaseSpec, setup) -> np.ndarray:
         path = paths.get(name)
         key = (name, path.structure_key(spec))
         if key not in self._prepared:
-            module = build_module(spec, inputs.params)
-            self._prepared[key] = path.prepare(spec, module, to_torch(inputs.x, spec.layout))
-        return self._prepared[key].run(inputs.x)
+            self._prepared[key] = path.prepare(spec, *setup.build())
+        return self._prepared[key].run(setup.inputs.run_arg)
 
 
-def run_case(spec: CaseSpec, names: dict[str, type], executor: Executor, runner: _Runner) -> list[Outcome]:
-    """Every implementation on `spec`: normdiff's verdict, the ground truth, the anchors' flags."""
-    inputs = make_inputs(spec)
-    ref = reference(spec, inputs)
-    eager = runner.output("eager", spec, inputs)
+def run_case(spec: CaseSpec, names: dict[str, type], executor: Executor, runner: _Runner,
+             detail: bool = False) -> list[Outcome]:
+    """Every implementation on `spec`: normdiff's verdict, the ground truth, the anchors' flags.
+
+    The case is set up as the runner sets it up (harness.engine.cases: a catalog or program case from
+    its spec, a module case resolved and lifted); a module case that cannot be gives no outcomes."""
+    try:
+        setup = executor.cases.setup(spec)
+        problem = lift_problem(setup.record) if spec.is_module else None
+    except CaseProblem:
+        return []
+    if problem is not None:
+        return []
+    ref = setup.ref
+    eager = runner.output("eager", spec, setup)
     records, outputs = {}, {}
     for name in names:
         record = executor.execute(spec, name)
         if record["verdict"] == Verdict.UNSUPPORTED:
             continue
         records[name] = record
-        outputs[name] = runner.output(name, spec, inputs)
+        outputs[name] = runner.output(name, spec, setup)
     good = [eager] + [outputs[n] for n in outputs if names[n].correct]
     baseline = truth.baseline_rows(good, ref)
     expected = str(eager.dtype)
@@ -90,20 +104,25 @@ def run_case(spec: CaseSpec, names: dict[str, type], executor: Executor, runner:
         if kind != "left-out":
             for anchor, oracle in anchors.ANCHORS.items():
                 flags[anchor] = oracle(out, eager, ref.out)
+        rows = None
+        if detail and kind != "left-out" and record["verdict"] in (Verdict.PASS, Verdict.INACCURATE):
+            rows = measured_rows(out, ref, eager)
         result.append(Outcome(spec, name, kind, reason, record["verdict"], record["message"],
-                              record.get("max_err_over_tol"), flags))
+                              record.get("max_err_over_tol"), flags, rows))
     return result
 
 
-def collect(specs: list[CaseSpec], progress: bool = False) -> list[Outcome]:
-    names = implementations.register_all()
+def collect(specs: list[CaseSpec], progress: bool = False, names: dict[str, type] | None = None,
+            label: str = "oracle-check", detail: bool = False) -> list[Outcome]:
+    """Every implementation in `names` (default: the catalog's) on every spec."""
+    names = implementations.register_all() if names is None else names
     executor, runner = Executor(), _Runner()
     outcomes = []
     start = time.perf_counter()
     for i, spec in enumerate(specs, 1):
-        outcomes += run_case(spec, names, executor, runner)
+        outcomes += run_case(spec, names, executor, runner, detail)
         if progress and (i % 50 == 0 or i == len(specs)):
-            print(f"oracle-check: {i}/{len(specs)} cases, {time.perf_counter() - start:.0f} s", file=sys.stderr)
+            print(f"{label}: {i}/{len(specs)} cases, {time.perf_counter() - start:.0f} s", file=sys.stderr)
     return outcomes
 
 
@@ -120,7 +139,8 @@ def _pct(a: int, b: int) -> str:
     return f"{100.0 * a / b:5.1f} %" if b else "  n/a"
 
 
-def render(outcomes: list[Outcome], verbose: bool = False) -> str:
+def render(outcomes: list[Outcome], verbose: bool = False, last_line: bool = True) -> str:
+    """The table of one benchmark; its last line normdiff's `oracle-check: ...` unless last_line is False."""
     lines = []
     counts = tally(outcomes)
     lines.append(f"{'oracle':32} {'detected':>18} {'false alarms':>18}")
@@ -145,24 +165,94 @@ def render(outcomes: list[Outcome], verbose: bool = False) -> str:
             lines.append(f"normdiff {title} ({len(items)}):")
             for o in items[: None if verbose else 10]:
                 lines.append(f"  {o.implementation} on {o.spec}: {o.verdict}: {o.message[:160]}")
-    d, w, a, c = counts[NORMDIFF]
-    lines.append("")
-    lines.append(f"oracle-check: detected {d}/{w}, false alarms {a}/{c}")
+    if last_line:
+        lines.append("")
+        lines.append(summary(outcomes))
     return "\n".join(lines)
+
+
+def summary(outcomes: list[Outcome], label: str = "oracle-check") -> str:
+    d, w, a, c = tally(outcomes)[NORMDIFF]
+    return f"{label}: detected {d}/{w}, false alarms {a}/{c}"
+
+
+def meets_target(outcomes: list[Outcome]) -> bool:
+    d, w, a, c = tally(outcomes)[NORMDIFF]
+    return bool(w) and d >= TARGET_DETECTION * w and a == 0
+
+
+# name -> (its cases, the registration of its implementations, its summary label)
+BENCHMARKS = {
+    "programs": (program_grid.cases, program_implementations.register_all, PROGRAMS),
+    "catalog": (grid.cases, implementations.register_all, "oracle-check"),
+}
+
+
+def _shard(task: tuple[str, bool, int, int, bool]) -> list[Outcome]:
+    """Shard k of `jobs` of one benchmark (every jobs-th case from the k-th), in this process."""
+    which, quick, k, jobs, detail = task
+    import torch
+
+    torch.set_num_threads(1)  # small tensors: one thread is faster, and leaves the other cores free
+    cases, register, label = BENCHMARKS[which]
+    where = f" [{k + 1}/{jobs}]" if jobs > 1 else ""
+    return collect(cases(quick=quick)[k::jobs], progress=True, names=register(), label=label + where,
+                   detail=detail)
+
+
+def run_benchmarks(which: list[str], quick: bool = False, jobs: int = 1,
+                   detail: bool = False) -> dict[str, list[Outcome]]:
+    """Each named benchmark's outcomes in case order, its cases shared among `jobs` processes."""
+    tasks = [(w, quick, k, jobs, detail) for w in which for k in range(jobs)]
+    # always in spawned workers: module cases are user code, imported only inside worker processes
+    with multiprocessing.get_context("spawn").Pool(jobs) as pool:
+        parts = pool.map(_shard, tasks, chunksize=1)
+    out = {}
+    for w in which:
+        order = {spec.case_id: i for i, spec in enumerate(BENCHMARKS[w][0](quick=quick))}
+        mine = [o for t, part in zip(tasks, parts) if t[0] == w for o in part]
+        out[w] = sorted(mine, key=lambda o: order[o.spec.case_id])  # stable: implementations keep their order
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.benchmark.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the short rows only")
     parser.add_argument("--verbose", action="store_true", help="list every miss and false alarm")
+    parser.add_argument("--only", choices=tuple(BENCHMARKS), help="run one of the two benchmarks")
+    parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
+                        help="processes to share the cases among (default: 2, or 1 on one core)")
+    parser.add_argument("--sensitivity", action="store_true",
+                        help="also tabulate each benchmark over a grid of the rule's multiplier and floor")
     args = parser.parse_args(argv)
-    import torch
+    if args.jobs < 1:
+        print("oracle-check: --jobs must be at least 1", file=sys.stderr)
+        return 2
+    which = [args.only] if args.only else list(BENCHMARKS)
+    results = run_benchmarks(which, quick=args.quick, jobs=args.jobs, detail=args.sensitivity)
+    if args.sensitivity:
+        from harness.benchmark.sensitivity import table
 
-    torch.set_num_threads(1)  # small tensors: one thread is faster, and leaves the other core free
-    outcomes = collect(grid.cases(quick=args.quick), progress=True)
-    print(render(outcomes, verbose=args.verbose))
-    d, w, a, c = tally(outcomes)[NORMDIFF]
-    return 0 if w and d >= TARGET_DETECTION * w and a == 0 else 1
+        for w, outcomes in results.items():
+            print(f"{w}: the rule over its constants (normdiff's detections and false alarms)")
+            print(table(outcomes))
+            print("")
+    programs, catalog = results.get("programs"), results.get("catalog")
+    if catalog is not None:
+        print("The catalog's norms (harness/benchmark/implementations.py over grid.py)")
+        print(render(catalog, verbose=args.verbose, last_line=False))
+        print("")
+    if programs is not None:
+        print("Programs and module cases (harness/benchmark/program_implementations.py over program_grid.py)")
+        print(render(programs, verbose=args.verbose, last_line=False))
+        modules = [o for o in programs if o.spec.is_module]
+        if modules:
+            print(summary(modules, "of which module cases (the zoo's sample)"))
+        print("")
+        print(summary(programs, PROGRAMS))
+    if catalog is not None:
+        print(summary(catalog))
+    return 0 if all(meets_target(o) for o in results.values()) else 1
 
 
 if __name__ == "__main__":

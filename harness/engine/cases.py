@@ -17,6 +17,7 @@ from harness.core.verdicts import Verdict
 from harness.oracle.inputs import Inputs, make_inputs
 from harness.oracle.modules import build_module
 from harness.oracle.reference import Reference, evaluation_reference, reference
+from harness.oracle.witness import program_witnesses
 from harness.paths.base import StageError, first_line
 
 MODULE_MEMO = 4  # module structures a worker keeps resolved (groups of one structure follow each other)
@@ -87,10 +88,12 @@ class Cases:
 
         mc = self.module_case(spec)
         inputs = mc.inputs(make_inputs(spec))
-        evaluation = evaluate(mc.program, mc.case, mc.reference_arrays(inputs))
+        arrays = mc.reference_arrays(inputs)
+        evaluation = evaluate(mc.program, mc.case, arrays)
         record = {"program": mc.resolved.source, "lifted_pattern": mc.resolved.pattern,
                   **mc.lift_check(inputs, evaluation)}
-        return Setup(inputs, evaluation_reference(evaluation),
+        witnesses = program_witnesses(spec.case_id, mc.program, mc.case, arrays)  # the lifted program's
+        return Setup(inputs, evaluation_reference(evaluation, witnesses),
                      lambda: (mc.build(), mc.example(inputs, spec.layout)), record, mc)
 
 

@@ -25,10 +25,20 @@ EAGER_MULTIPLIER times the largest of eager's and the float32 witnesses'
 two-pass, measured on the row itself) and more than FLOOR times the bound's
 accumulation term C_ACC·√n·u_acc (one standard deviation of a sequential
 sum's random walk: below it no measured error tells a bug from another
-summation order). Where no witness applies (programs, batch_norm eval), a row
-is `inaccurate` when it is over the bound and its error, in units of the
-bound, is more than EAGER_MULTIPLIER times eager's (as torch._dynamo's
-fp64-reference check uses a multiplier).
+summation order). A program (or a module case's lifted program) is held the
+same way to its own witnesses (harness.program.witness: the program run in
+its dtypes with float32 sums sequential, pairwise and blocked, two-pass and
+Welford), with the bound as the unit: a row is `inaccurate` when its error
+beyond C_OUT ULPs, per unit of the running bound, is more than
+EAGER_MULTIPLIER times the largest of eager's and the witnesses' and more
+than FLOOR (the bound is a sum of rounding and accumulation terms; FLOOR of
+it is at most one standard deviation of each); on a row where the bound is
+infinite somewhere, in absolute error with no floor (README, "Programs
+against their witnesses"). Where no witness
+applies (batch_norm eval; a program the witnesses cannot run), a row is
+`inaccurate` when it is over the bound and its error, in units of the bound,
+is more than EAGER_MULTIPLIER times eager's (as torch._dynamo's fp64-reference
+check uses a multiplier).
 """
 from __future__ import annotations
 
@@ -109,9 +119,15 @@ def witness_units(ref: Reference) -> np.ndarray:
 def measured_tolerance(ref: Reference, rounding_dtype: str | None = None) -> np.ndarray | None:
     """Per element, what a compiled path is held to before eager's share: the per-element terms plus
     EAGER_MULTIPLIER x the witnesses' accumulation error on the row (at least the floor); None where no
-    witness applies (programs, batch_norm eval: the bound decides)."""
+    witness applies (batch_norm eval, a program no witness can run: the bound decides)."""
     if ref.stats_rows is None:
-        return None
+        if ref.bound is None or ref.witness_outputs is None or not ref.witness_outputs():
+            return None
+        n_rows = int(ref.rows.max()) + 1 if ref.rows.size else 0
+        terms = _program_terms(ref, rounding_dtype or ref.rounding_dtype, n_rows)
+        allowed = np.maximum(EAGER_MULTIPLIER * _program_witness_units(ref, terms, n_rows),
+                             np.where(terms.unbounded, 0.0, FLOOR))
+        return terms.per_element + terms.unit * allowed[ref.rows]
     per_element, unit, acc = _terms(ref, rounding_dtype or ref.rounding_dtype)
     allowed = np.maximum(EAGER_MULTIPLIER * witness_units(ref), FLOOR * acc)
     return per_element + unit * allowed[ref.rows]
@@ -198,11 +214,14 @@ def score(out: np.ndarray, ref: Reference, eager_out: np.ndarray | None = None) 
                          unstable=True, rows_over=int(over.sum()), **metrics)
         return Score(Verdict.PASS, describe, out_dtype=out_dtype, expected_dtype=expected, **metrics)
 
+    blamed = None
     if ref.stats_rows is not None:
         blamed = _measured(err, eager_err if eager_row_err is not None else None, ref, rounding, n_rows)
+    elif ref.bound is not None and ref.witness_outputs is not None:
+        blamed = _program_measured(err, eager_err if eager_row_err is not None else None, ref, rounding, n_rows)
+    if blamed is not None:
         worse = blamed.worse
     else:
-        blamed = None
         if eager_row_err is None:  # eager failed to give a comparable output: the bound alone decides
             worse = over
         else:
@@ -215,11 +234,12 @@ def score(out: np.ndarray, ref: Reference, eager_out: np.ndarray | None = None) 
         w = int(np.argmax(np.where(worse, row_ratio, -1.0)))
         metrics["worst_row"] = w
         if blamed is not None:
+            unit, floor = blamed.at(w)
             text = (f"{int(worse.sum())} of {n_rows} rows beyond what correct float32 implementations achieve; "
-                    f"row {w} err {row_err[w]:.4g} ({row_ratio[w]:.3g}x the bound): accumulation error "
-                    f"{blamed.own[w]:.3g} per unit of |w|(kappa+|z|), over {EAGER_MULTIPLIER:g}x eager's "
+                    f"row {w} err {row_err[w]:.4g} ({row_ratio[w]:.3g}x the bound): {blamed.what} "
+                    f"{blamed.own[w]:.3g} per unit of {unit}, over {EAGER_MULTIPLIER:g}x eager's "
                     f"{blamed.eager[w]:.3g}, the float32 witnesses' {blamed.witness[w]:.3g} and the floor "
-                    f"{blamed.floor:.3g}")
+                    f"{floor:.3g}")
         else:
             eager_note = "" if eager_row_err is None else (
                 f" ({row_ratio[w]:.3g}x the bound), eager's {eager_row_err[w]:.3g} ({eager_row_ratio[w]:.3g}x)")
@@ -241,8 +261,15 @@ class _Blame:
     own: np.ndarray
     eager: np.ndarray
     witness: np.ndarray
-    floor: float
+    floor: float | np.ndarray  # a float, or per row
     worse: np.ndarray
+    what: str = "accumulation error"
+    unit: str | tuple[str, ...] = "|w|(kappa+|z|)"  # the unit, or per row
+
+    def at(self, row: int) -> tuple[str, float]:
+        """(unit, floor) of one row."""
+        unit = self.unit if isinstance(self.unit, str) else self.unit[row]
+        return unit, float(np.asarray(self.floor).reshape(-1)[row] if np.ndim(self.floor) else self.floor)
 
 
 def _accumulation(err: np.ndarray, per_element: np.ndarray, unit: np.ndarray, ref: Reference,
@@ -266,6 +293,77 @@ def _measured(err, eager_err, ref: Reference, rounding: str, n_rows: int) -> _Bl
         witnessed = witness_units(ref)
         allowed = np.maximum(allowed, EAGER_MULTIPLIER * witnessed)
     return _Blame(own, eager, witnessed, floor, own > allowed)
+
+
+@dataclass(frozen=True)
+class _ProgramTerms:
+    """A program's per-element term (C_OUT ULPs of the rounding dtype) and its unit per element: the
+    running bound, or 1 (absolute error, and no floor) on rows where the bound is infinite somewhere."""
+
+    per_element: np.ndarray
+    unit: np.ndarray
+    unbounded: np.ndarray  # per row
+
+
+def _program_terms(ref: Reference, r: str, n_rows: int) -> _ProgramTerms:
+    per_element = C_OUT * ulp(np.abs(ref.out) * (1.0 + 2.0 * unit_roundoff(r)), r)
+    unbounded = _row_max((~np.isfinite(ref.bound)).astype(float), ref.rows, n_rows) > 0
+    return _ProgramTerms(per_element, np.where(unbounded[ref.rows], 1.0, ref.bound), unbounded)
+
+
+def _program_witness_units(ref: Reference, terms: _ProgramTerms, n_rows: int) -> np.ndarray:
+    """Per row, the largest error beyond the per-element term, per unit, of the program's witnesses."""
+    worst = np.zeros(n_rows)
+    for out in ref.witness_outputs():
+        if tuple(out.shape) == tuple(ref.out.shape):
+            errors = _errors(out, ref)[0]
+            worst = np.maximum(worst, _accumulation(errors, terms.per_element, terms.unit, ref, n_rows))
+    return worst
+
+
+def _program_measured(err, eager_err, ref: Reference, rounding: str, n_rows: int) -> _Blame | None:
+    """As _measured for a program: errors beyond C_OUT ULPs in units of its running bound, against eager's,
+    its witnesses' and FLOOR; None where rows need the witnesses and none can run the program."""
+    terms = _program_terms(ref, rounding, n_rows)
+    floor = np.where(terms.unbounded, 0.0, FLOOR)
+    own = _accumulation(err, terms.per_element, terms.unit, ref, n_rows)
+    eager = np.zeros(n_rows) if eager_err is None else _accumulation(eager_err, terms.per_element, terms.unit,
+                                                                   ref, n_rows)
+    allowed = np.maximum(EAGER_MULTIPLIER * eager, floor)
+    witnessed = np.zeros(n_rows)
+    if (own > allowed).any():  # the witnesses walk the program once each: only when they can decide
+        if not ref.witness_outputs():
+            return None
+        witnessed = _program_witness_units(ref, terms, n_rows)
+        allowed = np.maximum(allowed, EAGER_MULTIPLIER * witnessed)
+    units = tuple("absolute error (the bound is infinite on this row)" if u else "the bound" for u in terms.unbounded)
+    return _Blame(own, eager, witnessed, floor, own > allowed, f"error beyond {C_OUT:g} ulp of {rounding}", units)
+
+
+def measured_rows(out: np.ndarray, ref: Reference, eager_out: np.ndarray | None) -> tuple | None:
+    """Per row, (the output's, eager's, the witnesses' error in the rule's units, the floor's scale) for a
+    compiled path's output the measured rule judges: a row is `inaccurate` when its error is more than
+    EAGER_MULTIPLIER x eager's and the witnesses' and more than FLOOR x the scale. None where the rule
+    does not apply (batch_norm eval, a program no witness can run, an output of another shape or dtype).
+    For the benchmark's sensitivity to the constants (harness.benchmark.sensitivity)."""
+    if tuple(out.shape) != tuple(ref.out.shape) or (eager_out is not None and eager_out.shape != out.shape):
+        return None
+    n_rows = int(ref.rows.max()) + 1 if ref.rows.size else 0
+    rounding = narrowest(ref.rounding_dtype, name_of(out.dtype))
+    err = _errors(out, ref)[0]
+    eager_err = None if eager_out is None else _errors(eager_out, ref)[0]
+    if ref.stats_rows is not None:
+        per_element, unit, acc = _terms(ref, rounding)
+        scale, witnessed = np.full(n_rows, acc), witness_units(ref)
+    elif ref.bound is not None and ref.witness_outputs is not None and ref.witness_outputs():
+        terms = _program_terms(ref, rounding, n_rows)
+        per_element, unit, scale = terms.per_element, terms.unit, np.where(terms.unbounded, 0.0, 1.0)
+        witnessed = _program_witness_units(ref, terms, n_rows)
+    else:
+        return None
+    own = _accumulation(err, per_element, unit, ref, n_rows)
+    eager = np.zeros(n_rows) if eager_err is None else _accumulation(eager_err, per_element, unit, ref, n_rows)
+    return own, eager, witnessed, scale
 
 
 def eager_row_errors(eager_out: np.ndarray, ref: Reference) -> float | None:

@@ -12,6 +12,7 @@ deliberately rounds through.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
@@ -19,6 +20,7 @@ from harness.core.dtypes import narrowest, promote
 from harness.spec import CaseSpec, program_case
 from harness.program import evaluate, parse
 from harness.oracle.inputs import Inputs
+from harness.oracle.witness import program_witnesses
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,9 @@ class Reference:
     stats_rows: np.ndarray | None = None
     centered: bool = True    # the statistics subtract a mean (False for rms_norm)
     eps: float = 0.0
+    # A program's witnesses (harness.program.witness), run on demand: () -> the output of each correct
+    # implementation the comparator measures on the case's rows; () where none can run the program.
+    witness_outputs: Callable[[], tuple[np.ndarray, ...]] | None = None
 
 
 def expected_dtypes(spec: CaseSpec) -> tuple[str, str, str]:
@@ -77,20 +82,26 @@ def _broadcast_channel(v: np.ndarray, shape: tuple[int, ...], axis: int) -> np.n
 
 
 def program_reference(spec: CaseSpec, inputs: Inputs) -> Reference:
-    """The FP64 interpretation of a program case, with its running error bound and intermediates."""
+    """The FP64 interpretation of a program case, with its running error bound, intermediates and witnesses."""
     case = program_case(spec)
-    return evaluation_reference(evaluate(parse(spec.program, case=case), case, {**inputs.arrays, **inputs.params}))
+    program = parse(spec.program, case=case)
+    arrays = {**inputs.arrays, **inputs.params}
+    return evaluation_reference(evaluate(program, case, arrays),
+                                witnesses=program_witnesses(spec.case_id, program, case, arrays))
 
 
-def evaluation_reference(ev) -> Reference:
+def evaluation_reference(ev, witnesses: Callable[[], tuple[np.ndarray, ...]] | None = None) -> Reference:
     """The Reference of a program's FP64 evaluation (harness.program.evaluate): a program case's, or a module
-    case's lifted program's."""
+    case's lifted program's. `witnesses` is the comparator's hook on the program's witnesses
+    (harness.oracle.witness.program_witnesses(key, program, case, arrays)); without it a compiled path is
+    held to the bound and eager alone."""
     out = np.ascontiguousarray(np.asarray(ev.out, dtype=np.float64))
     zeros = np.zeros_like(out)
     return Reference(
         out=out, rows=np.ascontiguousarray(ev.rows), z=zeros, kappa=zeros, weight=zeros, bias=zeros,
         row_len=int(ev.row_len), out_dtype=ev.out_dtype, rounding_dtype=ev.out_dtype, stat_dtype="float32",
         bound=np.ascontiguousarray(np.asarray(ev.bound, dtype=np.float64)), stages=tuple(ev.stages),
+        witness_outputs=witnesses,
     )
 
 

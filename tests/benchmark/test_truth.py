@@ -34,3 +34,15 @@ def test_ground_truth_leaves_out_what_a_correct_implementation_does_as_badly(spe
     base = truth.baseline_rows([sloppy], ref)
     assert not truth.judge(cast(ref.out * (1 + 3e-5), "float32"), ref, "float32", base).wrong
     assert truth.judge(cast(ref.out * (1 + 1e-4), "float32"), ref, "float32", base).wrong
+
+
+def test_ground_truth_leaves_out_a_nonfinite_row_the_correct_outputs_share(spec, ref_of):
+    s = spec(dtype="float32")
+    ref = ref_of(s)
+    good = cast(ref.out, "float32")
+    shared = good.copy()
+    shared[1, :] = np.nan  # eager (or a correct implementation) is NaN on row 1 as well
+    nan = good.copy()
+    nan[1, 3] = np.nan
+    assert not truth.judge(nan, ref, "float32", truth.baseline_rows([good, shared], ref)).wrong
+    assert truth.judge(nan, ref, "float32", truth.baseline_rows([good], ref)).reason == "nonfinite"

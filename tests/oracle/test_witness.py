@@ -45,3 +45,35 @@ def test_no_witness_where_no_statistics_are_accumulated():
     spec = CaseSpec.from_dict({"pattern": "batch_norm", "dtype": "float32", "shape": [2, 3, 4],
                                "params": {"kind": "normal"}})
     assert reference(spec, make_inputs(spec)).stats_rows is None
+
+
+def test_a_programs_witnesses_run_on_demand_once_per_case_and_inputs():
+    from harness.program import parse
+    from harness.program import witness as program_witness
+    from harness.spec import program_case
+    from cases import nearmiss
+
+    spec = CaseSpec.from_dict(nearmiss.spec_of(nearmiss.get("qwen"), "float16"))
+    inputs = make_inputs(spec)
+    ref = reference(spec, inputs)
+    first = ref.witness_outputs()
+    assert len(first) == 3 and all(o.dtype == np.float16 and o.shape == ref.out.shape for o in first)
+    assert reference(spec, inputs).witness_outputs() is first  # the same case in this process: computed once
+    case = program_case(spec)
+    arrays = {**inputs.arrays, **inputs.params}
+    moved = {**arrays, "x": (arrays["x"] + 1).astype(np.float16)}  # (rms norm ignores a scale)
+    other = witness.program_witnesses(spec.case_id, parse(spec.program, case=case), case, moved)()
+    assert not np.array_equal(other[0], first[0])  # other bytes under the same key: not the cached outputs
+    np.testing.assert_array_equal(first[0], program_witness.outputs(parse(spec.program, case=case), case, arrays)[0][1])
+
+
+def test_a_program_no_witness_can_walk_has_none(monkeypatch):
+    from harness.program import witness as program_witness
+    from cases import nearmiss
+
+    def unknown(*args, **kwargs):
+        raise NotImplementedError("an op with no NumPy form")
+
+    monkeypatch.setattr(program_witness, "outputs", unknown)
+    spec = CaseSpec.from_dict(nearmiss.spec_of(nearmiss.get("qwen"), "bfloat16", seed=11))
+    assert reference(spec, make_inputs(spec)).witness_outputs() == ()

@@ -1,0 +1,93 @@
+"""The program benchmark's cases: the catalog's styles as programs, and the near-miss catalog, over the suites' factors.
+
+* Every layer_norm and rms_norm style's program (harness.oracle.twins: the
+  same bytes as the style case), for every dtype, with the nightly suite's
+  input variants of that dtype (grid.inputs), drawn weights, rows of 256 and
+  4096 elements, and a float32 weight under float16/bfloat16 inputs on the
+  short rows (the mixed models); llama, whose program gives qwen's bits, on
+  the short rows only.
+* Every near-miss and legitimate-variant program of cases/nearmiss.py, in
+  every dtype (an entry that pins its dtype keeps it), on its own input and,
+  where it has none, on the outlier and large-offset inputs of the suites,
+  on its own rows of 64; and on rows of 1023 (long, and an element count
+  bfloat16 cannot hold) on its own input.
+* Module cases (DESIGN §8): a sample of the zoo (§9), the transformers
+  norm implementations that most library classes share, as the zoo suite
+  specs them; the renderings take a module case through its lifted program
+  (harness.benchmark.program_implementations.program_of), as its reference.
+
+As for the catalog's grid, nothing here is chosen from the oracle's verdicts.
+"""
+from __future__ import annotations
+
+from cases import nearmiss
+from cases.suites import LARGE_OFFSET
+from harness.benchmark.grid import inputs
+from harness.core.dtypes import DTYPES
+from harness.oracle.twins import program_twin
+from harness.spec import CaseSpec
+
+STYLES = {"layer_norm": ("module", "upcast", "manual"), "rms_norm": ("module", "qwen", "llama", "t5", "gemma")}
+SHORT, LONG = [4, 256], [2, 4096]
+# llama's program gives qwen's very bits in every dtype and weight dtype (h * h is pow(2), type_as is .to,
+# out * w is w * out): its long and mixed rows would repeat qwen's, so it runs on the short rows only
+SHORT_ONLY = ("llama",)
+NEARMISS_ROWS = (64, 1023)  # its own rows, and an odd long row (an element count inexact in bfloat16)
+OUTLIER = {"kind": "outlier", "std": 1.0, "scale": 100.0}
+ZOO_MEMBERS = 5  # the zoo's sample: implementations that at least this many library classes share
+
+
+def style_cases(quick: bool = False) -> list[CaseSpec]:
+    """Each catalog style's program twin over dtypes, the suites' inputs, short and long rows."""
+    specs = []
+    for pattern, styles in STYLES.items():
+        for style in styles:
+            for shape in ([SHORT] if quick or style in SHORT_ONLY else [SHORT, LONG]):
+                for dtype in DTYPES:
+                    for weight_dtype in dict.fromkeys((dtype, "float32")):
+                        if weight_dtype != dtype and (shape != SHORT or style in SHORT_ONLY):
+                            continue  # mixed models: the short rows
+                        for inp in inputs(dtype):
+                            spec = CaseSpec.from_dict({
+                                "pattern": pattern, "style": style, "dtype": dtype, "weight_dtype": weight_dtype,
+                                "shape": shape, "params": {"kind": "normal"}, "input": inp})
+                            specs.append(program_twin(spec))
+    return specs
+
+
+def nearmiss_cases(quick: bool = False) -> list[CaseSpec]:
+    """Every near-miss catalog program in every dtype, on its own input or the outlier and offset inputs."""
+    specs, seen = [], set()
+    for entry in nearmiss.CATALOG:
+        for dtype in DTYPES:
+            for row in NEARMISS_ROWS[:1] if quick else NEARMISS_ROWS:
+                base = nearmiss.spec_of(entry, dtype, shape=[nearmiss.SHAPE[0], row])
+                variants = [base] if "input" in entry.extra or row != NEARMISS_ROWS[0] else [
+                    base, {**base, "input": OUTLIER},
+                    {**base, "input": {"kind": "offset", "offset": LARGE_OFFSET[base["dtype"]], "std": 1.0}}]
+                for raw in variants:
+                    spec = CaseSpec.from_dict(raw)
+                    if spec.case_id not in seen:  # an entry that pins its dtype gives one case, not three
+                        seen.add(spec.case_id)
+                        specs.append(spec)
+    return specs
+
+
+def module_cases(quick: bool = False) -> list[CaseSpec]:
+    """A sample of the zoo (DESIGN §9): the installed transformers' norm implementations that at least
+    ZOO_MEMBERS library classes share (the ones most models run), as the zoo suite specs them (every
+    dtype; a normal draw and the outlier input); none without transformers, none for `quick`."""
+    if quick:
+        return []
+    from harness.zoo.catalog import default_inputs, installed, load_zoo
+    from harness.zoo.synth import specs_of
+
+    if not installed():
+        return []
+    picked = [e for e in load_zoo().entries if e.base is not None and len(e.members) >= ZOO_MEMBERS]
+    return [CaseSpec.from_dict(raw) for e in picked for raw in specs_of(e.base, DTYPES, default_inputs)]
+
+
+def cases(quick: bool = False) -> list[CaseSpec]:
+    """The program benchmark's specs; `quick` keeps the short rows only (for tests)."""
+    return style_cases(quick) + nearmiss_cases(quick) + module_cases(quick)

@@ -1,0 +1,315 @@
+"""Witnesses for any program: the IR run in NumPy, in the program's own dtypes, as correct implementations run it.
+
+The comparator holds a compiled path to what correct implementations achieve
+on a case's very rows (README, "What a correct float32 implementation
+achieves"). For a program that means running the program itself the ways a
+correct implementation may, so `NumpyWalker` interprets the IR with torch's
+CPU semantics, op by op:
+
+* an elementwise op is the op table's NumPy form (harness.program.ops: a new
+  elementwise op needs no code here), computed in float32 and rounded once
+  to its dtype (ATen's opmath for float16/bfloat16); shape ops are the
+  table's exact NumPy calls;
+* a Python number is kept in float32 inside a multiply or a division (ATen
+  reads a wrapped number as opmath there) and rounded to the tensor's dtype
+  in an add, a subtract or as a power's exponent (ATen's add kernel and
+  pow take it as the scalar type); `c / t` is reciprocal(t)·c and `t ** k`
+  takes ATen's special cases (k = 2, 3, -2, ±0.5, -1), as torch's own
+  Tensor methods do; a float32 sqrt or power is correctly rounded (torch's
+  vectorised ones are within an ULP of it);
+* a reduction accumulates in float32 and rounds once to its dtype (mean:
+  the float32 sum divided by n, as ATen's mean does for every dtype);
+  F.linear is, per output, a float32 sum of the float32 products;
+* F.layer_norm / F.rms_norm / F.group_norm keep their statistics and the
+  normalized value in float32 and round once to the output dtype (ATen's
+  CPU kernels: RowwiseMoments, then (x - mean)·rstd·w + b in opmath).
+
+Only the order in which a reduction adds its terms is left open, and each
+witness fixes one order (harness.program.accumulate.Accumulation):
+
+* sequential: each sum added left to right (a scalar loop: TVM's lowering of
+  every reduction, ATen's for short outer reductions);
+* pairwise: NumPy's pairwise summation (a tree, like eager's cascade sum);
+* blocked: 4 contiguous blocks, each sequential, then the partial sums in
+  order (a parallel reduction over threads or tiles);
+
+and, where the program asks for a variance (`var`) or an F.* norm, how the
+moments are formed: two-pass (the mean, then the squared deviations from it)
+or Welford (one element at a time; blocked: Welford per block, combined by
+Chan et al.'s update), as Inductor's and ATen's running statistics do; for
+rms_norm the moment is the mean of squares, kept as a running mean.
+
+Each is a legitimate implementation of the program: IEEE arithmetic in the
+very dtypes torch's rules give each op, rounding exactly where the program
+rounds, with the float32 accumulation correct CPU kernels owe every float
+dtype, in an order a shipped compiler or library uses. An error one of them
+makes on a row is one a correct implementation makes, so no compiled path is
+blamed for it. tests/program/test_witness.py checks them against eager:
+bit for bit where torch's order is known (elementwise ops, a vertical sum of
+16 rows), within the program's bound everywhere.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from harness.core.dtypes import name_of, np_dtype
+from harness.program import ops
+from harness.program.accumulate import Accumulation, moments, row_sum
+from harness.program.check import (
+    RMS_DEFAULT_EPS,
+    TensorType,
+    binary_type,
+    linear_type,
+    norm_info,
+    reduce_axes,
+    shape_result,
+)
+from harness.program.ir import Program, ProgramCase, ones_value
+from harness.program.walk import Walker, is_scalar
+
+DEFAULT_EPS = 1e-5  # F.layer_norm / F.group_norm
+
+WITNESSES = (
+    Accumulation("sequential two-pass", "sequential", "two_pass"),
+    Accumulation("sequential Welford", "sequential", "welford"),
+    Accumulation("pairwise two-pass", "pairwise", "two_pass"),
+    Accumulation("blocked two-pass", "blocked", "two_pass"),
+    Accumulation("blocked Welford", "blocked", "welford"),
+)
+
+
+# ------------------------------------------------------------------------------------ the walker
+def to_end(a: np.ndarray, axes: tuple[int, ...]) -> np.ndarray:
+    """`a` with `axes` moved last and flattened into one: (..., n)."""
+    moved = np.moveaxis(a, axes, tuple(range(a.ndim - len(axes), a.ndim)))
+    return moved.reshape(moved.shape[: a.ndim - len(axes)] + (-1,))
+
+
+class NumpyWalker(Walker):
+    """The IR in NumPy arrays of the program's dtypes, with torch's CPU roundings and `acc`'s order.
+
+    Values are NumPy arrays (bfloat16 as ml_dtypes); `self.dtype` of a value
+    is its array's dtype. Subclasses may change what an op computes (the
+    benchmark's renderings) through the same hooks.
+    """
+
+    COMPUTE = np.float32  # opmath: float16/bfloat16/float32 ops are computed in float32
+
+    def __init__(self, env: dict, acc: Accumulation):
+        super().__init__(env)
+        self.acc = acc
+        self.took_moments = False  # a var or an F.* norm ran (the Welford witnesses differ from two-pass)
+        self.reduced = False       # some reduction added terms (otherwise every order gives the same bits)
+
+    def shape(self, a):
+        return a.shape
+
+    def dtype(self, a):
+        return name_of(a.dtype)
+
+    def _type(self, v):
+        return v if is_scalar(v) else TensorType(v.shape, self.dtype(v))
+
+    def round(self, value, dtype: str) -> np.ndarray:
+        """A computed value rounded to an op's dtype."""
+        return np.asarray(value).astype(np_dtype(dtype))
+
+    def _operand(self, v, dtype: str, scalar_in_dtype: bool = False):
+        """An operand of a `dtype` op, in the compute dtype (a wider 0-dim tensor first rounds to dtype;
+        a Python number too where `scalar_in_dtype`, else it stays in the compute dtype)."""
+        if is_scalar(v):
+            return self.round(v, dtype).astype(self.COMPUTE) if scalar_in_dtype else self.COMPUTE(v)
+        if self.dtype(v) != dtype:
+            v = self.round(v, dtype)
+        return np.asarray(v).astype(self.COMPUTE)
+
+    # ---------------------------------------------------------------- elementwise
+    def binop(self, op, a, b):
+        dtype = binary_type(op, self._type(a), self._type(b), self.line).dtype
+        # ATen's add/sub take a Python number in the tensor's dtype; mul/div read it as opmath
+        in_dtype = op in ("add", "sub")
+        x, y = self._operand(a, dtype, in_dtype), self._operand(b, dtype, in_dtype)
+        with np.errstate(all="ignore"):
+            if op == "div" and is_scalar(a):
+                # torch's Tensor.__rtruediv__: c / t is reciprocal(t) * c, two roundings
+                return self.round(self.round(self.COMPUTE(1) / y, dtype).astype(self.COMPUTE) * x, dtype)
+            if op == "pow" and is_scalar(b):
+                return self._power(a, b, dtype)
+            return self.round(ops.get(op).value(x, y), dtype)  # the op table's NumPy form
+
+    def _power(self, a, k, dtype):
+        """t ** k for a Python number k, with ATen's special cases (pow_tensor_scalar)."""
+        x = self._operand(a, dtype)
+        one = self.COMPUTE(1)
+        if k == 2:
+            return self.round(x * x, dtype)
+        if k in (3, -2):
+            # float32: base*base*base and 1/(base*base) in float32; bfloat16: each product
+            # rounded to bfloat16 (the kernel runs in the scalar type); float16: std::pow in float
+            sq = x * x
+            if dtype == "bfloat16":
+                sq = self.round(sq, dtype).astype(self.COMPUTE)
+            if dtype == "float16":
+                return self.round(np.power(x, self._operand(k, dtype, True)), dtype)
+            return self.round(sq * x if k == 3 else one / sq, dtype)
+        if k == 0.5:
+            return self.round(self.sqrt(x), dtype)
+        if k == -0.5:
+            return self.round(self.rsqrt(x), dtype)
+        if k == -1:
+            return self.round(one / x, dtype)
+        if dtype == "float32":  # correctly rounded (torch's vectorized powf is within 1 ULP of it)
+            return self.round(np.power(x.astype(np.float64), float(k)), dtype)
+        return self.round(np.power(x, self._operand(k, dtype, True)), dtype)  # the exponent in the dtype
+
+    def neg(self, a):
+        return -a
+
+    def cast(self, node, a, dtype, like):
+        return self.round(a, dtype)
+
+    def unary(self, op, a):
+        """An elementwise op by the op table's NumPy form, in the compute dtype, rounded once to a's dtype."""
+        entry = ops.get(op)
+        if entry.exact:
+            return np.asarray(entry.value(a)).astype(a.dtype)
+        dtype = self.dtype(a)
+        x = self._operand(a, dtype)
+        with np.errstate(all="ignore"):
+            z = self.rsqrt(x) if op == "rsqrt" else self.sqrt(x) if op == "sqrt" else entry.value(x)
+        return self.round(np.asarray(z).astype(self.COMPUTE), dtype)
+
+    def rsqrt(self, x):
+        """1/sqrt(x) in the compute dtype (ATen's Vectorized rsqrt: a division by a correctly rounded sqrt)."""
+        return ops.get("rsqrt").value(x).astype(x.dtype)
+
+    def sqrt(self, x):
+        return ops.get("sqrt").value(x)
+
+    def shape_op(self, op, a, args):
+        """Exact: the op table's NumPy call on the array itself."""
+        shape_result(op, a.shape, args, self.line)
+        return np.ascontiguousarray(ops.get(op).apply(a, args))
+
+    def linear(self, a, weight, bias):
+        """x @ W.T + b: each output a float32 sum, in `acc`'s order, of the rounded float32 products."""
+        dtype = linear_type(self._type(a), self._type(weight), None if bias is None else self._type(bias),
+                            self.line).dtype
+        x, w = self._operand(a, dtype), self._operand(weight, dtype)
+        self.reduced = self.reduced or x.shape[-1] > 1
+        with np.errstate(all="ignore"):
+            out = np.stack([self.sum(x * w[j]) for j in range(w.shape[0])], axis=-1)
+            if bias is not None:
+                out = out + self._operand(bias, dtype)
+        return self.round(out, dtype)
+
+    # ------------------------------------------------------------------ reductions
+    def reduce(self, node, a):
+        axes, n, shape = reduce_axes(node, self._type(a), self.line)
+        dtype = self.dtype(a)
+        x = to_end(self._operand(a, dtype), axes) if axes else self._operand(a, dtype)[..., None]
+        self.reduced = self.reduced or x.shape[-1] > 1
+        with np.errstate(all="ignore"):
+            z = self.reduction(node.op, x, node.correction)
+        kept = tuple(1 if i in axes else s for i, s in enumerate(a.shape)) if node.keepdim else shape
+        return self.round(np.asarray(z).reshape(kept), dtype)
+
+    def reduction(self, op: str, x: np.ndarray, correction):
+        """sum / mean / var over the last axis of x (compute dtype)."""
+        f = x.dtype.type
+        if op == "sum":
+            return self.sum(x)
+        if op == "mean":
+            return self.sum(x) / self.count(f(x.shape[-1]))
+        self.took_moments = True
+        _, m2 = self.moments(x, True)
+        return m2 / f(x.shape[-1] - (1 if correction is None else correction))
+
+    def sum(self, x):
+        return row_sum(x, self.acc)
+
+    def count(self, n):
+        """The element count a mean divides by (exact in the compute dtype)."""
+        return n
+
+    def moments(self, x, centered: bool):
+        return moments(x, centered, self.acc)
+
+    # ------------------------------------------------------------------------ F.* norms
+    def norm(self, node, a, normalized_shape, groups, weight, bias, eps):
+        types = [None if p is None else self._type(p) for p in (weight, bias)]
+        info = norm_info(node, self._type(a), normalized_shape, groups, *types, eps, self.line)
+        if eps is None:
+            eps = RMS_DEFAULT_EPS if node.kind == "rms_norm" else DEFAULT_EPS
+        dtype, shape, rank = self.dtype(a), a.shape, a.ndim
+        x = np.asarray(a).astype(self.COMPUTE)
+        if node.kind == "group_norm":
+            x = x.reshape(shape[0], info.groups, -1)
+        else:
+            x = to_end(x, info.axes)
+        self.took_moments = True
+        self.reduced = self.reduced or x.shape[-1] > 1
+        with np.errstate(all="ignore"):
+            y = self.normalized(x, node.kind != "rms_norm", float(eps)).reshape(shape)
+            pshape = (shape[rank - len(normalized_shape):] if node.kind != "group_norm"
+                      else (shape[1],) + (1,) * (rank - 2))
+            y = self.affine(y, weight, bias, pshape)
+        return self.round(y, dtype)
+
+    def normalized(self, x, centered: bool, eps: float):
+        """(x - mean)·rstd over the last axis of x (compute dtype), statistics by `acc`."""
+        mean, stat = self.moments(x, centered)
+        var = stat / x.dtype.type(x.shape[-1]) if centered else stat
+        rstd = self.rsqrt(var + self.COMPUTE(eps))
+        return (x - mean[..., None]) * rstd[..., None]
+
+    def affine(self, y, weight, bias, pshape):
+        if weight is not None:
+            y = y * np.asarray(weight).astype(self.COMPUTE).reshape(pshape)
+        if bias is not None:
+            y = y + np.asarray(bias).astype(self.COMPUTE).reshape(pshape)
+        return y
+
+
+# ------------------------------------------------------------------------------------- running
+def environment(program: Program, case: ProgramCase, arrays: dict) -> dict:
+    """The walker's environment: the rounded inputs and parameters (their `ones` values where `arrays` lacks
+    one, as the program module's)."""
+    env = {"eps": case.eps}
+    for name in case.inputs:
+        if name in arrays:
+            env[name] = np.asarray(arrays[name]).astype(np_dtype(case.input_type(name)[1]))
+    for name in program.params:
+        dtype = np_dtype(case.weight_dtype)
+        env[name] = (np.asarray(arrays[name]).astype(dtype) if name in arrays
+                     else np.full(case.param_shapes[name], ones_value(name), dtype=dtype))
+    return env
+
+
+def run(program: Program, case: ProgramCase, arrays: dict, acc: Accumulation,
+        walker: type[NumpyWalker] = NumpyWalker, **options) -> tuple[np.ndarray, NumpyWalker]:
+    """The program's output by one walker (the witness of `acc`, or a subclass), and the walker."""
+    w = walker(environment(program, case, arrays), acc, **options)
+    return np.asarray(w.run(program)), w
+
+
+def outputs(program: Program, case: ProgramCase, arrays: dict) -> tuple[tuple[str, np.ndarray], ...]:
+    """(name, output) of each of WITNESSES on the program, skipping those that cannot differ.
+
+    A program that reduces nothing gives the same bits by every order (one
+    witness); one without a var or an F.* norm gives the same by Welford as by
+    two-pass (the Welford witnesses are skipped).
+    """
+    out = []
+    first = None
+    for acc in WITNESSES:
+        if first is not None and not first.reduced:
+            break
+        if acc.moments == "welford" and first is not None and not first.took_moments:
+            continue
+        y, w = run(program, case, arrays, acc)
+        first = first or w
+        out.append((acc.name, y))
+    return tuple(out)
+
+
