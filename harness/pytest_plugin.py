@@ -143,7 +143,8 @@ class NormdiffItem(pytest.Item):
     def runtest(self):
         record = _pool(self.session).submit(self.spec, self.path_name)
         for key in ("case_id", "verdict", "max_abs_err", "max_ulp", "max_err_over_tol"):
-            self.user_properties.append((key, record.get(key)))
+            value = record.get(key)  # plain str (a Verdict is a StrEnum): xdist sends properties over execnet
+            self.user_properties.append((key, str(value) if isinstance(value, str) else value))
         if record["verdict"] != Verdict.PASS:
             raise FAILURES.get(record["verdict"], VerdictFailure)(record)
 

@@ -27,6 +27,7 @@ from harness import paths
 from harness.core.dtypes import np_dtype
 from harness.oracle.inputs import NAMED, extra_type, make_inputs
 from harness.oracle.reference import evaluation_reference
+from harness.oracle.witness import program_witnesses
 from harness.program import evaluate
 from harness.modules.lifted_spec import program_spec
 from harness.repro import pieces as T
@@ -64,7 +65,9 @@ def _reference(spec, lifted: dict, arrays: dict[str, np.ndarray]):
     inputs = make_inputs(spec)
     by_forward = {fwd: prog for prog, fwd in resolved.inputs}
     values = {"x": inputs.x, **{by_forward[k]: v for k, v in inputs.extra.items() if k in by_forward}, **arrays}
-    return resolved, evaluation_reference(evaluate(parse(resolved.source, case=info), info, values)), inputs
+    program = parse(resolved.source, case=info)
+    witnesses = program_witnesses(spec.case_id, program, info, values)
+    return resolved, evaluation_reference(evaluate(program, info, values), witnesses), inputs
 
 
 def _inputs_code(spec, resolved, inputs) -> str:

@@ -251,12 +251,17 @@ def plain_tolerance(spec: CaseSpec, compiled: bool = False, ref=None) -> tuple[f
     ref = ref if ref is not None else reference(spec, make_inputs(spec))  # a module case's: its lifted program's
     r = ref.rounding_dtype
     u_r = unit_roundoff(r)
-    if ref.bound is not None:  # a program: RTOL from where the bound is relative, ATOL the rest
-        bound = tolerance(ref, r)
+    if ref.bound is not None:  # a program: RTOL from where the tolerance is relative, ATOL the rest
+        measured = measured_tolerance(ref, r) if compiled else None
+        bound = measured if measured is not None else tolerance(ref, r)
         big = np.abs(ref.out) >= np.median(np.abs(ref.out))
         rtol = _roundupcast(float(np.max(bound[big] / np.abs(ref.out[big]))) if big.any() and np.all(ref.out[big])
                          else C_OUT * u_r)
         atol = _roundupcast(float(max(0.0, (bound - rtol * np.abs(ref.out)).max())))
+        if measured is not None:
+            return rtol, atol, (f"normdiff's tolerance for a compiled path on this program: {C_OUT:g} ulp of the "
+                                f"output, plus {EAGER_MULTIPLIER:g}x what its witnesses (correct float32 "
+                                "implementations of the program) err on these rows")
         return rtol, atol, (f"normdiff's bound for this program: each of its roundings and its float32 "
                             f"accumulations over {ref.row_len} elements, carried to the output")
     measured = measured_tolerance(ref, r) if compiled else None
