@@ -16,8 +16,11 @@ pytestmark = pytest.mark.skipif(shutil.which("make") is None, reason="no make on
 
 
 def make(folder, *args) -> subprocess.CompletedProcess:
+    """make in `folder` as a user types it: without the variables of a make that runs these tests
+    (`make test EXTRAS=…` hands EXTRAS to every make below it through MAKEFLAGS and the environment)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("MAKEFLAGS", "MFLAGS", "MAKELEVEL", "EXTRAS")}
     return subprocess.run(["make", "--no-print-directory", "-C", str(folder), *args], capture_output=True,
-                          text=True, timeout=60)
+                          text=True, timeout=60, env=env)
 
 
 @pytest.fixture
