@@ -1,4 +1,4 @@
-"""Named suites of case specs: smoke (fast, every pattern), nightly, full.
+"""Named suites of case specs: smoke (fast, every pattern), nightly, full, nearmiss, zoo.
 
 A suite is a deterministic list of specs; `normdiff cases --suite NAME`
 prints it as JSON lines.
@@ -11,6 +11,9 @@ prints it as JSON lines.
   (mixed weight dtype, rank, layout, affine, parameters) covered pairwise,
   plus the seeds and long rows.
 * `full`: the whole product of the nightly factors, plus the same extras.
+* `nearmiss`: the near-miss catalog and its legitimate variants (cases/nearmiss.py), as programs.
+* `zoo`: every norm implementation of the installed transformers as module cases (the `zoo` extra;
+  without it, one line saying how to install it): three dtypes, a normal and an outlier input.
 
 Cases that differ only in their input share a compiled artifact, so each
 structure carries every input variant and the seed stays 0 (a "normal"

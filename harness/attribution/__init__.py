@@ -1,4 +1,4 @@
-"""Attribution: which stage of a compiled norm lost the precision (DESIGN §4, README "Attribution").
+"""Attribution: which stage of a compiled norm lost the precision (DESIGN §4, docs/attribution.md).
 
 For a failing execution (inaccurate, dtype_mismatch, nonfinite), the path is
 asked for its intermediates (`Path.intermediates`, DESIGN §6: TVM returns

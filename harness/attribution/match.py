@@ -4,7 +4,7 @@ This module needs NumPy only: `normdiff repro` copies its source into the
 standalone script (the op table's names it reads pasted as literals), so the
 script's stage table and the record's attribution come from one rule.
 
-The rule (README, "Attribution"):
+The rule (docs/attribution.md, "Matching"):
 1. Ops are compared by a canonical name (`canonical`: "relax.variance",
    "aten.var.correction" -> "var"; casts -> "cast"; layout-only ops such as
    reshape or permute are not computations and are dropped) and by class

@@ -156,6 +156,8 @@ def write_json(path: str, zoo, rows, dtypes) -> None:
 
 
 def add_command(subparsers) -> None:
+    from harness.zoo.catalog import BUILD_TIMEOUT
+
     p = subparsers.add_parser("zoo", help="every norm implementation of a model library (transformers by default)")
     sub = p.add_subparsers(dest="zoo_command", required=True, parser_class=Parser)
     ls = sub.add_parser("list", help="one line per implementation, the blocks set aside, the totals")
@@ -169,7 +171,8 @@ def add_command(subparsers) -> None:
     ls.add_argument("--dtypes", default="float32,float16,bfloat16", help="the dtypes each is built in")
     ls.add_argument("--only", help="comma-separated implementation names (representatives) to list")
     ls.add_argument("--jobs", type=int, default=2, help="worker processes (default 2)")
-    ls.add_argument("--timeout", type=float, default=180.0, help="seconds per implementation and dtype (default 180)")
+    ls.add_argument("--timeout", type=float, default=BUILD_TIMEOUT,
+                    help=f"seconds per implementation and dtype (default {BUILD_TIMEOUT:g})")
     ls.add_argument("--json", help="also write the listing (and each build's record, ops) to this JSON file")
     ls.add_argument("--quiet", action="store_true", help="no progress on stderr")
     ls.set_defaults(func=cmd_list)

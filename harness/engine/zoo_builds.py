@@ -16,9 +16,8 @@ from collections import Counter
 
 from harness.core.verdicts import Verdict
 from harness.modules.handlers import HANDLERS, SKIP
-from harness.zoo.catalog import DTYPES, Zoo
+from harness.zoo.catalog import BUILD_TIMEOUT, DTYPES, Zoo
 
-DEFAULT_TIMEOUT = 180.0
 STATUSES = ("lifted", "exported", "built", "failed", "no spec")
 
 
@@ -37,7 +36,7 @@ def status_of(record: dict) -> dict:
     return {"status": "failed", "stage": str(verdict), "reason": message, "ops": ops}
 
 
-def resolve_zoo(zoo: Zoo, dtypes=DTYPES, jobs: int = 2, timeout: float = DEFAULT_TIMEOUT, names=None,
+def resolve_zoo(zoo: Zoo, dtypes=DTYPES, jobs: int = 2, timeout: float = BUILD_TIMEOUT, names=None,
                 on_record=None) -> list[dict]:
     """One row per implementation: its entry and, per dtype, how far its spec got (plain data, JSON)."""
     from harness.engine.plan import Task

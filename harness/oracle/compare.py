@@ -1,6 +1,6 @@
 """Score an output against the FP64 reference: metrics, tolerance, verdict.
 
-The error model (constants justified in the README, "Tolerance"): for each
+The error model (constants justified in docs/tolerance.md): for each
 element i of a row with n elements,
 
     tol_i = C_OUT * ulp_r(max(|ref_i|, |w_i z_i|, |b_i|) * (1 + 2 u_r))
@@ -17,7 +17,7 @@ A row is over the bound when some element's error exceeds tol_i; eager over
 the bound is an unstable pattern.
 
 A compiled path is held to what correct implementations achieve on the row
-(README, "What a correct float32 implementation achieves"). Its error beyond
+(docs/tolerance.md, "What a correct float32 implementation achieves"). Its error beyond
 the per-element terms (C_OUT and C_ROUND above), in units of |w|(kappa + |z|),
 is its accumulation error; the row is `inaccurate` when that is more than
 EAGER_MULTIPLIER times the largest of eager's and the float32 witnesses'
@@ -33,7 +33,7 @@ beyond C_OUT ULPs, per unit of the running bound, is more than
 EAGER_MULTIPLIER times the largest of eager's and the witnesses' and more
 than FLOOR (the bound is a sum of rounding and accumulation terms; FLOOR of
 it is at most one standard deviation of each); on a row where the bound is
-infinite somewhere, in absolute error with no floor (README, "Programs
+infinite somewhere, in absolute error with no floor (docs/tolerance.md, "Programs
 against their witnesses"). Where no witness
 applies (batch_norm eval; a program the witnesses cannot run), a row is
 `inaccurate` when it is over the bound and its error, in units of the bound,

@@ -5,7 +5,7 @@ stream weight and bias come from, in that order), and its program is the
 very text the style case's module runs (`style_case`, harness.oracle.modules),
 so a style case and its twin give the same output through every path. What may
 differ is the bound: the twin's comes from the program's running error
-analysis, the style case's from the closed-form model (README, "Tolerance").
+analysis, the style case's from the closed-form model (docs/tolerance.md).
 """
 from __future__ import annotations
 

@@ -132,7 +132,7 @@ class Path:
     """Base of every path. Subclasses set `name`, `description` and implement `prepare`."""
 
     name: str = ""
-    # What it runs, in one line (the README's table and `normdiff paths`).
+    # What it runs, in one line (the README's paths table, docs/paths.md and `normdiff paths`).
     description: str = ""
     # The Python packages whose versions records carry (distribution names).
     packages: tuple[str, ...] = ("torch",)

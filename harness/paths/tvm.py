@@ -22,7 +22,7 @@ Choices, written down:
   reproduction script.
 * Input and output cross TVM through `tvm.runtime.tensor(ndarray)` and
   `Tensor.numpy()`. In 0.27 both carry bfloat16 as ml_dtypes.bfloat16 bit for
-  bit (tests/test_tvm_paths.py checks every bf16/f16 bit pattern); should a build hand back raw
+  bit (tests/paths/test_tvm.py checks every bf16/f16 bit pattern); should a build hand back raw
   uint16 bits instead, they are re-viewed, never converted.
 * The output keeps the dtype TVM produced: a dtype that differs from eager's
   is a finding (dtype_mismatch), so nothing here casts it.

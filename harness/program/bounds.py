@@ -224,7 +224,7 @@ def normalize(kind: str, a, ea, axes: tuple[int, ...], eps):
     """The statistics part of an F.* norm over `axes` (keepdims): ẑ and its bound before the affine.
 
     ẑ = (a − m)/σ (m = 0 for rms_norm), σ = √(var + eps). Returns ẑ and its
-    error: with κ = rms(a)/σ, the closed form of README's error model,
+    error: with κ = rms(a)/σ, the closed form of the error model (docs/tolerance.md),
     (κ + |ẑ|)·(C_ROUND·u32 + C_ACC·u32·√n) for the float32 statistics, plus
     the input's error carried through ∂ẑ/∂a exactly to first order:
     (e_i + mean(e))/σ + |ẑ_i|·mean(|ẑ|·e)/σ (the mean term absent for rms_norm;

@@ -1,7 +1,7 @@
 """Witnesses for any program: the IR run in NumPy, in the program's own dtypes, as correct implementations run it.
 
 The comparator holds a compiled path to what correct implementations achieve
-on a case's very rows (README, "What a correct float32 implementation
+on a case's very rows (docs/tolerance.md, "What a correct float32 implementation
 achieves"). For a program that means running the program itself the ways a
 correct implementation may, so `NumpyWalker` interprets the IR with torch's
 CPU semantics, op by op:

@@ -355,7 +355,7 @@ def render(spec: CaseSpec, path: str, *, bug=None, recorded: str | None = None) 
         libraries=repr(libraries), case_repr=repr(str(spec)), description_repr=repr(description),
         layout=repr(spec.layout),
     )
-    # A path that can expose its intermediates gets the stage table (README, "Attribution").
+    # A path that can expose its intermediates gets the stage table (docs/attribution.md).
     stages = stage_section(spec) if "\ndef intermediates(" in path_code else None
     sections = [
         _header(spec, path, description, library, bug, recorded),

@@ -1,4 +1,4 @@
-"""The repro script's stage table: which stage of the compiled norm lost the precision (README, "Attribution").
+"""The repro script's stage table: which stage of the compiled norm lost the precision (docs/attribution.md).
 
 A script whose path defines `intermediates(model, example, x)` (its
 `script_code`: the TVM and ExecuTorch recompose paths) gets this section:

@@ -16,6 +16,7 @@ from harness.zoo.group import group
 from harness.zoo.synth import SynthError, specs_of, synthesize
 
 DTYPES = ("float32", "float16", "bfloat16")
+BUILD_TIMEOUT = 180.0  # seconds to build, export and lift one implementation in one dtype (`zoo list --timeout`)
 # The catalog's outlier input (cases/suites.py inputs_for): LLM activations, a few values 100x the rest;
 # it stresses a norm's reduction (the variance is dominated by the outliers) on every layout.
 ADVERSARIAL = {"kind": "outlier", "std": 1.0, "scale": 100.0}
