@@ -54,3 +54,15 @@ def test_program_failures_are_told_apart_by_the_near_miss_they_run():
     r = record(legit, "executorch-recompose", "inaccurate")  # a legitimate norm broken some other way
     r["facts"] = built
     assert triage(r) is None or "almost an RMSNorm" not in triage(r)[1]
+
+
+def test_a_float16_copy_on_tvm_is_told_apart_by_whether_it_overflows():
+    from cases import nearmiss
+
+    narrowing = CaseSpec.from_dict(nearmiss.spec_of(nearmiss.get("narrowing-cast"), "float32"))
+    under = record(narrowing, "tvm", "inaccurate")
+    under["max_err_over_tol"] = 0.301  # the float16 sum and 1 / sqrt on a normal row (nightly, 18c4e33daedf)
+    over = record(narrowing, "tvm", "inaccurate")
+    over["max_err_over_tol"] = 185.0  # the float16 sum overflowing on an outlier row
+    assert "under the bound" in triage(under)[1]
+    assert "overflows" in triage(over)[1]
