@@ -24,8 +24,8 @@ from harness.search.fuzzer import (
 )
 from harness.search.store import SIGNATURE_FIELDS, clear_failures, signature_name
 from harness.commands.fuzz_campaign import run_campaign
-from harness.search.programs import BASES, program_specs
-from harness.search.strategies import case_specs, row_length
+from harness.search.programs import BASES, program_batches
+from harness.search.strategies import Batch, case_specs, row_length
 
 
 def _csv(text: str | None) -> list[str] | None:
@@ -73,13 +73,13 @@ def _options(args) -> tuple[object, dict]:
                "inputs": _csv(args.inputs), "max_row": args.max_row, "max_elements": args.max_elements}
     try:
         if args.programs:
-            strategy = program_specs(bases=options["styles"], dtypes=options["dtypes"], input_kinds=options["inputs"],
-                                     max_row=min(args.max_row, 4096), max_elements=args.max_elements)
+            strategy = program_batches(bases=options["styles"], dtypes=options["dtypes"], input_kinds=options["inputs"],
+                                       max_row=min(args.max_row, 4096), max_elements=args.max_elements)
             options["styles"] = None  # bases, not catalog styles: a drawn case's style is "program"
         else:
             strategy = case_specs(patterns=options["patterns"], styles=options["styles"], dtypes=options["dtypes"],
                                   input_kinds=options["inputs"], max_row=args.max_row,
-                                  max_elements=args.max_elements)
+                                  max_elements=args.max_elements).map(Batch.of)
     except ValueError as exc:
         raise UsageError(f"fuzz: {exc}") from None
     return strategy, options
@@ -154,6 +154,7 @@ def write_summary(out_dir: str, fz: Fuzzer, args_used: dict) -> str:
         "shrink_examples": fz.shrink_examples,
         "replay_examples": fz.replay_examples,
         "executions": fz.executions,
+        "structures": len(fz.structures),
         "seconds": round(elapsed, 3),
         "examples_per_minute": round(fz.rate(), 2),
         "findings": [{
