@@ -225,16 +225,18 @@ class Fuzzer:
         """Path -> record for each of `specs`, the new ones run in one map; how many were new."""
         new = list({s.case_id: s for s in specs if s.case_id not in self.memo}.values())
         if new:
-            self.memo.update(zip((s.case_id for s in new), self._execute_all(new)))
+            self.memo.update(zip((s.case_id for s in new), self._execute_all(new, attribute=False)))
         return [self.memo[s.case_id] for s in specs], len(new)
 
     def _execute(self, spec: CaseSpec) -> dict[str, dict]:
-        return self._execute_all([spec])[0]
+        """A finding's execution: fresh, and attributed (what the saved record shows)."""
+        return self._execute_all([spec], attribute=True)[0]
 
-    def _execute_all(self, specs: list[CaseSpec]) -> list[dict[str, dict]]:
-        """Path -> record of each spec: fresh executions (not the memo), each lane taking the specs in order."""
+    def _execute_all(self, specs: list[CaseSpec], attribute: bool) -> list[dict[str, dict]]:
+        """Path -> record of each spec: fresh executions (not the memo), each lane taking the specs in order.
+        Searching and shrinking need verdicts only: their failing executions skip attribution (a rebuild)."""
         lanes = list(dict.fromkeys(["eager", *self.under_test]))
-        out = self.pool.map([Task(spec, p) for spec in specs for p in lanes])
+        out = self.pool.map([Task(spec, p, attribute) for spec in specs for p in lanes])
         self.executions += len(out)
         self.structures.update(spec.structure_key() for spec in specs)
         if self.warm_at is None:
