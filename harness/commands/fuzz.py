@@ -54,7 +54,8 @@ def add_command(subparsers) -> None:
     p.add_argument("--max-row", type=int, default=8192, help="longest layer/rms row (default 8192)")
     p.add_argument("--max-elements", type=int, default=65536, help="largest input (default 65536)")
     p.add_argument("--max-shrinks", type=int, default=DEFAULT_SHRINKS,
-                   help=f"shrink executions per signature (default {DEFAULT_SHRINKS})")
+                   help=f"shrink steps per signature, each one example or, with --programs, one batch of a "
+                        f"structure's inputs (default {DEFAULT_SHRINKS})")
     p.add_argument("--max-failures", type=int, help="stop after this many signatures")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
                    help=f"seconds per execution (default {DEFAULT_TIMEOUT:g})")

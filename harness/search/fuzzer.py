@@ -81,7 +81,7 @@ def failing(records: dict[str, dict], under_test: list[str], skeletons=None) -> 
 
 @dataclass
 class Budget:
-    """When the search stops: search examples, wall clock, shrink executions per signature, signatures."""
+    """When the search stops: search examples, wall clock, shrink steps per signature, signatures."""
 
     max_examples: int | None = DEFAULT_EXAMPLES
     minutes: float | None = None
@@ -127,7 +127,8 @@ class _Round:
         self.best: CaseSpec | None = None
         self.best_sig: Signature | None = None  # a program's signature changes as its skeleton shrinks
         self.found_after = 0
-        self.shrinks = 0
+        self.shrinks = 0  # shrink examples run
+        self.shrink_steps = 0  # shrink attempts that ran something (a batch is one): what --max-shrinks caps
         self.new_examples = 0
 
     def condition(self, batch: Batch) -> bool:
@@ -140,13 +141,14 @@ class _Round:
             if left <= 0:
                 raise BudgetSpent
             specs = specs[:left]
-        if shrinking and self.shrinks >= fz.budget.max_shrinks:
+        if shrinking and self.shrink_steps >= fz.budget.max_shrinks:
             raise BudgetSpent
         fz.note(batch)
         results, fresh = fz.batch_records(specs)
         self.new_examples += fresh
         if shrinking:
             self.shrinks += fresh
+            self.shrink_steps += fresh > 0
             fz.shrink_examples += fresh
         else:
             fz.search_examples += fresh
@@ -372,6 +374,7 @@ class Fuzzer:
                     self.skeletons[candidate.case_id] = self.skeletons[spec.case_id]
                 records, fresh = self.records(candidate)
                 rnd.shrinks += fresh
+                rnd.shrink_steps += fresh
                 self.shrink_examples += fresh
                 if sig in failing(records, self.under_test, self.skeletons):
                     self.say(f"a simpler input keeps {' '.join(sig)}: {candidate}")
