@@ -10,11 +10,11 @@ Hypothesis stops at the first failure of a search, so the search runs in
 rounds. A round is `hypothesis.find` over batches (`harness.search.strategies.Batch`:
 a catalog spec alone, or a drawn program's structure with several inputs, so
 a path compiles once for them all): the first example showing a signature not
-found yet becomes the round's target, and hypothesis shrinks its batch (to
-that one example, then the example itself) while that signature stays. The minimal
-spec is re-run to confirm and saved as DIR/failures/<signature>.json; the
-next round (a new seed derived from --seed) treats it as known and searches
-on, until the budget ends.
+found yet becomes the round's target, and hypothesis shrinks its batch while
+one of its examples still shows that signature; that example is the round's
+finding. The minimal spec is re-run to confirm and saved as
+DIR/failures/<signature>.json; the next round (a new seed derived from
+--seed) treats it as known and searches on, until the budget ends.
 
 Each confirmed minimal spec is also kept in hypothesis' example database
 (reports/.hypothesis by default, used as a key-value store). The next run

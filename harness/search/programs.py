@@ -39,8 +39,9 @@ from harness.spec import CaseSpec
 from harness.search.strategies import Batch, _pow2ish, _weighted, input_specs
 
 BASES = ("qwen", "llama", "gemma", "t5", "layer")
-# Inputs drawn per structure: a search example costs a compile only once in a few (hypothesis
-# draws 1 to this many, about half of it on average, and shrinks a batch to the one that fails).
+# Inputs drawn per structure (1 to this many, about half on average): a path compiles once for
+# the batch, so an example costs a compile only once in a few; a finding is the batch's one example
+# that shows it.
 INPUTS_PER_STRUCTURE = 8
 
 # axis -> its values, canonical first (hypothesis shrinks toward it)
