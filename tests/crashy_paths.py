@@ -14,7 +14,7 @@ import time
 
 import numpy as np
 
-from harness.paths.base import Prepared
+from harness.paths.base import Prepared, input_arrays
 from harness.paths.eager import EagerPath
 
 TRIGGER = 7.0  # an input that is constant 7.0 triggers the misbehaviour
@@ -110,13 +110,14 @@ ABORT_ROW = 100  # AbortOnLongRows aborts on rows this long or longer
 
 
 class AbortOnLongRows(EagerPath):
-    """Eager's output, but the worker process aborts (SIGABRT) on a row of ABORT_ROW+ elements."""
+    """Eager's output, but the worker process aborts (SIGABRT) on a row of ABORT_ROW+ elements
+    (of x, the first input of a program that reads more)."""
 
     def prepare(self, spec, module, example) -> Prepared:
         eager = EagerPath().prepare(spec, module, example)
 
         def run(x):
-            if x.shape[-1] >= ABORT_ROW:
+            if input_arrays(x)[0].shape[-1] >= ABORT_ROW:
                 os.abort()
             return eager.run_fn(x)
 

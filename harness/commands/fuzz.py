@@ -24,8 +24,13 @@ from harness.search.fuzzer import (
 )
 from harness.search.store import SIGNATURE_FIELDS, clear_failures, signature_name
 from harness.commands.fuzz_campaign import run_campaign
-from harness.search.programs import BASES, program_specs
-from harness.search.strategies import case_specs, row_length
+from harness.search.programs import BASES, program_batches
+from harness.search.strategies import Batch, case_specs, row_length
+
+
+# Compiled structures a worker keeps (the pool's default, 32, drops them all past that): shrinking comes back
+# to the small canonical structures again and again, and a recompose path's artifact holds about 0.4 MB.
+KEEP_STRUCTURES = 256
 
 
 def _csv(text: str | None) -> list[str] | None:
@@ -54,7 +59,8 @@ def add_command(subparsers) -> None:
     p.add_argument("--max-row", type=int, default=8192, help="longest layer/rms row (default 8192)")
     p.add_argument("--max-elements", type=int, default=65536, help="largest input (default 65536)")
     p.add_argument("--max-shrinks", type=int, default=DEFAULT_SHRINKS,
-                   help=f"shrink executions per signature (default {DEFAULT_SHRINKS})")
+                   help=f"shrink steps per signature, each one example or, with --programs, one batch of a "
+                        f"structure's inputs (default {DEFAULT_SHRINKS})")
     p.add_argument("--max-failures", type=int, help="stop after this many signatures")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
                    help=f"seconds per execution (default {DEFAULT_TIMEOUT:g})")
@@ -73,13 +79,13 @@ def _options(args) -> tuple[object, dict]:
                "inputs": _csv(args.inputs), "max_row": args.max_row, "max_elements": args.max_elements}
     try:
         if args.programs:
-            strategy = program_specs(bases=options["styles"], dtypes=options["dtypes"], input_kinds=options["inputs"],
-                                     max_row=min(args.max_row, 4096), max_elements=args.max_elements)
+            strategy = program_batches(bases=options["styles"], dtypes=options["dtypes"], input_kinds=options["inputs"],
+                                       max_row=min(args.max_row, 4096), max_elements=args.max_elements)
             options["styles"] = None  # bases, not catalog styles: a drawn case's style is "program"
         else:
             strategy = case_specs(patterns=options["patterns"], styles=options["styles"], dtypes=options["dtypes"],
                                   input_kinds=options["inputs"], max_row=args.max_row,
-                                  max_elements=args.max_elements)
+                                  max_elements=args.max_elements).map(Batch.of)
     except ValueError as exc:
         raise UsageError(f"fuzz: {exc}") from None
     return strategy, options
@@ -126,7 +132,7 @@ def cmd_fuzz(args) -> int:
     fz = None
     interrupted = False
     try:
-        with Pool(["eager", *under_test], timeout=args.timeout) as pool:
+        with Pool(["eager", *under_test], timeout=args.timeout, keep=KEEP_STRUCTURES) as pool:
             fz = Fuzzer(pool, under_test, strategy, options, budget, seed, database, args.out,
                         progress=not args.quiet)
             fz.run()
@@ -154,6 +160,7 @@ def write_summary(out_dir: str, fz: Fuzzer, args_used: dict) -> str:
         "shrink_examples": fz.shrink_examples,
         "replay_examples": fz.replay_examples,
         "executions": fz.executions,
+        "structures": len(fz.structures),
         "seconds": round(elapsed, 3),
         "examples_per_minute": round(fz.rate(), 2),
         "findings": [{

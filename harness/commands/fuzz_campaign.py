@@ -83,6 +83,7 @@ def merge(out: str, children: list[str]) -> dict:
             "shrink_examples": sum(s["shrink_examples"] for s in summaries),
             "replay_examples": sum(s["replay_examples"] for s in summaries),
             "executions": sum(s["executions"] for s in summaries), "examples": examples,
+            "structures": sum(s.get("structures", 0) for s in summaries),
             "findings": kept, "per_search": [{k: s[k] for k in ("settings", "seconds", "examples_per_minute")}
                                             for s in summaries]}
 

@@ -141,8 +141,8 @@ class Executor:
         except StageError:
             return None
 
-    def execute(self, spec: CaseSpec | dict, path_name: str) -> dict[str, Any]:
-        """The result record of `spec` through path `path_name`."""
+    def execute(self, spec: CaseSpec | dict, path_name: str, attribute: bool = True) -> dict[str, Any]:
+        """The result record of `spec` through path `path_name` (a failing one attributed, unless not `attribute`)."""
         spec = CaseSpec.from_dict(spec)
         record = base_record(spec, path_name)
         start = time.perf_counter()
@@ -199,7 +199,7 @@ class Executor:
                 if path_name == "eager":
                     record["eager_max_abs_err"] = result.max_abs_err
         record["seconds"] = round(time.perf_counter() - start, 6)
-        if record["verdict"] in ATTRIBUTED:  # a wrong output was scored: which stage lost it (passes pay nothing)
+        if attribute and record["verdict"] in ATTRIBUTED:  # a wrong output was scored: which stage lost it (passes pay nothing)
             annotate(record, spec, path, inputs, out, setup.module_case)
         return record
 

@@ -13,6 +13,7 @@ from harness.spec import CaseSpec
 class Task:
     spec: CaseSpec
     path: str
+    attribute: bool = True  # attribution for a failing output (fuzz: only for the finding it keeps)
 
     @property
     def key(self) -> tuple[str, str]:

@@ -196,7 +196,7 @@ class Procs:
         """Hand `task` to idle worker `w`; False if it is already gone (the caller keeps the task)."""
         w.task, w.acked, w.started, w.log_offset = task, False, time.monotonic(), _size(w.log)
         try:
-            w.conn.send((reset, task.spec.to_dict(), task.path))
+            w.conn.send((reset, task.spec.to_dict(), task.path, task.attribute))
             return True
         except (OSError, ValueError):
             w.task = None

@@ -59,12 +59,12 @@ def worker_main(conn, cfg: dict) -> None:
             return
         if msg is None:
             return
-        reset, spec_dict, path = msg
+        reset, spec_dict, path, attribute = msg
         conn.send(("started", None))
         if reset:  # a new group: drop the artifacts of the previous ones (recent exports stay)
             executor = Executor(cache, executor.exports)
         try:
-            record = executor.execute(spec_dict, path)
+            record = executor.execute(spec_dict, path, attribute=attribute)
         except Exception as exc:  # noqa: BLE001 - a harness bug is still one record
             record = base_record(CaseSpec.from_dict(spec_dict), path)
             record.update(verdict=Verdict.ERROR, stage="run", message=f"harness: {first_line(exc)}")

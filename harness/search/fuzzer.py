@@ -7,12 +7,14 @@ differently. Fuzzing `eager` itself counts its own non-pass verdicts
 (path, verdict, pattern, style, dtype).
 
 Hypothesis stops at the first failure of a search, so the search runs in
-rounds. A round is `hypothesis.find` over `harness.search.strategies.case_specs`:
-the first example showing a signature not found yet becomes the round's
-target, and hypothesis shrinks it while that signature stays. The minimal
-spec is re-run to confirm and saved as DIR/failures/<signature>.json; the
-next round (a new seed derived from --seed) treats it as known and searches
-on, until the budget ends.
+rounds. A round is `hypothesis.find` over batches (`harness.search.strategies.Batch`:
+a catalog spec alone, or a drawn program's structure with several inputs, so
+a path compiles once for them all): the first example showing a signature not
+found yet becomes the round's target, and hypothesis shrinks its batch while
+one of its examples still shows that signature; that example is the round's
+finding. The minimal spec is re-run to confirm and saved as
+DIR/failures/<signature>.json; the next round (a new seed derived from
+--seed) treats it as known and searches on, until the budget ends.
 
 Each confirmed minimal spec is also kept in hypothesis' example database
 (reports/.hypothesis by default, used as a key-value store). The next run
@@ -23,8 +25,10 @@ replay is off because a fixed seed, which --seed needs, disables it.)
 
 Every execution goes through a `harness.engine.run.Pool`: warm worker processes, one
 per path (eager always, as the baseline), so a crash is a `crash` record and
-an artifact is reused while only the input changes. Results are memoised by
-case_id, so hypothesis asking for a spec twice costs nothing.
+an artifact is reused while only the input changes; a batch is one `map`, so
+each worker takes its examples back to back. Results are memoised by case_id,
+so hypothesis asking for a spec twice costs nothing. An example is one spec
+run on eager and every path under test.
 """
 from __future__ import annotations
 
@@ -48,7 +52,7 @@ from harness.search.store import (
     signature,
     stored_findings,
 )
-from harness.search.strategies import in_space
+from harness.search.strategies import Batch, in_space
 
 DEFAULT_EXAMPLES = 100
 DEFAULT_SHRINKS = 150
@@ -60,8 +64,9 @@ class BudgetSpent(BaseException):
     """Raised inside the hypothesis test to stop it at once (not a test failure)."""
 
 
-def failing(records: dict[str, dict], under_test: list[str]) -> dict[Signature, dict]:
-    """Signature -> record of every failure among the paths under test (eager's record is the baseline)."""
+def failing(records: dict[str, dict], under_test: list[str], skeletons=None) -> dict[Signature, dict]:
+    """Signature -> record of every failure among the paths under test (eager's record is the baseline);
+    `skeletons`: case_id -> skeleton key, of the programs drawn (store.signature)."""
     eager = records.get("eager")
     out = {}
     for path in under_test:
@@ -70,13 +75,13 @@ def failing(records: dict[str, dict], under_test: list[str]) -> dict[Signature, 
             continue
         if path != "eager" and eager is not None and eager["verdict"] == r["verdict"]:
             continue  # eager shares it: not the path's failure
-        out[signature(r)] = r
+        out[signature(r, skeletons)] = r
     return out
 
 
 @dataclass
 class Budget:
-    """When the search stops: search examples, wall clock, shrink executions per signature, signatures."""
+    """When the search stops: search examples, wall clock, shrink steps per signature, signatures."""
 
     max_examples: int | None = DEFAULT_EXAMPLES
     minutes: float | None = None
@@ -122,52 +127,62 @@ class _Round:
         self.best: CaseSpec | None = None
         self.best_sig: Signature | None = None  # a program's signature changes as its skeleton shrinks
         self.found_after = 0
-        self.shrinks = 0
+        self.shrinks = 0  # shrink examples run
+        self.shrink_steps = 0  # shrink attempts that ran something (a batch is one): what --max-shrinks caps
         self.new_examples = 0
 
-    def condition(self, spec: CaseSpec) -> bool:
+    def condition(self, batch: Batch) -> bool:
         fz = self.fuzzer
         fz.check_time()
         shrinking = self.target is not None
-        if not shrinking and fz.budget.max_examples is not None and fz.search_examples >= fz.budget.max_examples:
+        specs = batch.specs
+        if not shrinking and fz.budget.max_examples is not None:
+            left = fz.budget.max_examples - fz.search_examples
+            if left <= 0:
+                raise BudgetSpent
+            specs = specs[:left]
+        if shrinking and self.shrink_steps >= fz.budget.max_shrinks:
             raise BudgetSpent
-        if shrinking and self.shrinks >= fz.budget.max_shrinks:
-            raise BudgetSpent
-        records, fresh = fz.records(spec)
-        if fresh:
-            self.new_examples += 1
-            if shrinking:
-                self.shrinks += 1
-                fz.shrink_examples += 1
-            else:
-                fz.search_examples += 1
+        fz.note(batch)
+        results, fresh = fz.batch_records(specs)
+        self.new_examples += fresh
+        if shrinking:
+            self.shrinks += fresh
+            self.shrink_steps += fresh > 0
+            fz.shrink_examples += fresh
+        else:
+            fz.search_examples += fresh
         fz.maybe_progress()
-        found = failing(records, fz.under_test)
+        found = [(spec, failing(records, fz.under_test, fz.skeletons)) for spec, records in zip(specs, results)]
         if not shrinking:
-            _guide(records, fz.under_test)
-            new = sorted(s for s in found if s not in fz.known and not explained(s, fz.known))
+            _guide(results, fz.under_test)
+            new = sorted({s for _, sigs in found for s in sigs if s not in fz.known and not explained(s, fz.known)})
             if not new:
                 return False
             self.target = new[0]
             self.found_after = fz.search_examples
+            spec = next(spec for spec, sigs in found if self.target in sigs)
             fz.say(f"found {' '.join(self.target)} after {fz.search_examples} examples: {spec}; shrinking")
-        same = [s for s in found if s == self.target or (
-            is_program(self.target) and s[:4] == self.target[:4] and s not in fz.known
-            and not explained(s, fz.known))]
-        if same:
-            self.best, self.best_sig = spec, same[0]
-            return True
+        for spec, sigs in found:  # the first example of the batch that still shows the target
+            same = [s for s in sigs if s == self.target or (
+                is_program(self.target) and s[:4] == self.target[:4] and s not in fz.known
+                and not explained(s, fz.known))]
+            if same:
+                self.best, self.best_sig = spec, same[0]
+                return True
         return False
 
 
-def _guide(records: dict[str, dict], under_test: list[str]) -> None:
-    """Steer hypothesis toward larger error-to-bound ratios (targeted search)."""
+def _guide(results: list[dict[str, dict]], under_test: list[str]) -> None:
+    """Steer hypothesis toward larger error-to-bound ratios (targeted search): per path, the batch's largest."""
     from hypothesis import target
 
     for path in under_test:
-        ratio = records[path].get("max_err_over_tol")
-        if isinstance(ratio, (int, float)) and math.isfinite(ratio):
-            target(math.log2(1.0 + min(float(ratio), 1e12)), label=path)
+        ratios = [float(r[path]["max_err_over_tol"]) for r in results
+                  if isinstance(r[path].get("max_err_over_tol"), (int, float))
+                  and math.isfinite(r[path]["max_err_over_tol"])]
+        if ratios:
+            target(math.log2(1.0 + min(max(ratios), 1e12)), label=path)
 
 
 class Fuzzer:
@@ -185,6 +200,8 @@ class Fuzzer:
         self.out_dir = out_dir
         self.progress = progress
         self.memo: dict[str, dict[str, dict]] = {}
+        self.skeletons: dict[str, str] = {}  # case_id -> skeleton key, of every program case drawn or replayed
+        self.structures: set[str] = set()  # structure keys of the examples run (what the paths compiled)
         self.known: set[Signature] = set()
         self.findings: list[Finding] = []
         self.search_examples = 0
@@ -195,21 +212,39 @@ class Fuzzer:
         self._last_progress = time.monotonic()
 
     # -- executions --
+    def note(self, batch: Batch) -> None:
+        """Remember which skeleton a drawn batch's program came from (its signatures name it)."""
+        if batch.skeleton is not None:
+            for spec in batch.specs:
+                self.skeletons[spec.case_id] = batch.skeleton
+
     def records(self, spec: CaseSpec) -> tuple[dict[str, dict], bool]:
         """Path -> record for `spec` (eager and every path under test); fresh = not memoised."""
-        if spec.case_id in self.memo:
-            return self.memo[spec.case_id], False
-        self.memo[spec.case_id] = self._execute(spec)
-        return self.memo[spec.case_id], True
+        results, fresh = self.batch_records([spec])
+        return results[0], bool(fresh)
+
+    def batch_records(self, specs) -> tuple[list[dict[str, dict]], int]:
+        """Path -> record for each of `specs`, the new ones run in one map; how many were new."""
+        new = list({s.case_id: s for s in specs if s.case_id not in self.memo}.values())
+        if new:
+            self.memo.update(zip((s.case_id for s in new), self._execute_all(new, attribute=False)))
+        return [self.memo[s.case_id] for s in specs], len(new)
 
     def _execute(self, spec: CaseSpec) -> dict[str, dict]:
+        """A finding's execution: fresh, and attributed (what the saved record shows)."""
+        return self._execute_all([spec], attribute=True)[0]
+
+    def _execute_all(self, specs: list[CaseSpec], attribute: bool) -> list[dict[str, dict]]:
+        """Path -> record of each spec: fresh executions (not the memo), each lane taking the specs in order.
+        Searching and shrinking need verdicts only: their failing executions skip attribution (a rebuild)."""
         lanes = list(dict.fromkeys(["eager", *self.under_test]))
-        out = self.pool.map([Task(spec, p) for p in lanes])
+        out = self.pool.map([Task(spec, p, attribute) for spec in specs for p in lanes])
         self.executions += len(out)
+        self.structures.update(spec.structure_key() for spec in specs)
         if self.warm_at is None:
             self.warm_at = time.monotonic()
             self.say(f"workers started; first example took {self.warm_at - self.budget.start:.1f} s")
-        return {r["path"]: r for r in out}
+        return [{r["path"]: r for r in out[i:i + len(lanes)]} for i in range(0, len(out), len(lanes))]
 
     # -- budget and messages --
     def check_time(self) -> None:
@@ -234,8 +269,9 @@ class Fuzzer:
         now = time.monotonic()
         if now - self._last_progress >= PROGRESS_EVERY:
             self._last_progress = now
-            self.say(f"{self.examples()} examples ({self.search_examples} search, {self.shrink_examples} shrink), "
-                     f"{len(self.findings)} signatures, {self.rate():.1f} examples/min")
+            self.say(f"{self.examples()} examples ({self.search_examples} search, {self.shrink_examples} shrink) "
+                     f"of {len(self.structures)} structures, {len(self.findings)} signatures, "
+                     f"{self.rate():.1f} examples/min")
 
     # -- the search --
     def run(self) -> list[Finding]:
@@ -266,9 +302,11 @@ class Fuzzer:
             if not in_space(spec, input_kinds=self.options["inputs"], **space):
                 continue
             self.check_time()
+            if is_program(sig):
+                self.skeletons[spec.case_id] = sig[4]
             records = self._execute(spec)
             self.replay_examples += 1
-            if sig not in failing(records, self.under_test):
+            if sig not in failing(records, self.under_test, self.skeletons):
                 drop_finding(self.database, raw)
                 self.say(f"no longer fails, dropped from the database: {' '.join(sig)}: {spec}")
                 continue
@@ -332,10 +370,13 @@ class Fuzzer:
                     continue
                 if not self.budget.time_left():
                     return
+                if spec.case_id in self.skeletons:  # the same program, drawn from the same skeleton
+                    self.skeletons[candidate.case_id] = self.skeletons[spec.case_id]
                 records, fresh = self.records(candidate)
                 rnd.shrinks += fresh
+                rnd.shrink_steps += fresh
                 self.shrink_examples += fresh
-                if sig in failing(records, self.under_test):
+                if sig in failing(records, self.under_test, self.skeletons):
                     self.say(f"a simpler input keeps {' '.join(sig)}: {candidate}")
                     rnd.best = candidate
                     return
@@ -346,7 +387,7 @@ class Fuzzer:
         sig, spec = rnd.best_sig or rnd.target, rnd.best
         self.known.add(sig)
         records = self._execute(spec)  # a fresh execution, not the memo
-        confirmed = sig in failing(records, self.under_test)
+        confirmed = sig in failing(records, self.under_test, self.skeletons)
         finding = Finding(sig, spec, records[sig[0]], records["eager"]["verdict"], confirmed, complete,
                           rnd.found_after, rnd.shrinks)
         if confirmed:

@@ -20,6 +20,12 @@ Each axis lists its canonical value first, and hypothesis shrinks a choice
 toward the first value, so a shrunk finding is the canonical norm with only
 the changes the failure needs: `Skeleton.changes()` says them in words
 ("qwen: scaled=y"), and that is the skeleton part of a finding's signature.
+
+`normdiff fuzz --programs` draws `program_batches`: one structure (skeleton,
+dtypes, shape, parameters: what a path compiles) with up to
+INPUTS_PER_STRUCTURE inputs, so a path compiles once for several examples.
+A draw returns its skeleton's key beside the specs; the fuzzer, not the
+strategy, remembers which program came from which skeleton.
 """
 from __future__ import annotations
 
@@ -30,9 +36,13 @@ from hypothesis import strategies as st
 
 from harness.core.dtypes import DTYPES
 from harness.spec import CaseSpec
-from harness.search.strategies import _pow2ish, _weighted, input_specs
+from harness.search.strategies import Batch, _pow2ish, _weighted, input_specs
 
 BASES = ("qwen", "llama", "gemma", "t5", "layer")
+# Inputs drawn per structure (1 to this many, about half on average): a path compiles once for
+# the batch, so an example costs a compile only once in a few; a finding is the batch's one example
+# that shows it.
+INPUTS_PER_STRUCTURE = 8
 
 # axis -> its values, canonical first (hypothesis shrinks toward it)
 AXES: dict[str, tuple[str, ...]] = {
@@ -208,19 +218,6 @@ def explains(known: str, key: str) -> bool:
     return a.base == b.base and set(a.changes()) <= set(b.changes())
 
 
-# program text (normalised) -> the skeleton it was rendered from, for this process's signatures
-_RENDERED: dict[str, Skeleton] = {}
-
-
-def remember(program: str, sk: Skeleton) -> None:
-    _RENDERED[program] = sk
-
-
-def skeleton_of(program: str) -> Skeleton | None:
-    """The skeleton a program was drawn from in this process (or registered from a store), else None."""
-    return _RENDERED.get(program)
-
-
 def skeletons(bases=None) -> st.SearchStrategy[Skeleton]:
     """Skeletons over `bases` (default all); each axis keeps its canonical value 2 times in 3,
     so most examples are the canonical norm with one to a few changes."""
@@ -253,9 +250,7 @@ def spec_of(sk: Skeleton, *, dtype: str, shape: list[int], weight_dtype: str | N
         raw["inputs"] = {name: extra_input or {"kind": "normal"} for name in sk.extra_inputs}
     if sk.weight_shape == "broadcast":
         raw["param_shapes"] = {p: [1, shape[-1]] for p in ("w", "b", "s") if p in _reads(raw["program"])}
-    spec = CaseSpec.from_dict(raw)
-    remember(spec.program, sk)
-    return spec
+    return CaseSpec.from_dict(raw)
 
 
 def _reads(program: str, names: str = "wbs") -> set[str]:
@@ -266,23 +261,41 @@ def _reads(program: str, names: str = "wbs") -> set[str]:
 def program_specs(*, bases=None, dtypes=None, input_kinds=None, max_row: int = 4096,
                   max_elements: int = 65536) -> st.SearchStrategy[CaseSpec]:
     """Program cases: a skeleton, a dtype, a shape of 2 dims (first: rows), inputs and parameters."""
+    return program_batches(bases=bases, dtypes=dtypes, input_kinds=input_kinds, max_row=max_row,
+                           max_elements=max_elements, inputs_per_structure=1).map(lambda batch: batch.specs[0])
+
+
+def program_batches(*, bases=None, dtypes=None, input_kinds=None, max_row: int = 4096, max_elements: int = 65536,
+                    inputs_per_structure: int = INPUTS_PER_STRUCTURE) -> st.SearchStrategy[Batch]:
+    """Program cases of one structure: a skeleton, a dtype, a weight dtype, a shape of 2 dims (first: rows),
+    parameters and a seed, then 1 to `inputs_per_structure` inputs (each with the extra input it may read).
+
+    The seed is the structure's: with "normal" parameters it draws them, and compiled paths embed them.
+    """
     dtypes = tuple(dtypes or DTYPES)
     for d in dtypes:
         if d not in DTYPES:
             raise ValueError(f"dtypes: unknown value {d!r}; known: {', '.join(DTYPES)}")
     inputs = input_specs(input_kinds)
     dtype_options = [(d, 1 if d == "float32" else 2) for d in DTYPES if d in dtypes]
+    sks = skeletons(bases)
 
     @st.composite
-    def draw_it(draw) -> CaseSpec:
-        sk = draw(skeletons(bases))
+    def draw_it(draw) -> Batch:
+        sk = draw(sks)
         dtype = draw(_weighted(dtype_options))
         weight_dtype = draw(_weighted([("same", 3), ("float32", 1)]))
         n = draw(_pow2ish(min(max_row, max_elements // 2)))
         rows = draw(st.integers(2, max(2, min(8, max_elements // n))))
-        return spec_of(sk, dtype=dtype, shape=[rows, n],
-                       weight_dtype="float32" if weight_dtype == "float32" else None,
-                       input=draw(inputs), params=draw(st.sampled_from(("ones", "normal"))),
-                       seed=draw(st.integers(0, 2 ** 31 - 1)), extra_input=draw(inputs))
+        params = draw(st.sampled_from(("ones", "normal")))
+        seed = draw(st.integers(0, 2 ** 31 - 1))
+        pairs = draw(st.lists(st.tuples(inputs, inputs), min_size=1, max_size=inputs_per_structure))
+        specs = {}
+        for inp, extra in pairs:  # the same input twice is one case
+            spec = spec_of(sk, dtype=dtype, shape=[rows, n],
+                           weight_dtype="float32" if weight_dtype == "float32" else None,
+                           input=inp, params=params, seed=seed, extra_input=extra)
+            specs.setdefault(spec.case_id, spec)
+        return Batch(tuple(specs.values()), sk.key())
 
     return draw_it()

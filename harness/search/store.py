@@ -4,10 +4,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+from collections.abc import Mapping
 
 from harness.core.records import write_atomic
 from harness.spec import CaseSpec
-from harness.search.programs import Skeleton, explains, remember, skeleton_of
+from harness.search.programs import explains
 
 # A finding is told apart from others by these record/case fields.
 SIGNATURE_FIELDS = ("path", "verdict", "pattern", "style", "dtype")
@@ -15,13 +16,15 @@ SIGNATURE_FIELDS = ("path", "verdict", "pattern", "style", "dtype")
 Signature = tuple[str, str, str, str, str]
 
 
-def signature(record: dict) -> Signature:
+def signature(record: dict, skeletons: Mapping[str, str] | None = None) -> Signature:
     """(path, verdict, pattern, style, dtype); a drawn program's is (path, verdict, pattern, "program",
-    its skeleton): the bug, not the dtype it showed in, so two programs with one bug are one signature."""
+    its skeleton): the bug, not the dtype it showed in, so two programs with one bug are one signature.
+    `skeletons` (case_id -> skeleton key) is the caller's memory of what it drew; a program not in it is
+    named by a hash of its text."""
     case = record["case"]
     if case.get("program") is not None:
-        sk = skeleton_of(case["program"])
-        label = sk.key() if sk else "text-" + hashlib.sha256(case["program"].encode()).hexdigest()[:8]
+        key = (skeletons or {}).get(record["case_id"])
+        label = key or "text-" + hashlib.sha256(case["program"].encode()).hexdigest()[:8]
         return (record["path"], record["verdict"], case["pattern"], "program", label)
     return (record["path"], record["verdict"], case["pattern"], case["style"], case["dtype"])
 
@@ -49,15 +52,13 @@ DB_KEY = b"normdiff-fuzz.minimal-failures.v1"
 
 
 def stored_findings(db) -> list[tuple[Signature, CaseSpec, bytes]]:
-    """(signature, spec, raw entry) of every minimal failure kept, in signature order."""
+    """(signature, spec, raw entry) of every minimal failure kept, in signature order (a program's
+    signature names its skeleton)."""
     out = []
     for raw in db.fetch(DB_KEY):
         try:
             entry = json.loads(raw.decode())
-            spec = CaseSpec.from_dict(entry["spec"])
-            if entry.get("skeleton"):
-                remember(spec.program, Skeleton.from_key(entry["skeleton"]))
-            out.append((tuple(entry["signature"]), spec, raw))
+            out.append((tuple(entry["signature"]), CaseSpec.from_dict(entry["spec"]), raw))
         except Exception:  # noqa: BLE001 - an entry of an older format: drop it
             db.delete(DB_KEY, raw)
     return sorted(out, key=lambda e: (e[0], e[1].to_json()))

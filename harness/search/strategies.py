@@ -30,6 +30,7 @@ Why the draws look the way they do:
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 from hypothesis import strategies as st
 
@@ -77,6 +78,19 @@ _LCM = 60  # every parameter list has 1 to 6 values; an index mod its length is 
 INPUT_GROUPS = {"benign": BENIGN_INPUTS, "adversarial": ADVERSARIAL_INPUTS, "all": INPUT_ORDER}
 
 _EPS_OTHER = (1e-5, 1e-6, 1e-12, 0.0, 1e-3, 0.1)
+
+
+@dataclass(frozen=True)
+class Batch:
+    """One draw of `normdiff fuzz`: cases of one structure (a path compiles once for all of them) and, for
+    drawn programs, the key of the skeleton they were rendered from (harness.search.programs.Skeleton)."""
+
+    specs: tuple[CaseSpec, ...]
+    skeleton: str | None = None
+
+    @classmethod
+    def of(cls, spec: CaseSpec) -> "Batch":
+        return cls((spec,))
 
 
 def _weighted(options) -> st.SearchStrategy:

@@ -30,3 +30,19 @@ def test_pool_reuses_artifacts_per_path_and_survives_a_crash(monkeypatch):
         idle.join(10)
         late = pool.submit(b, "eager")  # not blamed on the next task: a new worker runs it
         assert late["verdict"] == "pass" and late["max_abs_err"] == after["max_abs_err"]
+
+
+def test_a_task_may_leave_out_the_attribution(monkeypatch):
+    """A caller that needs only verdicts (fuzz, while it searches and shrinks) spares the failing
+    executions their attribution (a rebuild of the path's graph); the default keeps it."""
+    from harness.engine.plan import Task
+    from harness.engine.pool import Pool
+
+    monkeypatch.setenv("NORMDIFF_EXTRA_PATHS", "wrong=harness.benchmark.implementations:WeightDropped")
+    spec = CaseSpec.from_dict(ln(params={"kind": "normal"}))
+    with Pool(["wrong"], timeout=60) as pool:
+        plain, attributed = pool.map([Task(spec, "wrong", attribute=False), Task(spec, "wrong")])
+    assert plain["verdict"] == attributed["verdict"] == "inaccurate"
+    assert "attribution" not in plain and "attribution_seconds" not in plain
+    assert "attribution" in attributed and attributed["facts"]["attribution"]  # read, or why not
+    assert plain["max_abs_err"] == attributed["max_abs_err"]

@@ -104,6 +104,23 @@ def test_a_crash_is_one_failure_shrunk_to_its_threshold_and_the_search_goes_on(c
         in result.stderr
 
 
+def test_programs_run_in_batches_and_a_crash_in_one_is_its_own_finding(cli, tmp_path):
+    """--programs draws several inputs per structure: one map per batch, a crash mid-batch is one record
+    (the lane's next worker runs the rest), and the finding shrinks to the canonical program at the
+    threshold row, alone out of its batch."""
+    result, out, summary = _fuzz(cli, tmp_path, "--programs", "--paths", ABORT_PATH, "--styles", "qwen",
+                                 "--dtypes", "float32", "--inputs", "benign", "--max-examples", "40",
+                                 "--searches", "1", env=ABORT_ENV)
+    _no_traceback(result)
+    assert result.returncode == 1, result.stderr
+    (f,) = summary["findings"]
+    assert f["signature"] == f"{ABORT_PATH}.crash.rms_norm.program.qwen" and f["confirmed"] and f["shrink_complete"]
+    spec = CaseSpec.from_json((out / "failures" / f"{f['signature']}.json").read_text())
+    assert spec.shape == (2, ABORT_ROW) and spec.input_dict["kind"] == "normal"
+    assert summary["search_examples"] == 40  # the budget cuts the last batch to fit
+    assert summary["structures"] < summary["search_examples"] + summary["shrink_examples"]
+
+
 def test_the_next_run_starts_from_what_was_found(cli, tmp_path):
     """The database keeps each minimal failure: the next run re-checks it first, without search or shrink."""
     args = ("--paths", ABORT_PATH, "--patterns", "rms_norm", "--styles", "module", "--dtypes", "float32",

@@ -8,7 +8,9 @@ from hypothesis import HealthCheck, given, settings
 
 from harness.spec import CaseSpec
 from harness.engine.execute import Executor
-from harness.search.programs import AXES, BASES, Skeleton, explains, program_specs, render, skeleton_of, spec_of
+from harness.search.programs import (
+    AXES, BASES, INPUTS_PER_STRUCTURE, Skeleton, explains, program_batches, program_specs, render, spec_of,
+)
 from harness.search.store import explained, signature
 
 QUICK = settings(database=None, deadline=None, suppress_health_check=list(HealthCheck), max_examples=40)
@@ -26,7 +28,7 @@ def test_every_axis_value_renders_a_valid_program_for_every_base(base):
         for value in values:
             sk = Skeleton(base=base, **{axis: value})
             spec = spec_of(sk, dtype="float16", shape=[4, 32], extra_input={"kind": "normal"})
-            assert spec.program is not None and skeleton_of(spec.program) == sk, (base, axis, value)
+            assert spec.program is not None and CaseSpec.from_dict(spec.to_dict()) == spec, (base, axis, value)
 
 
 @QUICK
@@ -47,19 +49,52 @@ def test_a_skeleton_key_round_trips_and_a_smaller_finding_explains_a_larger_one(
 def test_a_programs_signature_is_its_skeleton_not_its_dtype():
     a = spec_of(Skeleton(scaled="neg"), dtype="float32", shape=[2, 8])
     b = spec_of(Skeleton(scaled="neg"), dtype="float16", shape=[4, 16])
-    rec = lambda s: {"path": "p", "verdict": "inaccurate", "case": s.to_dict()}  # noqa: E731
-    assert signature(rec(a)) == signature(rec(b)) == ("p", "inaccurate", "rms_norm", "program", "qwen:scaled=neg")
     bigger = spec_of(Skeleton(scaled="neg", root="div_sqrt"), dtype="float32", shape=[2, 8])
-    assert explained(signature(rec(bigger)), {signature(rec(a))})
+    drawn = {a.case_id: "qwen:scaled=neg", b.case_id: "qwen:scaled=neg", bigger.case_id: "qwen:scaled=neg,root=div_sqrt"}
+    rec = lambda s: {"path": "p", "verdict": "inaccurate", "case_id": s.case_id, "case": s.to_dict()}  # noqa: E731
+    assert signature(rec(a), drawn) == signature(rec(b), drawn) == (
+        "p", "inaccurate", "rms_norm", "program", "qwen:scaled=neg")
+    assert explained(signature(rec(bigger), drawn), {signature(rec(a), drawn)})
+    assert signature(rec(a))[4].startswith("text-")  # a program nobody drew: named by its text
 
 
 def test_shrinking_reaches_the_canonical_norm_with_the_one_change_that_matters():
     from hypothesis import find
 
-    found = find(program_specs(max_row=16), lambda s: "y.to(torch.float32) * torch.rsqrt" in s.program,
+    found = find(program_batches(max_row=16),
+                 lambda batch: any("y.to(torch.float32) * torch.rsqrt" in s.program for s in batch.specs),
                  settings=settings(database=None, max_examples=2000, suppress_health_check=list(HealthCheck)))
-    assert skeleton_of(found.program).key() == "qwen:scaled=y"
-    assert found.shape == (2, 1) and found.dtype == "float32"
+    assert found.skeleton == "qwen:scaled=y" and len(found.specs) == 1  # the batch shrinks to its one example
+    assert found.specs[0].shape == (2, 1) and found.specs[0].dtype == "float32"
+
+
+@QUICK
+@given(program_batches(max_row=64))
+def test_a_batch_is_one_structure_with_several_inputs(batch):
+    """What a path compiles is shared by the batch; only the inputs differ, and no case comes twice."""
+    assert 1 <= len(batch.specs) <= INPUTS_PER_STRUCTURE
+    assert len({s.structure_key() for s in batch.specs}) == 1
+    assert len({s.case_id for s in batch.specs}) == len(batch.specs)
+    assert batch.skeleton == Skeleton.from_key(batch.skeleton).key()
+
+
+def test_the_same_seed_draws_the_same_batches():
+    """Determinism: a draw depends on hypothesis' random alone (no state kept between draws)."""
+    import random
+
+    from hypothesis import Phase, find
+    from hypothesis.errors import NoSuchExample
+
+    def draws(seed):
+        seen = []
+        with pytest.raises(NoSuchExample):
+            find(program_batches(), lambda b: seen.append((b.skeleton, [s.case_id for s in b.specs])) and False,
+                 settings=settings(QUICK, max_examples=25, phases=[Phase.generate]), random=random.Random(seed))
+        return seen
+
+    first = draws("normdiff-fuzz:5:0")
+    assert first == draws("normdiff-fuzz:5:0") and first != draws("normdiff-fuzz:6:0")
+    assert sum(len(ids) for _, ids in first) > 2 * len(first)  # several examples per structure
 
 
 @pytest.mark.slow
@@ -76,3 +111,5 @@ def test_fuzz_programs_finds_a_wrong_rewrite_and_saves_a_program_spec(cli, tmp_p
         spec = CaseSpec.from_dict(json.loads(open(f["file"]).read()))
         assert spec.program is not None and f["eager_verdict"] == "pass" and f["verdict"] != "pass"
         assert f["style"] == "program" and f["dtype"].startswith("qwen")  # the skeleton is the signature
+    examples = summary["search_examples"] + summary["shrink_examples"]
+    assert summary["structures"] < examples  # batches: a compile serves several examples
