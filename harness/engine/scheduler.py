@@ -70,10 +70,11 @@ class Runner:
     fork_server = True  # the forkserver is forked from this process, which has torch already (see _procs)
 
     def __init__(self, jobs: int, timeout: float = DEFAULT_TIMEOUT, path_names: Iterable[str] = (),
-                 start_method: str = "forkserver", max_memory: float | None = None, cache=None):
+                 start_method: str = "forkserver", max_memory: float | None = None, cache=None, policy=None):
         self.jobs = max(1, jobs)
         self.max_memory = max_memory  # GB per worker (None: unbounded)
         self.cache = cache  # the persistent ArtifactCache, or None
+        self.policy = policy  # which failures get an attribution (harness.attribution.policy), None: every one
         self.timeout = timeout
         self.path_names = sorted(set(path_names))
         self.start_method = start_method
@@ -155,6 +156,7 @@ class Runner:
         """What starts and watches the workers (the Ray executor gives actors instead)."""
         return Procs(names, self.timeout, self.start_method, self.max_memory,
                      cache=self.cache.config() if self.cache else None,
+                     policy=self.policy.config() if self.policy else None,
                      fork_server=self.fork_server and self._forkable())
 
     def _assign(self, w: Worker) -> None:

@@ -159,6 +159,9 @@ class Path:
 
     # Bump when what artifact() writes changes meaning: older cache entries then miss.
     artifact_version: int = 1
+    # Facts that say where the path's own caches found its artifact (hit, miss): the only facts a warm run
+    # may give otherwise than the cold run that filled the caches.
+    cache_facts: tuple[str, ...] = ()
 
     def artifact(self, prepared: Prepared) -> bytes | None:
         """What `prepare` built, as bytes for the persistent cache; None: not cacheable.
