@@ -105,18 +105,18 @@ def _distribution_versions(files: list[str]) -> dict[str, str]:
     import importlib.metadata
 
     owners = _owners()
+    roots = sorted({os.path.realpath(r) for r in sys.path if r}, key=len, reverse=True)
     out = {}
     for f in files:
-        for root in sys.path:
-            root = os.path.realpath(root) if root else ""
-            if root and f.startswith(root + os.sep):
-                top = os.path.relpath(f, root).split(os.sep)[0].removesuffix(".py")
-                for dist in owners.get(top, ()):
-                    try:
-                        out[dist] = importlib.metadata.version(dist)
-                    except importlib.metadata.PackageNotFoundError:
-                        pass
-                break
+        root = next((r for r in roots if f.startswith(r + os.sep)), None)  # the deepest: a package's own root
+        if root is None:
+            continue
+        top = os.path.relpath(f, root).split(os.sep)[0].removesuffix(".py")
+        for dist in owners.get(top, ()):
+            try:
+                out[dist] = importlib.metadata.version(dist)
+            except importlib.metadata.PackageNotFoundError:
+                pass
     return dict(sorted(out.items()))
 
 
