@@ -42,6 +42,7 @@ class Setup:
     build: Callable[[], tuple[Any, Any]]  # -> (a fresh eval module, its example tensors)
     record: dict = field(default_factory=dict)  # keys a module case adds to its records
     module_case: Any = None
+    eager: dict = field(default_factory=dict)  # {"out": eager's output (None: it failed)}, once for every path
 
 
 def problem_of(exc: BaseException, stage_of_spec: str = "spec") -> CaseProblem:

@@ -169,8 +169,8 @@ class Executor:
             if not takes_exported(path):
                 return path.prepare(spec, module, example)
             exported = self.exports.get(spec, module, example)
-            if isinstance(exported, StageError):
-                return exported  # the export failed: what the path's own export would have said
+            if isinstance(exported, StageError):  # the path exports itself: its own error, or its own fallbacks
+                return path.prepare(spec, module, example)
             return path.prepare(spec, module, example, exported=exported)
         except (StageError, Unsupported) as exc:
             return exc
@@ -178,13 +178,18 @@ class Executor:
             return StageError("compile", first_line(exc))
 
     def _eager(self, spec: CaseSpec, setup) -> np.ndarray | None:
-        prepared = self._prepare(paths.get("eager"), spec, setup)[0]
-        if isinstance(prepared, Exception):
-            return None
-        try:
-            return prepared.run(setup.inputs.run_arg)
-        except StageError:
-            return None
+        """Eager's output on the case (what every path is held to), run once for all the paths of the case."""
+        if "out" not in setup.eager:
+            prepared = self._prepare(paths.get("eager"), spec, setup)[0]
+            out = None
+            if not isinstance(prepared, Exception):
+                try:
+                    out = prepared.run(setup.inputs.run_arg)
+                    out.setflags(write=False)
+                except StageError:
+                    out = None
+            setup.eager["out"] = out
+        return setup.eager["out"]
 
     def execute(self, spec: CaseSpec | dict, path_name: str) -> dict[str, Any]:
         """The result record of `spec` through path `path_name`."""

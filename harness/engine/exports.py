@@ -15,8 +15,8 @@ class ExportMemo:
     """torch.export once per structure for every path that takes an exported program.
 
     The consumers (TVM's importer, to_edge, to_edge_transform_and_lower,
-    ep.module()) were checked to leave the program unchanged (graph code,
-    signature, state dict, constants), and an export under no_grad gives the
+    ep.module(), torch.onnx.export) were checked to leave the program
+    unchanged (graph code, signature, state dict, constants), and an export under no_grad gives the
     same graph as one with grad enabled on the nightly's structures, so the
     paths see exactly what their own export gives them. It outlives a worker's
     artifacts (groups of one structure's paths follow each other), holding

@@ -18,7 +18,7 @@ MIN_STEAL_GAIN = 0.5  # seconds a split must save before a group's tail moves to
 IMPORT_SECONDS = {"executorch.exir": 3.0, "executorch.runtime": 0.01, "torch._dynamo": 1.1,
                   "torch._inductor.compile_fx": 1.0, "tvm": 1.4, "tvm.relax": 0.0,
                   "tvm.relax.frontend.torch": 0.01, "torch.onnx": 0.04, "onnx": 0.03, "onnxscript": 0.45,
-                  "onnxruntime": 0.04}
+                  "onnxruntime": 0.04, "harness.paths.inductor:warm_up": 3.0}
 
 
 def _address_space_gb() -> float:

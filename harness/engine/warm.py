@@ -37,7 +37,8 @@ def warm_modules(path_names: list[str]) -> list[str]:
 
 
 def warm(modules: Iterable[str]) -> None:
-    """Import `modules`, ignoring failures (the execution will report them) and their chatter.
+    """Import `modules`, ignoring failures (the execution will report them) and their chatter; an entry
+    "module:function" also calls that function (a path's warm-up beyond imports, Path.warm_imports).
 
     The collector is paused meanwhile: the imports make hundreds of thousands
     of long-lived objects, and collecting while they are made cost a quarter of
@@ -60,8 +61,11 @@ def warm(modules: Iterable[str]) -> None:
         with _quiet_fds(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             for name in modules:
+                module_name, _, function = name.partition(":")
                 try:
-                    importlib.import_module(name)
+                    module = importlib.import_module(module_name)
+                    if function:
+                        getattr(module, function)()
                 except BaseException:  # noqa: BLE001 - an import must not kill a warm process
                     pass
     finally:

@@ -71,13 +71,27 @@ def _cache_status(before: dict, after: dict, kind: str) -> str:
     return "miss" if after[f"{kind}_miss"] > before[f"{kind}_miss"] else "off"
 
 
+def warm_up() -> None:
+    """What Inductor's first compile in a process pays besides its imports, paid once by the warm process
+    workers fork from (measured ≈ 3-5 s per worker): the CPU's vector ISA, probed by compiling and loading
+    test programs; the hash of torch's own sources its cache keys hold; the C++ builder's imports. Each is
+    kept by torch in the process (functools caches), so forked workers start with it."""
+    import torch.utils.cpp_extension  # noqa: F401 - the builder's setuptools and distutils imports
+    from torch._inductor import cpu_vec_isa
+    from torch._inductor.codecache import torch_key
+
+    cpu_vec_isa.pick_vec_isa()
+    torch_key()
+
+
 class InductorPath(Path):
     """torch.compile(module) with Inductor on CPU."""
 
     name = "inductor"
     description = "torch.compile(module, dynamic=False) with the default (Inductor) backend on CPU"
     packages = ("torch",)
-    warm_imports = ("torch", "torch.export", "torch._dynamo", "torch._inductor.compile_fx")
+    warm_imports = ("torch", "torch.export", "torch._dynamo", "torch._inductor.compile_fx",
+                    "harness.paths.inductor:warm_up")
     script_imports = ""
     emulate = False
     cache_facts = ("inductor_fx_graph_cache", "inductor_aot_autograd_cache")
