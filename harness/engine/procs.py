@@ -76,14 +76,15 @@ class Procs:
 
     def __init__(self, path_names: Iterable[str], timeout: float, start_method: str = "forkserver",
                  max_memory: float | None = None, cache: dict | None = None, fork_server: bool = False,
-                 policy: dict | None = None):
+                 policy: dict | None = None, compiling: Iterable[str] | None = None):
         self.timeout = timeout
         self.fork_server = fork_server  # the forkserver is forked from this process (see start_forkserver)
         self.cache = cache  # ArtifactCache.config() for the workers, None: no persistent cache
         self.policy = policy  # the attribution Policy.config() for the workers, None: attribute every failure
         self.max_memory = int(max_memory * 2**30) if max_memory else None  # bytes per worker, None: unbounded
         self.path_names = sorted(set(path_names))
-        self.warm = warm_modules(self.path_names)
+        self.compiling = None if compiling is None else sorted(set(compiling))  # paths with compiles to do
+        self.warm = warm_modules(self.path_names, self.compiling)
         self.start_method = start_method
         self.ctx = None
         self.failed_starts = 0
@@ -123,7 +124,7 @@ class Procs:
         bridged = {p for family in families for p in family}
         rest = [p for p in self.path_names if p not in bridged]
         if rest and self.ctx is None:
-            self.warm = warm_modules(sorted(set(rest) | {"eager"}))
+            self.warm = warm_modules(sorted(set(rest) | {"eager"}), self.compiling)
 
     def start(self, only: list[str] | None = None) -> Worker:
         """A fresh worker, forked from the warm forkserver (this waits for its imports).
@@ -138,7 +139,7 @@ class Procs:
             self.count += 1
             log = os.path.join(self.logdir, f"worker-{self.count}.log")
         cfg = {"extra_paths": os.environ.get("NORMDIFF_EXTRA_PATHS", ""), "log": log,
-               "sys_path": list(sys.path), "warm": warm_modules(only) if only else self.warm, "threads": 1,
+               "sys_path": list(sys.path), "warm": warm_modules(only, self.compiling) if only else self.warm, "threads": 1,
                "max_memory": self.max_memory, "cache": self.cache, "policy": self.policy}
         for attempt in range(2):
             ctx = mp.get_context("fork") if only else self._context()

@@ -24,7 +24,8 @@ MIN_STEAL_GAIN = 0.5  # seconds a split must save before a group's tail moves to
 IMPORT_SECONDS = {"executorch.exir": 3.0, "executorch.runtime": 0.01, "torch._dynamo": 1.1,
                   "torch._inductor.compile_fx": 1.0, "tvm": 1.4, "tvm.relax": 0.0,
                   "tvm.relax.frontend.torch": 0.01, "torch.onnx": 0.04, "onnx": 0.03, "onnxscript": 0.45,
-                  "onnxruntime": 0.04, "harness.paths.inductor:warm_up": 3.0}
+                  "onnxruntime": 0.04, "harness.paths.inductor:warm_up": 3.0,
+                  "harness.paths.executorch_xnnpack:warm_up": 10.0}
 
 
 def _address_space_gb() -> float:
@@ -255,6 +256,7 @@ class Runner:
         return Procs(names, self.timeout, self.start_method, self.max_memory,
                      cache=self.cache.config() if self.cache else None,
                      policy=self.policy.config() if self.policy else None,
+                     compiling={g.path for g in self.pending if not g.cached},
                      fork_server=self.fork_server and self._forkable())
 
     def _assign(self, w: Worker) -> None:
