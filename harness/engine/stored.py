@@ -4,9 +4,9 @@ A path that cannot take a structure (`unsupported`) or fails to export or
 compile it fails the same way on every run with the same code and
 libraries, which the key holds; rebuilding it was most of what a warm run
 still compiled (ONNX Runtime exports a bfloat16 model and starts a session
-to learn it has no kernel for it). A failure that looks like a refused
-allocation may come from the moment (the memory limit, the machine): it is
-never kept. An attribution re-runs the path's graph with its intermediates
+to learn it has no kernel for it). A failure that looks like the machine's
+(a refused allocation, a full disk, a killed child: MOMENTARY) may come
+from the moment: it is never kept. An attribution re-runs the path's graph with its intermediates
 exposed (a TVM compile, a to_edge); it is kept per execution, keyed by the
 whole harness's source, the path's key parts, the spec, a module case's
 salt, the verdict and the bytes of the output it explains.
@@ -29,13 +29,17 @@ ATTRIBUTION_KEYS = ("attribution", "first_stage_over", "attribution_note")
 # What an allocation refused under RLIMIT_AS looks like from Python, numpy, torch and C++.
 OUT_OF_MEMORY = re.compile(r"MemoryError|Unable to allocate|can't allocate memory|Cannot allocate memory|"
                            r"bad_alloc|out of memory", re.IGNORECASE)
+# What the machine, not the code, makes fail: the memory limit, the disk, descriptors, a killed child, a clock.
+MOMENTARY = re.compile(OUT_OF_MEMORY.pattern + r"|OSError|IOError|\[Errno|No space left|Too many open files|"
+                       r"Resource temporarily unavailable|BrokenPipe|ConnectionError|TimeoutError|"
+                       r"CalledProcessError|Killed", re.IGNORECASE)
 
 
 def failure_bytes(exc: Exception) -> bytes | None:
-    """A failure to keep, as bytes; None for one that may come from the moment."""
+    """A failure to keep, as bytes; None for one that may come from the moment (MOMENTARY)."""
     if isinstance(exc, Unsupported):
         return json.dumps({"kind": "unsupported", "message": str(exc)}).encode()
-    if isinstance(exc, StageError) and not OUT_OF_MEMORY.search(exc.message):
+    if isinstance(exc, StageError) and not MOMENTARY.search(exc.message):
         return json.dumps({"kind": "error", "stage": exc.stage, "message": exc.message}).encode()
     return None
 

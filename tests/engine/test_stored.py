@@ -14,8 +14,9 @@ def test_an_unsupported_case_and_a_compile_error_come_back_as_themselves():
     assert isinstance(back, StageError) and (back.stage, back.message) == ("compile", "Literal value 65536 exceeds")
 
 
-@pytest.mark.parametrize("message", ["MemoryError: ", "std::bad_alloc", "Unable to allocate 3.2 GiB"])
-def test_a_failure_that_looks_like_a_refused_allocation_is_not_kept(message):
+@pytest.mark.parametrize("message", ["MemoryError: ", "std::bad_alloc", "Unable to allocate 3.2 GiB",
+                                     "OSError: [Errno 28] No space left on device", "Too many open files"])
+def test_a_failure_that_looks_like_the_machines_is_not_kept(message):
     assert stored.failure_bytes(StageError("compile", message)) is None
     assert stored.failure_bytes(ValueError("a harness bug is not a path's failure")) is None
 
