@@ -84,3 +84,4 @@ def test_make_nightly_names_its_run_history(checkout):
     calls = [build_parser().parse_args(argv) for argv in argvs]
     assert [c.command for c in calls] == ["run", "gate"]
     assert "--history" in argvs[0] and calls[0].history == "reports/history.sqlite"  # named, not a default
+    assert calls[0].baseline == calls[1].baseline == "reports/baseline.json"  # known failures not attributed again

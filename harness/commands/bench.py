@@ -1,5 +1,5 @@
 """`make bench`: the warm runner against a fresh process per execution, cold vs warm artifact cache,
-forkserver vs Ray, on one fixed set.
+forkserver vs Ray, the smoke suite and a zoo sample cold and warm, and the program fuzzer's rate, in one run.
 
 Why: the runner exists to make the nightly gate affordable (imports paid once
 per worker, compiles once per structure, all cores busy, compiled artifacts
@@ -12,10 +12,17 @@ structure, every path), in one go:
   sample, since each costs seconds of imports;
 * cold: `run()` with --jobs forkserver workers and an empty artifact cache;
 * warm: the same again with the cache the cold run filled;
-* ray: the warm run on a local Ray with --jobs CPUs (skipped without Ray).
+* ray: the warm run on a local Ray with --jobs CPUs (skipped without Ray);
+* smoke: the smoke suite cold (its own empty cache) and warm;
+* zoo: ZOO_STRUCTURES module structures of the zoo suite (both inputs each)
+  cold and warm (skipped, in one line, without the zoo extra);
+* fuzz: `normdiff fuzz --programs --paths executorch-recompose --minutes M`,
+  its examples per minute read from its fuzz.json.
 
 Each run starts its own forkserver (or Ray), as a fresh `normdiff run` does.
-It prints on stdout (details go to stderr):
+"Identical" compares every record key but timings and where artifacts came
+from (harness.engine.execute.comparable): verdicts, errors, dtypes, facts,
+attributions. It prints on stdout (details go to stderr):
 
     naive_exec_per_s: A
     runner_exec_per_s: B          (the cold run)
@@ -27,7 +34,10 @@ It prints on stdout (details go to stderr):
     compile_cold_s: P  compile_warm_s: Q  compile_speedup: P/Q
                                   (prepare seconds of the cacheable paths: the compile-bound part)
     ray_s: Y  ray_vs_forkserver: Y/W   (or "ray: skipped (…)")
-    verdicts_identical: yes|no    (cold, warm and ray give the same verdict and error everywhere)
+    verdicts_identical: yes|no    (cold, warm and ray give the same records)
+    smoke_cold_s: C  smoke_warm_s: W  smoke_warm_speedup: C/W  smoke_identical: yes|no
+    zoo_cold_s: C  zoo_warm_s: W  zoo_warm_speedup: C/W  zoo_identical: yes|no   (or "zoo: skipped (…)")
+    fuzz_examples_per_minute: F   (or "fuzz: failed (…)" / "fuzz: skipped (--no-fuzz)")
 """
 from __future__ import annotations
 
@@ -62,6 +72,9 @@ INPUTS = [
 ]
 NAIVE_SAMPLE = 20
 SAMPLE_SEED = 0
+ZOO_STRUCTURES = 12  # module structures of the zoo suite, evenly spaced by structure key, each with both its inputs
+FUZZ_MINUTES = 1.0
+FUZZ_PATH = "executorch-recompose"
 
 
 def bench_specs():
@@ -133,7 +146,57 @@ def compile_seconds(records: list[dict]) -> float:
 
 
 def outcomes(records: list[dict]) -> dict:
-    return {(r["case_id"], r["path"]): (r["verdict"], r.get("max_abs_err"), r.get("out_dtype")) for r in records}
+    """Each execution's record as a warm run must repeat it (harness.engine.execute.comparable), as JSON."""
+    from harness.engine.execute import comparable
+
+    return {(r["case_id"], r["path"]): json.dumps(comparable(r), sort_keys=True, default=str) for r in records}
+
+
+def zoo_sample():
+    """ZOO_STRUCTURES structures of the zoo suite with all their cases, or the reason there are none."""
+    from cases.suites import suite
+    from harness.zoo.catalog import installed
+
+    if not installed():
+        return [], "the zoo extra is not installed: pip install 'normdiff[zoo]'"
+    by_structure: dict[str, list] = {}
+    for spec in suite("zoo"):
+        by_structure.setdefault(spec.structure_key(), []).append(spec)
+    keys = sorted(by_structure)
+    step = max(1, len(keys) // ZOO_STRUCTURES)
+    return [s for k in keys[::step][:ZOO_STRUCTURES] for s in by_structure[k]], ""
+
+
+def cold_and_warm(specs, names, out, jobs) -> tuple[float, float, bool, list[dict]]:
+    """(cold seconds, warm seconds, identical, the cold records) of `specs` on their own empty cache."""
+    import shutil
+    import tempfile
+
+    from harness.engine.cache import ArtifactCache
+
+    root = tempfile.mkdtemp(prefix="normdiff-bench-cache-")
+    try:
+        cold_wall, cold = timed_run(specs, names, os.path.join(out, "cold"), jobs, ArtifactCache(root))
+        warm_wall, warm = timed_run(specs, names, os.path.join(out, "warm"), jobs, ArtifactCache(root))
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return cold_wall, warm_wall, outcomes(cold) == outcomes(warm), cold
+
+
+def fuzz_rate(minutes: float, out: str) -> tuple[float | None, str]:
+    """`normdiff fuzz --programs` examples per minute on FUZZ_PATH (read from its fuzz.json), or why not."""
+    import shutil
+
+    shutil.rmtree(out, ignore_errors=True)
+    cmd = [sys.executable, "-m", "harness", "fuzz", "--programs", "--paths", FUZZ_PATH, "--minutes", f"{minutes:g}",
+           "--out", out, "--seed", "0", "--database", "none"]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    try:
+        with open(os.path.join(out, "fuzz.json"), encoding="utf-8") as fh:
+            return float(json.load(fh)["examples_per_minute"]), ""
+    except (OSError, ValueError, KeyError, TypeError):
+        tail = (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1]
+        return None, f"exit {r.returncode}, no fuzz.json: {tail[:200]}"
 
 
 def main(argv=None) -> int:
@@ -145,12 +208,16 @@ def main(argv=None) -> int:
     parser.add_argument("--no-ray", action="store_true", help="skip the Ray run")
     parser.add_argument("--no-bridges", action="store_true",
                         help="every worker waits for the forkserver's imports (the runner before bridges)")
+    parser.add_argument("--no-smoke", action="store_true", help="skip the smoke suite's cold and warm runs")
+    parser.add_argument("--no-zoo", action="store_true", help="skip the zoo sample's cold and warm runs")
+    parser.add_argument("--fuzz-minutes", type=float, default=FUZZ_MINUTES,
+                        help=f"how long the program fuzzer runs (default {FUZZ_MINUTES:g}; 0 skips it)")
     parser.add_argument("--one", nargs=2, metavar=("SPEC_JSON", "PATH"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.one:
         return naive_one(*args.one)
-    if args.jobs < 1 or args.sample < 1:
-        print("bench: error: --jobs and --sample must be >= 1", file=sys.stderr)
+    if args.jobs < 1 or args.sample < 1 or args.fuzz_minutes < 0:
+        print("bench: error: --jobs and --sample must be >= 1, --fuzz-minutes >= 0", file=sys.stderr)
         return 2
 
     import shutil
@@ -228,7 +295,34 @@ def main(argv=None) -> int:
     else:
         print(f"ray: skipped ({ray_note})")
     print(f"verdicts_identical: {'yes' if same else 'no'}")
+    sys.stdout.flush()
+    more_lines(args, names, log)
     return 0
+
+
+def more_lines(args, names: list[str], log) -> None:
+    """The smoke suite and the zoo sample cold and warm, and the program fuzzer's rate: their lines."""
+    from cases.suites import suite
+
+    yes = {True: "yes", False: "no"}
+    if not args.no_smoke:
+        cold, warm, same, _ = cold_and_warm(suite("smoke"), names, os.path.join(args.out, "smoke"), args.jobs)
+        log(f"smoke: cold {cold:.1f} s, warm {warm:.1f} s")
+        print(f"smoke_cold_s: {cold:.1f}  smoke_warm_s: {warm:.1f}  smoke_warm_speedup: {cold / warm:.1f}  "
+              f"smoke_identical: {yes[same]}", flush=True)
+    zoo, why = ([], "--no-zoo") if args.no_zoo else zoo_sample()
+    if zoo:
+        log(f"zoo: {len(zoo)} module cases ({len({s.structure_key() for s in zoo})} structures) x {len(names)} paths")
+        cold, warm, same, _ = cold_and_warm(zoo, names, os.path.join(args.out, "zoo"), args.jobs)
+        print(f"zoo_cold_s: {cold:.1f}  zoo_warm_s: {warm:.1f}  zoo_warm_speedup: {cold / warm:.1f}  "
+              f"zoo_identical: {yes[same]}", flush=True)
+    else:
+        print(f"zoo: skipped ({why})", flush=True)
+    if args.fuzz_minutes > 0:
+        rate, why = fuzz_rate(args.fuzz_minutes, os.path.join(args.out, "fuzz"))
+        print(f"fuzz_examples_per_minute: {rate:.1f}" if rate is not None else f"fuzz: failed ({why})", flush=True)
+    else:
+        print("fuzz: skipped (--fuzz-minutes 0)", flush=True)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,9 @@ from harness.commands.common import load_specs, paths_arg, results_records, shar
 from harness.commands.module_args import add_module_options, module_spec
 from harness.core.errors import UsageError
 from harness.core.records import dumps, latest_per_execution, read_results, write_atomic
-from harness.core.verdicts import DEFAULT_OUT, DEFAULT_TIMEOUT, Verdict
+from harness.attribution import ATTRIBUTED
+from harness.attribution.policy import Policy
+from harness.core.verdicts import DEFAULT_OUT, DEFAULT_TIMEOUT, Status, Verdict
 from harness.engine.cache import DEFAULT_MAX_GB, MAX_GB_ENV, ArtifactCache, default_dir, max_bytes_from_env
 from harness.engine import ray_executor
 from harness.engine.lock import folder_lock
@@ -64,11 +66,12 @@ def cmd_run(args) -> int:
     max_memory = args.max_memory if args.max_memory is not None else default_max_memory_gb(jobs)
     cache = cache_arg(args)
     jobs = executor_arg(args, jobs)
+    policy = policy_arg(args)
     with folder_lock(args.out):
         try:
             run(specs, path_names, args.out, jobs=jobs, timeout=args.timeout,
                 resume=args.resume, progress=not args.quiet, max_memory=max_memory, cache=cache,
-                executor=args.executor, address=args.address)
+                executor=args.executor, address=args.address, policy=policy)
         except KeyboardInterrupt:
             kept = len(read_results(results)) if os.path.exists(results) else 0
             _report(args.out, history)
@@ -98,6 +101,23 @@ def cache_arg(args) -> ArtifactCache | None:
     if os.path.exists(root) and not os.path.isdir(root):
         raise UsageError(f"--cache: {root} exists and is not a folder")
     return ArtifactCache(root, max_bytes_from_env())
+
+
+def policy_arg(args) -> Policy:
+    """Which failures get an attribution: every one with --attribute or without --baseline, else those the
+    baseline does not expect (the gate's own judgement of each verdict: not XFAIL, not FLAKY)."""
+    if args.attribute or not args.baseline:
+        return Policy(every=args.attribute)
+    try:
+        entries = gate.load_baseline(args.baseline)
+    except gate.BaselineError as exc:
+        raise UsageError(f"--baseline {exc}") from None
+    known = {}
+    for entry in entries.values():
+        expected = frozenset(v for v in ATTRIBUTED if gate.judge({"verdict": v}, entry) in (Status.XFAIL, Status.FLAKY))
+        if expected:
+            known[entry.key] = expected
+    return Policy(known)
 
 
 def executor_arg(args, jobs: int) -> int | None:
@@ -206,6 +226,11 @@ def add_command(subparsers) -> None:
                    help="local: forkserver worker processes (default); ray: Ray actors (pip install 'normdiff[ray]')")
     p.add_argument("--address", metavar="RAY_ADDRESS",
                    help="the Ray cluster to join (default: a local one started for the run)")
+    p.add_argument("--baseline", metavar="FILE",
+                   help="the gate's baseline (reports/baseline.json): failures it expects get no attribution")
+    p.add_argument("--attribute", action="store_true",
+                   help="attribute every failing execution, known ones too (default: only those the --baseline "
+                        "does not expect; every one without --baseline)")
     _history_options(p)
     add_module_options(p, with_class=True)
     p.set_defaults(func=cmd_run)

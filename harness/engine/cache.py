@@ -123,6 +123,30 @@ def _code_modules(path) -> list[str]:
     return mods + list(SHARED_SOURCES)
 
 
+def _digest(parts: dict) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+
+
+_HARNESS: list[str] = []
+
+
+def harness_digest() -> str:
+    """sha256 of every source file of the harness package (read once per process): the key part of what the
+    harness computes beyond a path's artifact, which may depend on any of it."""
+    if not _HARNESS:
+        import harness
+
+        root = os.path.dirname(os.path.abspath(harness.__file__))
+        digest = hashlib.sha256()
+        for folder, _, files in sorted(os.walk(root)):
+            for name in sorted(f for f in files if f.endswith(".py")):
+                full = os.path.join(folder, name)
+                with open(full, "rb") as fh:
+                    digest.update(os.path.relpath(full, root).encode() + b"\0" + fh.read() + b"\0")
+        _HARNESS.append(digest.hexdigest())
+    return _HARNESS[0]
+
+
 def _cpu_digest() -> str:
     """The CPU's model and feature flags: an optimized ONNX model may hold kernels chosen for them."""
     try:
@@ -187,13 +211,22 @@ class ArtifactCache:
             }
         return self._parts[path.name]
 
-    def key(self, path, spec, salt: str = "") -> str:
+    def key(self, path, spec, salt: str = "", kind: str = "") -> str:
         """The entry of `path` for `spec`'s structure; `salt` is what else the artifact depends on (a module
-        case's code and values: its class is the user's, edited between runs)."""
+        case's code and values: its class is the user's, edited between runs); `kind` names an entry that
+        is not the artifact itself (harness.engine.stored: the failure to build it)."""
         parts = {**self.key_parts(path), "structure": path.structure_key(spec)}
         if salt:
             parts["module"] = salt
-        return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
+        if kind:
+            parts["kind"] = kind
+        return _digest(parts)
+
+    def derived_key(self, kind: str, **parts) -> str:
+        """The entry of something the harness computed (an attribution, a lifted module): under `kind`, the
+        whole harness's source (harness_digest) and the interpreter and machine, besides `parts`."""
+        return _digest({"kind": kind, "harness": harness_digest(), "normdiff": _normdiff_version(),
+                        "python": "%d.%d" % sys.version_info[:2], "machine": platform.machine(), **parts})
 
     def file_of(self, key: str) -> str:
         return os.path.join(self.root, f"v{ENTRY_FORMAT}", key[:2], key)
@@ -325,3 +358,39 @@ def library_cache_env(cache: ArtifactCache | None) -> dict[str, str]:
     if cache is None:
         return {"TORCHINDUCTOR_FORCE_DISABLE_CACHES": "1"}
     return {"TORCHINDUCTOR_CACHE_DIR": os.path.join(cache.root, "inductor")}
+
+
+def use_library_caches(cache: ArtifactCache | None) -> None:
+    """Point Inductor's own caches (its FX graph and AOTAutograd caches, its kernels) under ours, or turn
+    them off with --no-cache, in this process and the ones it starts.
+
+    Set, not defaulted: importing torch._inductor (the forkserver's warm imports do) sets
+    TORCHINDUCTOR_CACHE_DIR to torch's default in /tmp, shared by every user of the machine, and
+    torch reads its "force disable" flag from the environment when its config is imported, so the
+    flag itself is set too.
+    """
+    os.environ.update(library_cache_env(cache))
+    if cache is None and "torch" in sys.modules:
+        import torch.compiler.config
+
+        torch.compiler.config.force_disable_caches = True
+
+
+@contextlib.contextmanager
+def library_caches(cache: ArtifactCache | None):
+    """use_library_caches for an in-process run: the environment and torch's flag as they were after it."""
+    names = ("TORCHINDUCTOR_CACHE_DIR", "TORCHINDUCTOR_FORCE_DISABLE_CACHES")
+    env = {name: os.environ.get(name) for name in names}
+    config = sys.modules.get("torch.compiler.config")
+    flag = config.force_disable_caches if config is not None else None
+    use_library_caches(cache)
+    try:
+        yield
+    finally:
+        for name, value in env.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
+        if config is not None:
+            config.force_disable_caches = flag

@@ -9,6 +9,7 @@ is a CaseProblem: the record's verdict, stage and message.
 """
 from __future__ import annotations
 
+import json
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -21,6 +22,8 @@ from harness.oracle.witness import program_witnesses
 from harness.paths.base import StageError, first_line
 
 MODULE_MEMO = 4  # module structures a worker keeps resolved (groups of one structure follow each other)
+SETUP_MEMO = 64  # cases whose inputs and reference a worker keeps for the next paths of their structure
+LIFTED = "lifted"  # the kind of a kept lifted program in the artifact cache
 
 
 class CaseProblem(Exception):
@@ -39,6 +42,7 @@ class Setup:
     build: Callable[[], tuple[Any, Any]]  # -> (a fresh eval module, its example tensors)
     record: dict = field(default_factory=dict)  # keys a module case adds to its records
     module_case: Any = None
+    eager: dict = field(default_factory=dict)  # {"out": eager's output (None: it failed)}, once for every path
 
 
 def problem_of(exc: BaseException, stage_of_spec: str = "spec") -> CaseProblem:
@@ -57,19 +61,20 @@ def problem_of(exc: BaseException, stage_of_spec: str = "spec") -> CaseProblem:
 
 
 class Cases:
-    """Per worker: each spec's Setup; module cases resolved once per structure (the last MODULE_MEMO kept)."""
+    """Per worker: each case's Setup, kept for the next paths of its structure (the last SETUP_MEMO); module
+    cases resolved once per structure (the last MODULE_MEMO kept), their lifted programs kept in `cache`."""
 
-    def __init__(self):
+    def __init__(self, cache=None):
+        self.cache = cache
         self._modules: OrderedDict[str, Any] = OrderedDict()
+        self._setups: OrderedDict[str, tuple[Any, Setup]] = OrderedDict()
 
     def module_case(self, spec):
         """The ModuleCase of `spec`'s structure, resolved at most once; a CaseProblem if it cannot be."""
         key = spec.structure_key()
         if key not in self._modules:
-            from harness.modules.resolve import resolve
-
             try:
-                self._modules[key] = resolve(spec)
+                self._modules[key] = self._resolve(spec)
             except Exception as exc:  # noqa: BLE001 - user code: every failure is one record
                 self._modules[key] = problem_of(exc)
             while len(self._modules) > MODULE_MEMO:
@@ -80,7 +85,41 @@ class Cases:
             raise case
         return case
 
+    def _resolve(self, spec):
+        """harness.modules.resolve.resolve, its lifted program read from the cache when kept there (the class
+        is built either way: the paths and the lift check need it, and its code is part of the key)."""
+        from harness.modules.resolve import Resolved, build_case, resolve, restore
+
+        if self.cache is None:
+            return resolve(spec)
+        from harness.modules.fingerprint import code_digest
+
+        built = build_case(spec)
+        key = self.cache.derived_key(LIFTED, structure=spec.structure_key(), code=code_digest(type(built.module)),
+                                     versions=lift_versions())
+        entry = self.cache.get(key)
+        if entry is not None:
+            try:
+                return restore(spec, built, Resolved.from_dict(json.loads(entry.data)))
+            except Exception:  # noqa: BLE001 - a kept lift that does not restore is dropped and made again
+                self.cache.discard(key)
+        case = resolve(spec, built)
+        self.cache.put(key, LIFTED, json.dumps(case.resolved.to_dict()).encode(), {})
+        return case
+
     def setup(self, spec) -> Setup:
+        key = spec.case_id
+        kept = self._setups.get(key)
+        if kept is not None and kept[0] == spec:
+            self._setups.move_to_end(key)
+            return kept[1]
+        made = self._setup(spec)
+        self._setups[key] = (spec, made)
+        while len(self._setups) > SETUP_MEMO:
+            self._setups.popitem(last=False)
+        return made
+
+    def _setup(self, spec) -> Setup:
         if not spec.is_module:
             inputs = make_inputs(spec)
             return Setup(inputs, reference(spec, inputs), lambda: _catalog_build(spec, inputs))
@@ -95,6 +134,13 @@ class Cases:
         witnesses = program_witnesses(spec.case_id, mc.program, mc.case, arrays)  # the lifted program's
         return Setup(inputs, evaluation_reference(evaluation, witnesses),
                      lambda: (mc.build(), mc.example(inputs, spec.layout)), record, mc)
+
+
+def lift_versions() -> dict:
+    """The versions a lifted program depends on besides the class's code: torch's export."""
+    from harness.paths import installed_version
+
+    return {"torch": installed_version("torch")}
 
 
 def _catalog_build(spec, inputs):

@@ -6,26 +6,30 @@ holds one Executor for its whole life. With an `ArtifactCache` it first looks
 for the artifact on disk (`restore`) and stores what it built (`artifact`);
 records say where the artifact came from in `artifact_cache`: "hit" (restored
 from disk), "miss" (built, and stored if the path could serialise it), "off"
-(no cache), "unsupported" (the path keeps no artifacts). `execute(spec, path)`
-is the one-shot form for scripts and tests.
+(no cache), "unsupported" (the path keeps no artifacts). A failure to build
+that does not come from the moment, and the attribution of a failing
+execution, are kept too (harness.engine.stored), so a warm run pays for
+imports, runs and scoring. `execute(spec, path)` is the one-shot form for
+scripts and tests.
 """
 from __future__ import annotations
 
-import inspect
 import json
 import time
-from collections import OrderedDict
 from typing import Any
 
 import numpy as np
 
 from harness import paths
 from harness.attribution import ATTRIBUTED, annotate
+from harness.attribution.policy import Policy
 from harness.core.verdicts import Verdict
-from harness.engine.cache import ArtifactCache, Origin, cacheable
+from harness.engine import stored
+from harness.engine.cache import ArtifactCache, Origin, cacheable, use_library_caches
 from harness.engine.cases import CaseProblem, Cases, lift_problem
+from harness.engine.exports import ExportMemo, takes_exported
 from harness.oracle.compare import eager_row_errors, score
-from harness.paths.base import Prepared, StageError, Unsupported, example_args, first_line, stage
+from harness.paths.base import Prepared, StageError, Unsupported, first_line
 from harness.spec import CaseSpec
 
 
@@ -58,17 +62,43 @@ def base_record(spec: CaseSpec, path: str) -> dict[str, Any]:
     }
 
 
-class Executor:
-    """Runs executions in this process, reusing prepared artifacts (and the disk cache, if given)."""
+# The record keys that say how long an execution took and where its artifact came from, not what it gave.
+PROVENANCE = ("seconds", "prepare_seconds", "run_seconds", "attribution_seconds", "cache_hit", "artifact_cache",
+              "ray_node")
 
-    def __init__(self, cache: ArtifactCache | None = None, exports: "ExportMemo | None" = None,
-                 cases: Cases | None = None):
+
+def comparable(record: dict) -> dict:
+    """`record` without its PROVENANCE keys and its path's `cache_facts`: what a warm run gives exactly as the
+    cold run that filled the caches did (verdict, errors, dtypes, facts, attribution)."""
+    out = {k: v for k, v in record.items() if k not in PROVENANCE}
+    try:
+        drop = set(paths.get(record["path"]).cache_facts)
+    except Exception:  # noqa: BLE001 - an unknown path has no cache facts
+        drop = set()
+    out["facts"] = {k: v for k, v in (record.get("facts") or {}).items() if k not in drop}
+    return out
+
+
+class Executor:
+    """Runs executions in this process, reusing prepared artifacts (and the disk cache, if given).
+
+    `policy` says which failures get an attribution (harness.attribution.policy: every one by default).
+    """
+
+    def __init__(self, cache: ArtifactCache | None = None, exports: ExportMemo | None = None,
+                 cases: Cases | None = None, policy: Policy | None = None):
         self.cache = cache
         self.exports = exports if exports is not None else ExportMemo()
-        self.cases = cases if cases is not None else Cases()
+        self.cases = cases if cases is not None else Cases(cache)
+        self.policy = policy if policy is not None else Policy()
         self._prepared: dict[tuple[str, str], tuple[Prepared | Exception, str]] = {}
         self.hits = 0
         self.misses = 0
+
+    def fresh(self) -> "Executor":
+        """The executor for a new group: the previous groups' artifacts dropped; the recent exports and
+        cases (what the next paths of the same structure start from), the cache and the policy kept."""
+        return Executor(self.cache, self.exports, self.cases, self.policy)
 
     def _prepare(self, path, spec: CaseSpec, setup) -> tuple[Prepared | Exception, bool, float, str]:
         """(artifact or its exception, reused in memory, seconds, where it came from)."""
@@ -86,8 +116,9 @@ class Executor:
         self._prepared[key] = (prepared, origin)
         return prepared, False, time.perf_counter() - start, origin
 
-    def _from_disk(self, path, spec: CaseSpec, salt: str = "") -> tuple[Prepared | None, str]:
-        """The cached artifact restored, or None and what the cache status will be."""
+    def _from_disk(self, path, spec: CaseSpec, salt: str = "") -> tuple[Prepared | Exception | None, str]:
+        """The cached artifact restored (or the failure kept in its place), or None and what the cache
+        status will be."""
         if self.cache is None:
             return None, Origin.OFF
         if not cacheable(path):
@@ -95,7 +126,7 @@ class Executor:
         ckey = self.cache.key(path, spec, salt)
         entry = self.cache.get(ckey)
         if entry is None:
-            return None, Origin.MISS
+            return self._failure_from_disk(path, spec, salt)
         try:
             prepared = path.restore(spec, entry.data)
         except Exception:  # noqa: BLE001 - an entry that does not restore is not trusted
@@ -104,10 +135,24 @@ class Executor:
         prepared.facts = dict(entry.facts)
         return prepared, Origin.HIT
 
+    def _failure_from_disk(self, path, spec: CaseSpec, salt: str) -> tuple[Exception | None, str]:
+        fkey = self.cache.key(path, spec, salt, kind=stored.FAILURE)
+        entry = self.cache.get(fkey)
+        if entry is None:
+            return None, Origin.MISS
+        try:
+            return stored.failure_of(entry.data), Origin.HIT
+        except Exception:  # noqa: BLE001 - not a kept failure: dropped, and the artifact built
+            self.cache.discard(fkey)
+            return None, Origin.MISS
+
     def _store(self, path, spec: CaseSpec, prepared: Prepared | Exception, salt: str = "") -> str:
         """Put what was built into the cache: "miss", or "unsupported" if the path could not serialise it."""
         if isinstance(prepared, Exception):
-            return Origin.MISS  # failures are rebuilt every time: they may come from the moment
+            data = stored.failure_bytes(prepared)
+            if data is not None:  # a failure that does not come from the moment: kept
+                self.cache.put(self.cache.key(path, spec, salt, kind=stored.FAILURE), path.name, data, {})
+            return Origin.MISS
         try:
             data = path.artifact(prepared)
             facts = json.loads(json.dumps(prepared.facts))
@@ -124,8 +169,8 @@ class Executor:
             if not takes_exported(path):
                 return path.prepare(spec, module, example)
             exported = self.exports.get(spec, module, example)
-            if isinstance(exported, StageError):
-                return exported  # the export failed: what the path's own export would have said
+            if isinstance(exported, StageError):  # the path exports itself: its own error, or its own fallbacks
+                return path.prepare(spec, module, example)
             return path.prepare(spec, module, example, exported=exported)
         except (StageError, Unsupported) as exc:
             return exc
@@ -133,13 +178,18 @@ class Executor:
             return StageError("compile", first_line(exc))
 
     def _eager(self, spec: CaseSpec, setup) -> np.ndarray | None:
-        prepared = self._prepare(paths.get("eager"), spec, setup)[0]
-        if isinstance(prepared, Exception):
-            return None
-        try:
-            return prepared.run(setup.inputs.run_arg)
-        except StageError:
-            return None
+        """Eager's output on the case (what every path is held to), run once for all the paths of the case."""
+        if "out" not in setup.eager:
+            prepared = self._prepare(paths.get("eager"), spec, setup)[0]
+            out = None
+            if not isinstance(prepared, Exception):
+                try:
+                    out = prepared.run(setup.inputs.run_arg)
+                    out.setflags(write=False)
+                except StageError:
+                    out = None
+            setup.eager["out"] = out
+        return setup.eager["out"]
 
     def execute(self, spec: CaseSpec | dict, path_name: str, attribute: bool = True) -> dict[str, Any]:
         """The result record of `spec` through path `path_name` (a failing one attributed, unless not `attribute`)."""
@@ -166,8 +216,8 @@ class Executor:
                           seconds=round(time.perf_counter() - start, 6))
             return record
         inputs, ref = setup.inputs, setup.ref
-        if setup.module_case is not None:  # the lift exported this very module: every path may start from it
-            self.exports.seed(spec, setup.module_case.exported)
+        if setup.module_case is not None and setup.module_case.exported is not None:
+            self.exports.seed(spec, setup.module_case.exported)  # the lift exported this very module
         record["structure_key"] = path.structure_key(spec)
         record["expected_dtype"] = ref.out_dtype
         record["rounding_dtype"] = ref.rounding_dtype
@@ -200,8 +250,31 @@ class Executor:
                     record["eager_max_abs_err"] = result.max_abs_err
         record["seconds"] = round(time.perf_counter() - start, 6)
         if attribute and record["verdict"] in ATTRIBUTED:  # a wrong output was scored: which stage lost it (passes pay nothing)
-            annotate(record, spec, path, inputs, out, setup.module_case)
+            self._attribute(record, spec, path, out, setup)
         return record
+
+    def _attribute(self, record: dict, spec: CaseSpec, path, out, setup) -> None:
+        """The attribution of a failing record: skipped for a known failure (the policy), else the one the
+        cache keeps for this very execution, else computed (and kept)."""
+        if not self.policy.wants(record):
+            self.policy.skip(record)
+            return
+        start = time.perf_counter()
+        salt = setup.module_case.digest if setup.module_case is not None else ""
+        key = stored.attribution_key(self.cache, path, spec, salt, record["verdict"], out) if self.cache else None
+        entry = self.cache.get(key) if key else None
+        if entry is not None:
+            try:
+                stored.apply_attribution(record, entry.data)
+            except Exception:  # noqa: BLE001 - not a kept attribution: dropped, and attributed again
+                self.cache.discard(key)
+                entry = None
+            else:
+                record["attribution_seconds"] = round(time.perf_counter() - start, 6)
+        if entry is None:
+            annotate(record, spec, path, setup.inputs, out, setup.module_case)
+            if key:
+                self.cache.put(key, path.name, stored.attribution_bytes(record), {})
 
     def _resolve(self, spec: CaseSpec, record: dict, start: float) -> dict:
         """A module case resolved before any path runs (the pseudo path LIFT): pass with the lifted program,
@@ -228,66 +301,12 @@ def encode_arrays(arrays: dict) -> dict:
                 "data": base64.b64encode(np.ascontiguousarray(a).tobytes()).decode()} for n, a in arrays.items()}
 
 
-EXPORT_MEMO_SIZE = 4  # structures whose exported program a worker keeps for the paths still to come
-
-
-class ExportMemo:
-    """torch.export once per structure for every path that takes an exported program.
-
-    The consumers (TVM's importer, to_edge, to_edge_transform_and_lower,
-    ep.module()) were checked to leave the program unchanged (graph code,
-    signature, state dict, constants), and an export under no_grad gives the
-    same graph as one with grad enabled on the nightly's structures, so the
-    paths see exactly what their own export gives them. It outlives a worker's
-    artifacts (groups of one structure's paths follow each other), holding
-    the last EXPORT_MEMO_SIZE structures.
-    """
-
-    def __init__(self, size: int = EXPORT_MEMO_SIZE):
-        self.size = size
-        self._programs: OrderedDict[str, object] = OrderedDict()
-        self.hits = 0
-
-    def seed(self, spec: CaseSpec, program) -> None:
-        """Keep an export made elsewhere for `spec`'s structure (a module case's, made to lift it)."""
-        key = spec.structure_key()
-        if key not in self._programs:
-            self._programs[key] = program
-            while len(self._programs) > self.size:
-                self._programs.popitem(last=False)
-
-    def get(self, spec: CaseSpec, module, example):
-        """The ExportedProgram of `spec`'s structure, or the StageError its export raised."""
-        key = spec.structure_key()
-        if key in self._programs:
-            self._programs.move_to_end(key)
-            self.hits += 1
-            return self._programs[key]
-        import torch
-
-        try:
-            with stage("export"), torch.no_grad():
-                program = torch.export.export(module, example_args(example))
-        except StageError as exc:
-            program = exc
-        self._programs[key] = program
-        while len(self._programs) > self.size:
-            self._programs.popitem(last=False)
-        return program
-
-
-_TAKES_EXPORTED: dict[type, bool] = {}
-
-
-def takes_exported(path) -> bool:
-    """Whether `path.prepare` accepts the keyword `exported` (an ExportedProgram made for it)."""
-    cls = type(path)
-    if cls not in _TAKES_EXPORTED:
-        try:
-            _TAKES_EXPORTED[cls] = "exported" in inspect.signature(path.prepare).parameters
-        except (TypeError, ValueError):
-            _TAKES_EXPORTED[cls] = False
-    return _TAKES_EXPORTED[cls]
+def executor_from_config(cfg: dict) -> Executor:
+    """A worker's Executor (a process's or a Ray actor's) from the plain data its runner sends: the artifact
+    cache (and the libraries' own caches under it) and the attribution policy."""
+    cache = ArtifactCache.from_config(cfg.get("cache"))
+    use_library_caches(cache)
+    return Executor(cache, policy=Policy.from_config(cfg.get("policy")))
 
 
 _DEFAULT: Executor | None = None

@@ -60,6 +60,7 @@ class Group:
     path: str
     structure: str
     tasks: deque
+    cached: bool = False  # its artifact is in the disk cache: a restore, not a compile (the scheduler's guess)
 
 
 def structure_of(task: Task) -> str:

@@ -21,7 +21,8 @@ from harness.core.verdicts import DEFAULT_MEMORY_FRACTION, MIN_MEMORY_GB, Verdic
 from harness.engine.execute import base_record
 from harness.engine.plan import Group, Task
 from harness.engine.warm import start_forkserver, warm_modules
-from harness.engine.worker import OUT_OF_MEMORY, memory_note, worker_main
+from harness.engine.stored import OUT_OF_MEMORY
+from harness.engine.worker import memory_note, worker_main
 
 START_TIMEOUT = 600.0  # a worker that is not ready by then is hung in its imports
 START_FAILURES = 3  # consecutive workers dying before ready: the environment is broken
@@ -74,13 +75,16 @@ class Procs:
     """Starts, feeds, watches and stops worker processes; turns deaths and hangs into records."""
 
     def __init__(self, path_names: Iterable[str], timeout: float, start_method: str = "forkserver",
-                 max_memory: float | None = None, cache: dict | None = None, fork_server: bool = False):
+                 max_memory: float | None = None, cache: dict | None = None, fork_server: bool = False,
+                 policy: dict | None = None, compiling: Iterable[str] | None = None):
         self.timeout = timeout
         self.fork_server = fork_server  # the forkserver is forked from this process (see start_forkserver)
         self.cache = cache  # ArtifactCache.config() for the workers, None: no persistent cache
+        self.policy = policy  # the attribution Policy.config() for the workers, None: attribute every failure
         self.max_memory = int(max_memory * 2**30) if max_memory else None  # bytes per worker, None: unbounded
         self.path_names = sorted(set(path_names))
-        self.warm = warm_modules(self.path_names)
+        self.compiling = None if compiling is None else sorted(set(compiling))  # paths with compiles to do
+        self.warm = warm_modules(self.path_names, self.compiling)
         self.start_method = start_method
         self.ctx = None
         self.failed_starts = 0
@@ -120,7 +124,7 @@ class Procs:
         bridged = {p for family in families for p in family}
         rest = [p for p in self.path_names if p not in bridged]
         if rest and self.ctx is None:
-            self.warm = warm_modules(sorted(set(rest) | {"eager"}))
+            self.warm = warm_modules(sorted(set(rest) | {"eager"}), self.compiling)
 
     def start(self, only: list[str] | None = None) -> Worker:
         """A fresh worker, forked from the warm forkserver (this waits for its imports).
@@ -135,8 +139,8 @@ class Procs:
             self.count += 1
             log = os.path.join(self.logdir, f"worker-{self.count}.log")
         cfg = {"extra_paths": os.environ.get("NORMDIFF_EXTRA_PATHS", ""), "log": log,
-               "sys_path": list(sys.path), "warm": warm_modules(only) if only else self.warm, "threads": 1,
-               "max_memory": self.max_memory, "cache": self.cache}
+               "sys_path": list(sys.path), "warm": warm_modules(only, self.compiling) if only else self.warm, "threads": 1,
+               "max_memory": self.max_memory, "cache": self.cache, "policy": self.policy}
         for attempt in range(2):
             ctx = mp.get_context("fork") if only else self._context()
             parent, child = ctx.Pipe()

@@ -74,8 +74,7 @@ class ExecutorActor:
         if cfg["extra_paths"]:
             os.environ["NORMDIFF_EXTRA_PATHS"] = cfg["extra_paths"]
         warnings.filterwarnings("ignore")  # library deprecation chatter is not a finding
-        from harness.engine.cache import ArtifactCache, library_cache_env
-        from harness.engine.execute import Executor
+        from harness.engine.execute import executor_from_config
         from harness.engine.warm import warm
 
         warm(cfg["warm"])
@@ -84,21 +83,18 @@ class ExecutorActor:
 
             torch.set_num_threads(cfg["threads"])
             os.environ["TVM_NUM_THREADS"] = str(cfg["threads"])
-        cache = ArtifactCache.from_config(cfg.get("cache"))
-        for name, value in library_cache_env(cache).items():
-            os.environ.setdefault(name, value)
-        self.executor = Executor(cache)
+        self.executor = executor_from_config(cfg)
         self.node = _ray().get_runtime_context().get_node_id()[:12]
 
     def ready(self) -> int:
         return os.getpid()
 
     def execute(self, reset: bool, spec_dict: dict, path: str) -> dict:
-        from harness.engine.execute import Executor, base_record
+        from harness.engine.execute import base_record
         from harness.paths.base import first_line
 
         if reset:  # a new group: drop the artifacts of the previous ones (recent exports stay)
-            self.executor = Executor(self.executor.cache, self.executor.exports)
+            self.executor = self.executor.fresh()
         try:
             record = self.executor.execute(spec_dict, path)
         except Exception as exc:  # noqa: BLE001 - a harness bug is still one record
@@ -119,11 +115,12 @@ class ActorWorker(Worker):
 class RayProcs:
     """Procs' interface (start, send, wait, check, kill, close) over Ray actors."""
 
-    def __init__(self, path_names: Iterable[str], timeout: float, cache: dict | None):
+    def __init__(self, path_names: Iterable[str], timeout: float, cache: dict | None, policy: dict | None = None):
         self.ray = _ray()
         self.timeout = timeout
         self.cfg = {"extra_paths": os.environ.get("NORMDIFF_EXTRA_PATHS", ""), "sys_path": list(sys.path),
-                    "warm": warm_modules(sorted(set(path_names))), "threads": 1, "cache": cache}
+                    "warm": warm_modules(sorted(set(path_names))), "threads": 1, "cache": cache,
+                    "policy": policy}
         self.actor_class = self.ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0)(ExecutorActor)
         self.failed_starts = 0
 
@@ -228,13 +225,14 @@ class RayRunner(Runner):
     """
 
     def __init__(self, jobs: int | None, timeout: float = DEFAULT_TIMEOUT, path_names: Iterable[str] = (),
-                 cache=None, address: str | None = None):
-        super().__init__(jobs or 1, timeout, path_names, cache=cache)
+                 cache=None, address: str | None = None, policy=None):
+        super().__init__(jobs or 1, timeout, path_names, cache=cache, policy=policy)
         self.requested_jobs = jobs
         self.address = address
 
     def _procs(self, names: list[str]) -> RayProcs:
-        return RayProcs(names, self.timeout, self.cache.config() if self.cache else None)
+        return RayProcs(names, self.timeout, self.cache.config() if self.cache else None,
+                        self.policy.config() if self.policy else None)
 
     def run(self, tasks: list[Task], on_record) -> None:
         if not tasks:

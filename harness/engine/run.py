@@ -39,7 +39,8 @@ from harness.core.errors import UsageError
 from harness.core.records import ResultsWriter, read_results
 from harness.spec import CaseSpec
 from harness.core.verdicts import DEFAULT_TIMEOUT
-from harness.engine.cache import ArtifactCache, library_cache_env
+from harness.attribution.policy import Policy
+from harness.engine.cache import ArtifactCache, library_caches
 from harness.engine.execute import Executor, base_record
 from harness.engine.lock import folder_lock
 from harness.engine.plan import Task, plan
@@ -52,7 +53,7 @@ from harness.engine.scheduler import Runner
 def run(specs: list[CaseSpec], path_names: list[str], out_dir: str, *, jobs: int | None = None,
         timeout: float = DEFAULT_TIMEOUT, resume: bool = False, progress: bool = True,
         max_memory: float | None = None, cache: ArtifactCache | None = None, executor: str = "local",
-        address: str | None = None) -> list[dict]:
+        address: str | None = None, policy: Policy | None = None) -> list[dict]:
     """Run specs × paths, appending records to out_dir/results.jsonl; return this run's records.
 
     The folder is locked for the run (FolderBusy, a UsageError, if another
@@ -61,6 +62,7 @@ def run(specs: list[CaseSpec], path_names: list[str], out_dir: str, *, jobs: int
     written with other library versions); otherwise it is started afresh.
     `max_memory` is each worker's limit in GB (default: default_max_memory_gb).
     `cache` is the persistent artifact cache (None: every artifact is built).
+    `policy` says which failures get an attribution (harness.attribution.policy; None: every one).
     `executor` "ray" runs on Ray actors (`address`: a cluster to join, else a
     local one; `jobs` None: one actor per CPU of the cluster).
     Ctrl-C or SIGTERM raises KeyboardInterrupt after the workers are stopped;
@@ -73,7 +75,8 @@ def run(specs: list[CaseSpec], path_names: list[str], out_dir: str, *, jobs: int
         tasks = plan(specs, path_names)
         if jobs is None and executor == "local":
             jobs = os.cpu_count() or 1
-        options = dict(timeout=timeout, max_memory=max_memory, cache=cache, executor=executor, address=address)
+        options = dict(timeout=timeout, max_memory=max_memory, cache=cache, executor=executor, address=address,
+                       policy=policy)
         unresolved = preflight(specs, lambda lift, on: execute_tasks(lift, on, jobs=_lift_jobs(jobs, lift),
                                                                      **options),
                                single=len(specs) == 1)
@@ -127,7 +130,7 @@ def _check_versions(records: list[dict], where: str) -> None:
 def execute_tasks(tasks: list[Task], on_record: Callable[[dict], None], *, jobs: int | None,
                   timeout: float = DEFAULT_TIMEOUT, path_names: Iterable[str] | None = None,
                   max_memory: float | None = None, cache: ArtifactCache | None = None,
-                  executor: str = "local", address: str | None = None) -> None:
+                  executor: str = "local", address: str | None = None, policy: Policy | None = None) -> None:
     """Hand each task's record to `on_record`: in this process (jobs 0, no memory limit) or on warm
     workers, each limited to `max_memory` GB (default: default_max_memory_gb(jobs))."""
     if not tasks:
@@ -135,10 +138,8 @@ def execute_tasks(tasks: list[Task], on_record: Callable[[dict], None], *, jobs:
     if jobs == 0:
         import warnings
 
-        executor = Executor(cache)
-        for name, value in library_cache_env(cache).items():  # Inductor's own cache under ours
-            os.environ.setdefault(name, value)
-        with warnings.catch_warnings():
+        executor = Executor(cache, policy=policy)
+        with library_caches(cache), warnings.catch_warnings():  # Inductor's own caches under ours
             warnings.simplefilter("ignore")  # library deprecation chatter is not a finding
             for t in tasks:
                 on_record(executor.execute(t.spec, t.path))
@@ -147,11 +148,11 @@ def execute_tasks(tasks: list[Task], on_record: Callable[[dict], None], *, jobs:
     if executor == "ray":  # no memory limit: an address-space cap breaks Ray's shared memory
         from harness.engine.ray_executor import RayRunner
 
-        RayRunner(jobs, timeout, names, cache=cache, address=address).run(tasks, on_record)
+        RayRunner(jobs, timeout, names, cache=cache, address=address, policy=policy).run(tasks, on_record)
         return
     if max_memory is None:
         max_memory = default_max_memory_gb(jobs)
-    Runner(jobs, timeout, names, max_memory=max_memory, cache=cache).run(tasks, on_record)
+    Runner(jobs, timeout, names, max_memory=max_memory, cache=cache, policy=policy).run(tasks, on_record)
 
 
 @contextlib.contextmanager

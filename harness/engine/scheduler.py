@@ -1,16 +1,22 @@
 """The scheduler: groups largest-first on warm workers, and work stealing from long groups."""
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import sys
 from collections import Counter, defaultdict, deque
 from typing import Callable, Iterable
 
 from harness import paths
+from harness.core.records import write_atomic
 from harness.core.verdicts import DEFAULT_TIMEOUT, Verdict
+from harness.engine import stored
+from harness.engine.cache import Origin, cacheable
 from harness.engine.plan import Group, Task, group_tasks
 from harness.engine.procs import Procs, Worker
 
+ENDGAME = 2.0  # affinity gives way to longest-first when the work left is within this many largest groups a worker
 MIN_STEAL_GAIN = 0.5  # seconds a split must save before a group's tail moves to an idle worker
 # Seconds a warm module takes to import once torch and the harness are loaded, the collector paused
 # as warm() does (measured on the 2-core development machine at load ≈ 3); they only order which path
@@ -18,7 +24,8 @@ MIN_STEAL_GAIN = 0.5  # seconds a split must save before a group's tail moves to
 IMPORT_SECONDS = {"executorch.exir": 3.0, "executorch.runtime": 0.01, "torch._dynamo": 1.1,
                   "torch._inductor.compile_fx": 1.0, "tvm": 1.4, "tvm.relax": 0.0,
                   "tvm.relax.frontend.torch": 0.01, "torch.onnx": 0.04, "onnx": 0.03, "onnxscript": 0.45,
-                  "onnxruntime": 0.04}
+                  "onnxruntime": 0.04, "harness.paths.inductor:warm_up": 3.0,
+                  "harness.paths.executorch_xnnpack:warm_up": 10.0}
 
 
 def _address_space_gb() -> float:
@@ -30,34 +37,123 @@ def _address_space_gb() -> float:
         return float("inf")
 
 
-class _Estimates:
-    """Per-path prepare and execution seconds, learnt from the records so far."""
+HIT_SECONDS = 0.05  # what restoring an artifact from the disk cache costs, until the run has measured it
+ESTIMATES_FILE = "estimates.json"  # in the cache folder: each path's compile seconds, as the last runs measured
+
+
+class _Mean:
+    """A running mean (sum and count): the scheduler asks for estimates for every pending group, often."""
+
+    __slots__ = ("total", "count")
 
     def __init__(self):
-        self.prep: dict[str, list[float]] = defaultdict(list)
-        self.exec: dict[str, list[float]] = defaultdict(list)
+        self.total, self.count = 0.0, 0
+
+    def add(self, value: float) -> None:
+        self.total += value
+        self.count += 1
+
+    def __bool__(self) -> bool:
+        return self.count > 0
+
+    @property
+    def value(self) -> float:
+        return self.total / self.count
+
+
+class _Estimates:
+    """Per-path prepare seconds (built, or restored from the disk cache) and execution seconds, learnt from
+    the records so far; before a path's first record, what earlier runs measured (`prior`)."""
+
+    def __init__(self, prior: dict[str, float] | None = None):
+        self.prior = dict(prior or {})
+        self.prep: dict[str, _Mean] = defaultdict(_Mean)
+        self.hit: dict[str, _Mean] = defaultdict(_Mean)
+        self.exec: dict[str, _Mean] = defaultdict(_Mean)
+        self.all_prep, self.all_exec = _Mean(), _Mean()
 
     def add(self, r: dict) -> None:
         if r.get("verdict") in (Verdict.CRASH, Verdict.TIMEOUT):
             return
         prep = r.get("prepare_seconds") or 0.0
         if not r.get("cache_hit"):
-            self.prep[r["path"]].append(prep)
-        self.exec[r["path"]].append(max(0.0, (r.get("seconds") or 0.0) - prep))
+            if r.get("artifact_cache") == Origin.HIT:
+                self.hit[r["path"]].add(prep)
+            else:
+                self.prep[r["path"]].add(prep)
+                self.all_prep.add(prep)
+        run = max(0.0, (r.get("seconds") or 0.0) - prep)
+        self.exec[r["path"]].add(run)
+        self.all_exec.add(run)
 
     def known(self, path: str) -> bool:
-        return bool(self.prep[path]) and bool(self.exec[path])
+        return bool(self.prep.get(path) or self.hit.get(path)) and bool(self.exec.get(path))
 
-    def prepare(self, path: str) -> float:
-        vals = self.prep.get(path) or [v for vs in self.prep.values() for v in vs] or [1.0]
-        return sum(vals) / len(vals)
+    def prepare(self, path: str, cached: bool = False) -> float:
+        if cached:
+            return self.hit[path].value if self.hit.get(path) else HIT_SECONDS
+        if self.prep.get(path):
+            return self.prep[path].value
+        if path in self.prior:
+            return self.prior[path]
+        if self.all_prep:
+            return self.all_prep.value
+        return sum(self.prior.values()) / len(self.prior) if self.prior else 1.0
 
     def execution(self, path: str) -> float:
-        vals = self.exec.get(path) or [v for vs in self.exec.values() for v in vs] or [0.05]
-        return max(1e-4, sum(vals) / len(vals))
+        mean = self.exec.get(path) or self.all_exec
+        return max(1e-4, mean.value) if mean else 0.05
 
     def group(self, g: Group) -> float:
-        return self.prepare(g.path) + len(g.tasks) * self.execution(g.path)
+        return self.prepare(g.path, g.cached) + len(g.tasks) * self.execution(g.path)
+
+    def measured(self) -> dict[str, float]:
+        """Each path's mean compile seconds in this run (the paths it built at least MIN_SAMPLES artifacts of)."""
+        return {p: m.value for p, m in self.prep.items() if m.count >= MIN_SAMPLES}
+
+
+MIN_SAMPLES = 3
+
+
+def load_estimates(cache) -> dict[str, float]:
+    """The compile seconds per path earlier runs measured, from the cache folder ({} without one)."""
+    if cache is None:
+        return {}
+    try:
+        with open(os.path.join(cache.root, ESTIMATES_FILE), encoding="utf-8") as fh:
+            data = json.load(fh)
+        return {str(k): float(v) for k, v in data["prepare"].items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
+
+
+def save_estimates(cache, estimates: _Estimates) -> None:
+    """Keep this run's compile seconds per path for the next run's ordering (best effort)."""
+    if cache is None or not estimates.measured():
+        return
+    merged = {**load_estimates(cache), **{p: round(v, 4) for p, v in estimates.measured().items()}}
+    with contextlib.suppress(OSError):
+        os.makedirs(cache.root, exist_ok=True)
+        write_atomic(os.path.join(cache.root, ESTIMATES_FILE), json.dumps({"prepare": merged}, indent=1) + "\n")
+
+
+def mark_cached(groups: list[Group], cache) -> None:
+    """Mark the groups whose artifact (or kept failure) the disk cache holds: they cost a restore, not a
+    compile. A module case's key needs its class, which this process never imports: left unmarked."""
+    if cache is None:
+        return
+    for g in groups:
+        spec = g.tasks[0].spec
+        if spec.is_module:
+            continue
+        try:
+            path = paths.get(g.path)
+            if not cacheable(path):
+                continue
+            g.cached = any(os.path.exists(cache.file_of(cache.key(path, spec, kind=kind)))
+                           for kind in ("", stored.FAILURE))
+        except Exception:  # noqa: BLE001 - an unknown path: its worker records the failure
+            continue
 
 
 # -- a whole run ----------------------------------------------------------------
@@ -70,10 +166,11 @@ class Runner:
     fork_server = True  # the forkserver is forked from this process, which has torch already (see _procs)
 
     def __init__(self, jobs: int, timeout: float = DEFAULT_TIMEOUT, path_names: Iterable[str] = (),
-                 start_method: str = "forkserver", max_memory: float | None = None, cache=None):
+                 start_method: str = "forkserver", max_memory: float | None = None, cache=None, policy=None):
         self.jobs = max(1, jobs)
         self.max_memory = max_memory  # GB per worker (None: unbounded)
         self.cache = cache  # the persistent ArtifactCache, or None
+        self.policy = policy  # which failures get an attribution (harness.attribution.policy), None: every one
         self.timeout = timeout
         self.path_names = sorted(set(path_names))
         self.start_method = start_method
@@ -86,6 +183,8 @@ class Runner:
         self.pending = group_tasks(tasks)
         if not self.pending:
             return
+        mark_cached(self.pending, self.cache)
+        self.estimates = _Estimates(load_estimates(self.cache))
         names = self.path_names or sorted({t.path for t in tasks})
         self.procs = self._procs(names)
         graceful = False
@@ -107,6 +206,7 @@ class Runner:
                 for i, w in enumerate(self.workers):
                     self._service(i, w, on_record)
             graceful = True
+            save_estimates(self.cache, self.estimates)
         finally:
             try:
                 self.workers += self.procs.arrived(wait=graceful, errors=graceful)
@@ -155,6 +255,8 @@ class Runner:
         """What starts and watches the workers (the Ray executor gives actors instead)."""
         return Procs(names, self.timeout, self.start_method, self.max_memory,
                      cache=self.cache.config() if self.cache else None,
+                     policy=self.policy.config() if self.policy else None,
+                     compiling={g.path for g in self.pending if not g.cached},
                      fork_server=self.fork_server and self._forkable())
 
     def _assign(self, w: Worker) -> None:
@@ -175,15 +277,21 @@ class Runner:
     def _next_group(self, last_structure: str = "", allowed: frozenset | None = None) -> Group | None:
         """The pending group with the most estimated work, else the tail of a long running one.
 
-        With `affinity`, another path's group of the structure the worker just
-        ran comes first: its torch.export is still in the worker's memo. A
-        bridge takes only groups of the paths it is `allowed`.
+        Longest first, so that what is left at the end is short and no worker
+        idles long while another finishes: a group's work is its compile (what
+        earlier runs measured for its path, or a restore where the disk cache
+        holds its artifact) and its executions. With `affinity`, another path's
+        group of the structure the worker just ran comes first (its
+        torch.export is still in the worker's memo), until the work left is
+        within ENDGAME times the largest group per worker: then longest first
+        alone. A bridge takes only groups of the paths it is `allowed`.
         """
         pool = [i for i in range(len(self.pending)) if allowed is None or self.pending[i].path in allowed]
         if pool:
-            if self.affinity and last_structure:
+            work = {i: self.estimates.group(self.pending[i]) for i in pool}
+            if self.affinity and last_structure and sum(work.values()) > ENDGAME * self.jobs * max(work.values()):
                 pool = [i for i in pool if self._spec_key(self.pending[i].tasks[0]) == last_structure] or pool
-            best = max(pool, key=lambda i: (self.estimates.group(self.pending[i]), -i))
+            best = max(pool, key=lambda i: (work[i], -i))
             return self.pending.pop(best)
         return self._steal(allowed)
 
@@ -203,7 +311,7 @@ class Runner:
                 continue
             if allowed is not None and g.path not in allowed:
                 continue
-            p, e = self.estimates.prepare(g.path), self.estimates.execution(g.path)
+            p, e = self.estimates.prepare(g.path, g.cached), self.estimates.execution(g.path)
             # Split so both finish together: the thief pays the compile p again,
             # and the group ends take * e sooner than on its own.
             take = min(len(g.tasks) - 1, int((len(g.tasks) * e - p) / (2 * e)))
@@ -214,7 +322,7 @@ class Runner:
             return None
         tail = deque(best.tasks.pop() for _ in range(best_take))
         tail.reverse()
-        return Group(best.path, best.structure, tail)
+        return Group(best.path, best.structure, tail, best.cached)
 
     def _service(self, i: int, w: Worker, on_record) -> None:
         kind, payload = self.procs.check(w)

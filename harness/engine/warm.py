@@ -19,9 +19,12 @@ HARNESS_IMPORTS = ("harness.engine.execute", "harness.oracle.reference", "harnes
                    "harness.oracle.inputs", "harness.oracle.modules")
 
 
-def warm_modules(path_names: list[str]) -> list[str]:
-    """Modules to import before forking workers for these paths (each path names its own)."""
+def warm_modules(path_names: list[str], compiling: Iterable[str] | None = None) -> list[str]:
+    """Modules to import before forking workers for these paths (each path names its own), with the warm-ups
+    ("module:function" entries) of the paths in `compiling` (None: of every path): a warm-up serves the
+    path's compiles, and a run whose artifacts the cache holds compiles nothing of that path."""
 
+    compiling = None if compiling is None else set(compiling)
     mods = list(HARNESS_IMPORTS)
     table = paths.table()
     for name in path_names:
@@ -32,12 +35,13 @@ def warm_modules(path_names: list[str]) -> list[str]:
             path = paths.get(name)
         except Exception:  # noqa: BLE001 - the worker will record the failure
             continue
-        mods += list(path.warm_imports)
+        mods += [m for m in path.warm_imports if ":" not in m or compiling is None or name in compiling]
     return list(dict.fromkeys(mods))
 
 
 def warm(modules: Iterable[str]) -> None:
-    """Import `modules`, ignoring failures (the execution will report them) and their chatter.
+    """Import `modules`, ignoring failures (the execution will report them) and their chatter; an entry
+    "module:function" also calls that function (a path's warm-up beyond imports, Path.warm_imports).
 
     The collector is paused meanwhile: the imports make hundreds of thousands
     of long-lived objects, and collecting while they are made cost a quarter of
@@ -60,8 +64,11 @@ def warm(modules: Iterable[str]) -> None:
         with _quiet_fds(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             for name in modules:
+                module_name, _, function = name.partition(":")
                 try:
-                    importlib.import_module(name)
+                    module = importlib.import_module(module_name)
+                    if function:
+                        getattr(module, function)()
                 except BaseException:  # noqa: BLE001 - an import must not kill a warm process
                     pass
     finally:

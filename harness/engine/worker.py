@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import re
 import resource
 import signal
 import sys
@@ -11,8 +10,8 @@ import time
 
 from harness.core.verdicts import Verdict
 from harness.spec import CaseSpec
-from harness.engine.cache import ArtifactCache, library_cache_env
-from harness.engine.execute import Executor, base_record
+from harness.engine.execute import base_record, executor_from_config
+from harness.engine.stored import OUT_OF_MEMORY
 from harness.engine.warm import warm
 from harness.paths.base import first_line
 
@@ -47,10 +46,7 @@ def worker_main(conn, cfg: dict) -> None:
     limit = cfg.get("max_memory")
     if limit:
         limit_memory(limit)
-    cache = ArtifactCache.from_config(cfg.get("cache"))
-    for name, value in library_cache_env(cache).items():  # Inductor's own cache under ours
-        os.environ.setdefault(name, value)
-    executor = Executor(cache)
+    executor = executor_from_config(cfg)
     conn.send(("ready", os.getpid()))
     while True:
         try:
@@ -62,7 +58,7 @@ def worker_main(conn, cfg: dict) -> None:
         reset, spec_dict, path, attribute = msg
         conn.send(("started", None))
         if reset:  # a new group: drop the artifacts of the previous ones (recent exports stay)
-            executor = Executor(cache, executor.exports)
+            executor = executor.fresh()
         try:
             record = executor.execute(spec_dict, path, attribute=attribute)
         except Exception as exc:  # noqa: BLE001 - a harness bug is still one record
@@ -71,11 +67,6 @@ def worker_main(conn, cfg: dict) -> None:
         if limit:
             note_memory_limit(record, limit)
         conn.send(("record", record))
-
-
-# What an allocation refused under RLIMIT_AS looks like from Python, numpy, torch and C++.
-OUT_OF_MEMORY = re.compile(r"MemoryError|Unable to allocate|can't allocate memory|Cannot allocate memory|"
-                           r"bad_alloc|out of memory", re.IGNORECASE)
 
 
 def limit_memory(limit: int) -> None:

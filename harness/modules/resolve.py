@@ -91,6 +91,7 @@ class ModuleCase:
         self.program = parse(resolved.source, case=resolved.program_case(spec))
         self.case = resolved.program_case(spec)
         self.digest = self._digest()
+        self.exported = None  # the ExportedProgram `resolve` lifted (None: restored from a kept lift)
 
     def _digest(self) -> str:
         """What a compiled artifact of this module depends on beyond its spec: the graph it computes (the
@@ -160,7 +161,27 @@ class ModuleCase:
         return {"lift_check": rel, "lift_check_over_bound": share, "lift_note": None}
 
 
-def resolve(spec) -> ModuleCase:
+@dataclass
+class Built:
+    """A module case's class built, its parameters redrawn, before any export: what lifting starts from."""
+    module: object
+    called: tuple[str, ...]
+    keywords: tuple[str, ...]
+    names: dict  # state name -> program name
+
+
+def build_case(spec) -> Built:
+    """Import and build `spec`'s class, redraw its parameters (ModuleSpecError for a bad spec)."""
+    module = load.build(spec)
+    forward = load.forward_names(module, spec)
+    called, keywords = _call_order(spec, forward)
+    inputs_taken = set(input_names(called, {}).values())
+    names = state.state_names(module, inputs_taken)
+    state.redraw(module, spec, names)
+    return Built(module, called, keywords, names)
+
+
+def resolve(spec, built: Built | None = None) -> ModuleCase:
     """Import, build, redraw, export and lift `spec`'s class (ModuleSpecError, Unliftable, or a StageError
     of the export)."""
     import torch
@@ -169,12 +190,8 @@ def resolve(spec) -> ModuleCase:
     from harness.oracle.inputs import make_inputs
     from harness.paths.base import stage
 
-    module = load.build(spec)
-    forward = load.forward_names(module, spec)
-    called, keywords = _call_order(spec, forward)
-    inputs_taken = set(input_names(called, {}).values())
-    names = state.state_names(module, inputs_taken)
-    state.redraw(module, spec, names)
+    built = built if built is not None else build_case(spec)
+    module, called, keywords, names = built.module, built.called, built.keywords, built.names
     inputs = make_inputs(spec)
     example = tuple(to_torch(a, spec.layout) for a in (inputs.x, *(inputs.extra[n] for n in called[1:])))
     callee = module if not keywords else _Keywords(module, len(called) - len(keywords), keywords)
@@ -184,12 +201,17 @@ def resolve(spec) -> ModuleCase:
     lifted = lift(ep, spec.cls, called, {prefix + k: v for k, v in names.items()})
     resolved = Resolved(spec.cls, lifted.source, lifted.pattern, called, keywords, lifted.inputs,
                         _read_params(lifted, module, names, prefix), lifted.ops)
-    try:
-        case = ModuleCase(spec, resolved, module, names)
-    except ProgramError as exc:
-        raise load.Unliftable(f"class {spec.cls}: the lifted program does not check ({exc})") from None
+    case = restore(spec, built, resolved)
     case.exported = ep
     return case
+
+
+def restore(spec, built: Built, resolved: Resolved) -> ModuleCase:
+    """The ModuleCase of a class built and a lifted program made before (by `resolve`, kept on disk)."""
+    try:
+        return ModuleCase(spec, resolved, built.module, built.names)
+    except ProgramError as exc:
+        raise load.Unliftable(f"class {spec.cls}: the lifted program does not check ({exc})") from None
 
 
 def _read_params(lifted, module, names, prefix) -> tuple:

@@ -42,6 +42,7 @@ check uses a multiplier).
 """
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import asdict, dataclass
 
 import numpy as np
@@ -109,11 +110,25 @@ def tolerance(ref: Reference, rounding_dtype: str | None = None) -> np.ndarray:
     return per_element + unit * acc
 
 
+_WITNESS_UNITS: OrderedDict = OrderedDict()  # id(ref) -> (ref, units) of the last WITNESS_MEMO references
+WITNESS_MEMO = 64
+
+
 def witness_units(ref: Reference) -> np.ndarray:
-    """Per row, the float32 witnesses' accumulation error per unit of kappa + |z| (harness.oracle.witness)."""
+    """Per row, the float32 witnesses' accumulation error per unit of kappa + |z| (harness.oracle.witness);
+    measured once per reference in a process (a worker scores one case's reference for each of its paths)."""
+    kept = _WITNESS_UNITS.get(id(ref))
+    if kept is not None and kept[0] is ref:
+        _WITNESS_UNITS.move_to_end(id(ref))
+        return kept[1]
     shape = ref.stats_rows.shape
-    return witness.accumulation_units(ref.stats_rows, ref.z.reshape(shape), ref.kappa.reshape(shape),
-                                      ref.centered, ref.eps)
+    units = witness.accumulation_units(ref.stats_rows, ref.z.reshape(shape), ref.kappa.reshape(shape),
+                                       ref.centered, ref.eps)
+    units.setflags(write=False)
+    _WITNESS_UNITS[id(ref)] = (ref, units)
+    while len(_WITNESS_UNITS) > WITNESS_MEMO:
+        _WITNESS_UNITS.popitem(last=False)
+    return units
 
 
 def measured_tolerance(ref: Reference, rounding_dtype: str | None = None) -> np.ndarray | None:

@@ -136,7 +136,8 @@ class Path:
     description: str = ""
     # The Python packages whose versions records carry (distribution names).
     packages: tuple[str, ...] = ("torch",)
-    # Modules a warm worker imports before forking, so `prepare` does not pay for them.
+    # Modules a warm worker imports before forking, so `prepare` does not pay for them; "module:function"
+    # also calls a function of no arguments there (what a path's first prepare in a process pays beyond imports).
     warm_imports: tuple[str, ...] = ("torch", "torch.export")
     # The repro script's import lines for this path (torch, numpy, ml_dtypes come with every script).
     script_imports: str = ""
@@ -159,6 +160,9 @@ class Path:
 
     # Bump when what artifact() writes changes meaning: older cache entries then miss.
     artifact_version: int = 1
+    # Facts that say where the path's own caches found its artifact (hit, miss): the only facts a warm run
+    # may give otherwise than the cold run that filled the caches.
+    cache_facts: tuple[str, ...] = ()
 
     def artifact(self, prepared: Prepared) -> bytes | None:
         """What `prepare` built, as bytes for the persistent cache; None: not cacheable.
@@ -208,7 +212,9 @@ class Path:
         A path that starts from torch.export may declare a keyword
         `exported=None`: the runner then exports each structure once per
         worker and passes the ExportedProgram (of `module` on `example`, made
-        under no_grad) to every such path; it must not be mutated. A path
-        without the keyword is called as above.
+        under no_grad) to every such path; it must not be mutated. Where that
+        export fails, the path is called without it and exports itself (its
+        own error, or its own fallbacks). A path without the keyword is called
+        as above.
         """
         raise NotImplementedError

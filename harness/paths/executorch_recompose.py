@@ -15,6 +15,11 @@ output comes back float32).
     executorch-recompose-capture       the exported ATen graph (ep.module()),
                                        passes with quantization_capture=True
 
+The persistent artifact cache keeps the rewritten edge program (ExecuTorch's
+serializer, torch.export.save's format with the edge dialect's ops); for
+-capture, the exported program its passes rewrite (ep.module() and the two
+passes take milliseconds). A restored graph runs bit for bit as the built one.
+
 Facts:
     rms_norm_built        the pass built an rms_norm node
     rms_norm_input_dtype  dtype of the tensor that node reads (meta["val"]), or null
@@ -23,6 +28,8 @@ Facts:
                           ("float16->float32"); a dropped cast changes the math
 """
 from __future__ import annotations
+
+import io
 
 from harness.paths._executorch_common import (
     EXECUTORCH_WARM,
@@ -105,13 +112,24 @@ def intermediates(model, example, x):
 
 
 class _Recompose(Path):
-    """What the recompose paths share: the rewritten graph (`_rewritten`) run in Python, read node by node."""
+    """What the recompose paths share: the rewritten graph (`_rewritten`) run in Python, read node by node.
+
+    The persistent cache keeps what rebuilds the rewritten graph without exporting or lowering again
+    (`_save`, `_load`): to_edge is most of these paths' compile time.
+    """
 
     packages = ("torch", "executorch")
-    warm_imports = EXECUTORCH_WARM
+    warm_imports = EXECUTORCH_WARM + ("executorch.backends.qualcomm._passes", "executorch.exir.serde.serialize")
 
     def _rewritten(self, module, example, exported=None):
-        """(the graph module after both passes, the facts)."""
+        """(the graph module after both passes, the facts, what `_save` keeps)."""
+        raise NotImplementedError
+
+    def _save(self, built) -> bytes:
+        raise NotImplementedError
+
+    def _load(self, data: bytes):
+        """The graph module after both passes, from what `_save` kept."""
         raise NotImplementedError
 
     def _script_rewritten(self) -> str:
@@ -123,12 +141,24 @@ class _Recompose(Path):
                 + _SCRIPT_RUN.format(name=self.name, description=self.description))
 
     def prepare(self, spec, module, example, exported=None) -> Prepared:
-        graph_module, facts = self._rewritten(module, example, exported)
-        return Prepared(module_runner(graph_module, spec), facts)
+        graph_module, facts, built = self._rewritten(module, example, exported)
+        return Prepared(module_runner(graph_module, spec), facts, built=built)
+
+    def artifact(self, prepared: Prepared) -> bytes | None:
+        return self._save(prepared.built) if prepared.built is not None else None
+
+    def restore(self, spec, data: bytes) -> Prepared:
+        return Prepared(module_runner(self._load(data), spec), {}, built=None)
 
     def intermediates(self, spec, module, example):
         """The rewritten graph rebuilt as `prepare` builds it and run node by node (_fx_intermediates)."""
         return fx.fx_runner(self._rewritten(module, example)[0], spec, fx.INTERPRETED.format("the rewritten graph"))
+
+
+def _zip_bytes(save, program) -> bytes:
+    buffer = io.BytesIO()
+    save(program, buffer)
+    return buffer.getvalue()
 
 
 class RecomposePath(_Recompose):
@@ -166,7 +196,19 @@ def rewritten(model, example):
             config = EdgeCompileConfig(_check_ir_validity=False, _skip_dim_order=self.skip_dim_order)
             edge_ep = to_edge(ep, compile_config=config).exported_program()
             facts = rewrite(edge_ep.graph_module, quantization_capture=False)
-            return edge_ep.module(), facts
+            return edge_ep.module(), facts, edge_ep
+
+    def _save(self, built) -> bytes:
+        """The rewritten edge program, by ExecuTorch's serializer (torch.export.save's format, with the edge
+        dialect's ops, which torch's own serializer does not know)."""
+        from executorch.exir.serde.serialize import save
+
+        return _zip_bytes(save, built)
+
+    def _load(self, data: bytes):
+        from executorch.exir.serde.serialize import load
+
+        return load(io.BytesIO(data)).module()
 
 
 class RecomposeNoDimOrderPath(RecomposePath):
@@ -203,4 +245,18 @@ def rewritten(model, example):
         ep = export(module, example, exported)
         with stage("compile"):
             graph_module = ep.module()
-            return graph_module, rewrite(graph_module, quantization_capture=True)
+            return graph_module, rewrite(graph_module, quantization_capture=True), ep
+
+    def _save(self, built) -> bytes:
+        """The exported program the passes rewrite (torch.export.save): ep.module() and the two passes take
+        milliseconds, the export does not, and a rewritten graph module cannot be serialised."""
+        import torch
+
+        return _zip_bytes(torch.export.save, built)
+
+    def _load(self, data: bytes):
+        import torch
+
+        graph_module = torch.export.load(io.BytesIO(data)).module()
+        rewrite(graph_module, quantization_capture=True)
+        return graph_module

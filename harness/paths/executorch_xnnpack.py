@@ -58,11 +58,21 @@ def delegation_facts(edge) -> dict:
     }
 
 
+def warm_up() -> None:
+    """What XNNPACK's first lowering in a process pays, paid once by the warm process workers fork from: its
+    passes match the graphs of reference modules (bilinear upsampling, SDPA) that they export and lower on
+    first use (measured: 37 s at load 15, kept by functools caches, so forked workers start with them)."""
+    from executorch.backends.xnnpack.partition.graphs import bilinear_2d, sdpa
+
+    bilinear_2d.get_graphs_dict()
+    sdpa.get_graphs()
+
+
 class XnnpackPath(PteArtifact, Path):
     name = "executorch-xnnpack"
     description = "torch.export -> to_edge_transform_and_lower(XnnpackPartitioner) -> executorch.runtime"
     packages = ("torch", "executorch")
-    warm_imports = EXECUTORCH_WARM
+    warm_imports = EXECUTORCH_WARM + ("harness.paths.executorch_xnnpack:warm_up",)
     script_imports = ("from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner\n"
                       "from executorch.exir import to_edge_transform_and_lower\n"
                       "from executorch.runtime import Runtime\n")

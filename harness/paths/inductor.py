@@ -23,11 +23,17 @@ Choices, written down:
   case run after another prepare reset Dynamo is compiled again, with its own
   config, before it runs. Runs use set_stance("fail_on_recompile"), so a
   guard miss is an error, never a silent recompile with another config.
-* Inductor's on-disk caches (the FX graph cache, the C++ kernel cache) are
-  left as users get them: their keys hold the graph and the Inductor config
-  (emulate_precision_casts included; only tracing/threading knobs are left
-  out), and parameters are graph inputs, not constants. `facts` says whether
-  the FX graph cache hit, so prepare_seconds can be read.
+* Inductor's on-disk caches (AOTAutograd's, the FX graph cache, the C++
+  kernel cache) are left as users get them, in normdiff's cache folder
+  (`<cache>/inductor`; off with --no-cache): their keys hold the graph and the
+  Inductor config (emulate_precision_casts included; only tracing/threading
+  knobs are left out), and parameters are graph inputs, not constants. Both
+  hit across processes (checked: a second process compiling the same
+  structures hits both, and its compile skips AOTAutograd's tracing and the
+  C++ compiler; Dynamo still traces). `facts` says whether each hit
+  (`inductor_aot_autograd_cache`, `inductor_fx_graph_cache`: hit, miss or
+  off), so prepare_seconds can be read; they are the path's `cache_facts`,
+  which differ between a cold and a warm run by design.
 * The worker's one thread (torch.set_num_threads(1)) is what the generated
   C++ kernels are compiled for.
 """
@@ -53,7 +59,29 @@ def _counters() -> dict:
         "breaks": sum(counters["graph_break"].values()),
         "fx_hit": counters["inductor"]["fxgraph_cache_hit"],
         "fx_miss": counters["inductor"]["fxgraph_cache_miss"],
+        "aot_hit": counters["aot_autograd"]["autograd_cache_hit"],
+        "aot_miss": counters["aot_autograd"]["autograd_cache_miss"],
     }
+
+
+def _cache_status(before: dict, after: dict, kind: str) -> str:
+    """"hit" or "miss" if the compile looked `kind`'s cache up, else "off"."""
+    if after[f"{kind}_hit"] > before[f"{kind}_hit"]:
+        return "hit"
+    return "miss" if after[f"{kind}_miss"] > before[f"{kind}_miss"] else "off"
+
+
+def warm_up() -> None:
+    """What Inductor's first compile in a process pays besides its imports, paid once by the warm process
+    workers fork from (measured ≈ 3-5 s per worker): the CPU's vector ISA, probed by compiling and loading
+    test programs; the hash of torch's own sources its cache keys hold; the C++ builder's imports. Each is
+    kept by torch in the process (functools caches), so forked workers start with it."""
+    import torch.utils.cpp_extension  # noqa: F401 - the builder's setuptools and distutils imports
+    from torch._inductor import cpu_vec_isa
+    from torch._inductor.codecache import torch_key
+
+    cpu_vec_isa.pick_vec_isa()
+    torch_key()
 
 
 class InductorPath(Path):
@@ -62,9 +90,11 @@ class InductorPath(Path):
     name = "inductor"
     description = "torch.compile(module, dynamic=False) with the default (Inductor) backend on CPU"
     packages = ("torch",)
-    warm_imports = ("torch", "torch.export", "torch._dynamo", "torch._inductor.compile_fx")
+    warm_imports = ("torch", "torch.export", "torch._dynamo", "torch._inductor.compile_fx",
+                    "harness.paths.inductor:warm_up")
     script_imports = ""
     emulate = False
+    cache_facts = ("inductor_fx_graph_cache", "inductor_aot_autograd_cache")
 
     def _config(self):
         import torch._inductor.config as inductor_config
@@ -122,8 +152,8 @@ def run_path(model, example, x):
             "inductor_emulate_precision_casts": self.emulate,
             "inductor_graphs": after["graphs"] - before["graphs"],
             "inductor_graph_breaks": after["breaks"] - before["breaks"],
-            "inductor_fx_graph_cache": ("hit" if after["fx_hit"] > before["fx_hit"]
-                                        else "miss" if after["fx_miss"] > before["fx_miss"] else "off"),
+            "inductor_fx_graph_cache": _cache_status(before, after, "fx"),
+            "inductor_aot_autograd_cache": _cache_status(before, after, "aot"),
         }
         return Prepared(run_fn, facts)
 

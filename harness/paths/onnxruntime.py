@@ -43,6 +43,7 @@ import os
 import re
 import tempfile
 import warnings
+import weakref
 
 import numpy as np
 
@@ -130,6 +131,36 @@ def _runner(session):
     return run
 
 
+# The ONNX model exported from each ExportedProgram the runner shared, for the other ONNX Runtime path.
+_MODELS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _exported(module, example, exported=None):
+    """torch.onnx.export(..., dynamo=True)'s ModelProto (the "export" stage).
+
+    Given the runner's ExportedProgram of the module (made under no_grad,
+    non-strict, as the exporter's own first capture is), the exporter starts
+    from it: the same ONNX bytes as from the module (checked on 114 smoke and
+    nightly structures), and the program is left unchanged. Both paths of a
+    structure get the same program, so the second reuses the first's model
+    (read, never changed: sessions are built from its bytes): the exporter's
+    decompositions, translation and optimizer are most of a path's compile
+    time. Without one (the shared export failed, or a caller prepares
+    directly) the module is exported as a user does, with the exporter's
+    fallbacks.
+    """
+    import torch
+
+    if exported is not None and exported in _MODELS:
+        return _MODELS[exported]
+    with stage("export"), quiet_export(), torch.no_grad():
+        model = torch.onnx.export(exported if exported is not None else module, example_args(example),
+                                  dynamo=True, verbose=False).model_proto
+    if exported is not None:
+        _MODELS[exported] = model
+    return model
+
+
 class OnnxRuntimePath(Path):
     """torch.onnx.export(dynamo=True) -> ONNX Runtime CPU, graph optimizations off."""
 
@@ -188,12 +219,8 @@ def run_path(model, example, x):
             options.optimized_model_filepath = optimized_path
         return options
 
-    def prepare(self, spec, module, example) -> Prepared:
-        import torch
-
-        with stage("export"), quiet_export(), torch.no_grad():
-            program = torch.onnx.export(module, example_args(example), dynamo=True, verbose=False)
-            model = program.model_proto
+    def prepare(self, spec, module, example, exported=None) -> Prepared:
+        model = _exported(module, example, exported)
         exported_ops = op_types(model)
         dtypes = {spec.dtype, spec.weight_dtype}
 

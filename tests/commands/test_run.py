@@ -211,3 +211,28 @@ def test_every_file_a_run_and_a_merge_write_follows_the_umask(tmp_path):
         reports = {"results.jsonl", "summary.md", "junit.xml", "report.html", "history.sqlite"}
         assert reports <= set(modes) and any(p.startswith("cases" + os.sep) for p in modes), sorted(modes)
         assert {p: oct(m) for p, m in modes.items() if m != 0o644} == {}
+
+
+def test_a_run_given_the_baseline_attributes_only_the_failures_it_does_not_expect(cli, tmp_path):
+    """The seed's recompose failure is known: it is not attributed again; the no-dim-order variant's is news."""
+    from harness.attribution.policy import SKIPPED
+    from helpers import SPECS, entry, write_baseline
+
+    spec = SPECS["c"]
+    (tmp_path / "case.json").write_text(spec.to_json())
+    baseline = write_baseline(tmp_path, [entry("c", "executorch-recompose", "dtype_mismatch")])
+    r = cli("run", "--case", str(tmp_path / "case.json"), "--paths", "executorch-recompose,executorch-recompose-no-dim-order",
+            "--jobs", "0", "--quiet", "--no-cache", "--no-history", "--baseline", baseline, "--out", str(tmp_path / "o"))
+    assert r.returncode == 1, r.stderr[-2000:]
+    records = {rec["path"]: rec for rec in read_results(str(tmp_path / "o" / "results.jsonl"))}
+    known, new = records["executorch-recompose"], records["executorch-recompose-no-dim-order"]
+    assert known["verdict"] == new["verdict"] == "dtype_mismatch"
+    assert known["attribution"] is None and known["first_stage_over"] is None and known["facts"]["attribution"] == SKIPPED
+    assert new["attribution"] and new["first_stage_over"] and new["facts"]["attribution"] == "read"
+
+
+def test_an_unreadable_baseline_for_a_run_is_one_line_and_exit_2(cli, tmp_path):
+    (tmp_path / "bad.json").write_text("{not json")
+    r = cli("run", "--paths", "eager", "--baseline", str(tmp_path / "bad.json"), "--out", str(tmp_path / "o"))
+    assert r.returncode == 2 and "--baseline" in one_line(r.stderr)
+    assert not (tmp_path / "o" / "results.jsonl").exists()

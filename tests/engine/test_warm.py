@@ -47,3 +47,18 @@ def test_forked_forkserver(tmp_path):
     assert out["codes"] == {"exit": 3, "abort": -6, "frozen": 0}
     assert out["own_child"]
     assert out["gc_here"]  # the calling process's collector is left as it was
+
+
+def test_a_warm_up_runs_in_the_warm_process_only_for_paths_with_compiles_to_do(tmp_path, monkeypatch):
+    from harness.engine.warm import warm, warm_modules
+
+    (tmp_path / "warm_probe.py").write_text("CALLS = []\ndef up():\n    CALLS.append(1)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    warm(["warm_probe:up", "warm_probe:nothing_of_that_name"])  # a failing warm-up is skipped, as an import is
+    import warm_probe
+
+    assert warm_probe.CALLS == [1]
+    every = warm_modules(["tvm", "executorch-xnnpack"])
+    cached = warm_modules(["tvm", "executorch-xnnpack"], compiling=["tvm"])
+    assert "harness.paths.executorch_xnnpack:warm_up" in every and "harness.paths.executorch_xnnpack:warm_up" not in cached
+    assert [m for m in every if ":" not in m] == cached  # the imports stay: a restore needs the runtime

@@ -158,7 +158,7 @@ def test_tensor_crossing_is_bit_exact(dtype):
 
 
 def test_export_chatter_stays_off_stdout_and_stderr(capfd):
-    spec = CaseSpec.from_dict({"pattern": "layer_norm", "dtype": "float16", "shape": [2, 64]})
+    spec = CaseSpec.from_dict({"pattern": "layer_norm", "dtype": "float16", "shape": [3, 40]})  # exported here only
     inputs = make_inputs(spec)
     prepared = paths.get("onnxruntime-fused").prepare(spec, build_module(spec, inputs.params),
                                                       to_torch(inputs.x, spec.layout))
@@ -180,3 +180,25 @@ def test_repro_script_of_a_passing_case_exits_0(path, cli, tmp_path):
     assert f"OK: {path} matches the FP64 reference" in run.stdout
     if path == "onnxruntime-fused":
         assert "ONNX ops after ORT's optimizations: LayerNormalization" in run.stdout
+
+
+def test_the_two_paths_share_one_export_of_the_runners_program_and_leave_it_unchanged(monkeypatch):
+    """Given the runner's ExportedProgram, the exporter starts from it (the same bytes as from the module),
+    once for both paths, and the program stays as it was for the paths still to come."""
+    import torch
+
+    spec = CaseSpec.from_dict({"pattern": "rms_norm", "dtype": "float32", "shape": [3, 24]})
+    inputs = make_inputs(spec)
+    x = to_torch(inputs.x, spec.layout)
+    with torch.no_grad():
+        ep = torch.export.export(build_module(spec, inputs.params), (x,))
+    before = (ep.graph_module.code, str(ep.graph_signature), {k: v.clone() for k, v in ep.state_dict.items()})
+    calls = []
+    real = torch.onnx.export
+    monkeypatch.setattr(torch.onnx, "export", lambda *a, **k: calls.append(a[0]) or real(*a, **k))
+    plain, fused = (paths.get(p).prepare(spec, build_module(spec, inputs.params), x, exported=ep) for p in ORT)
+    alone = paths.get("onnxruntime").prepare(spec, build_module(spec, inputs.params), x)  # from the module
+    assert calls == [ep, calls[1]] and calls[1] is not ep  # once from the program, once from the module
+    assert plain.built == alone.built and plain.facts["onnx_ops"] == fused.facts["onnx_ops"] and fused.facts["ort_ops"]
+    assert (ep.graph_module.code, str(ep.graph_signature)) == before[:2]
+    assert all(torch.equal(ep.state_dict[k], v) for k, v in before[2].items())

@@ -216,3 +216,26 @@ def test_repro_script_of_eval_batch_norm_exits_0(cli, tmp_path):
     run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     assert "OK: tvm-decompose-inference matches the FP64 reference" in run.stdout
+
+
+@pytest.mark.parametrize("pattern,compiles", [("layer_norm", 1), ("batch_norm", 2)])
+def test_a_structure_compiles_each_distinct_module_once_for_its_tvm_paths(monkeypatch, pattern, compiles):
+    """DecomposeOpsForInference leaves layer_norm whole: tvm-decompose-inference runs tvm's very executable."""
+    import torch
+    import tvm
+
+    spec = CaseSpec.from_dict({"pattern": pattern, "dtype": "float32", "shape": [2, 4, 3, 3] if pattern == "batch_norm"
+                               else [2, 16], "params": {"kind": "normal"}})
+    inputs = make_inputs(spec)
+    x = to_torch(inputs.x, spec.layout)
+    with torch.no_grad():
+        ep = torch.export.export(build_module(spec, inputs.params), (x,))
+    calls = []
+    real = tvm.compile
+    monkeypatch.setattr(tvm, "compile", lambda *a, **k: calls.append(1) or real(*a, **k))
+    shared = [paths.get(p).prepare(spec, build_module(spec, inputs.params), x, exported=ep)
+              for p in ("tvm", "tvm-decompose-inference")]
+    assert len(calls) == compiles
+    alone = _run_path(spec.to_dict(), "tvm-decompose-inference")  # its own export, its own compile
+    assert shared[1].run(inputs.x).tobytes() == alone.tobytes()
+    assert shared[1].facts["tvm_decomposed"] and not shared[0].facts["tvm_decomposed"]

@@ -1,0 +1,44 @@
+"""When attribution runs: for new failures, and for every failure on request.
+
+Attributing a failure rebuilds the path's graph with its intermediates
+exposed (a TVM compile, a to_edge) and re-runs it: seconds per structure.
+A failure the baseline already knows (the verdict its entry expects, or any
+verdict of a flaky entry) is no news to a nightly, so a run given the
+baseline (`run --baseline FILE`) skips it unless asked for every failure
+(`run --attribute`). Without a baseline every failure is new. A skipped
+record keeps the keys `attribution` and `first_stage_over` (DESIGN §4),
+null, and its facts say why.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+SKIPPED = "skipped: a known failure of the baseline (run --attribute to attribute it)"
+
+
+@dataclass(frozen=True)
+class Policy:
+    """`known`: (case_id, path) -> the verdicts the baseline expects of that execution; `every`: attribute all."""
+
+    known: dict = field(default_factory=dict)
+    every: bool = False
+
+    def wants(self, record: dict) -> bool:
+        """Whether this failing record gets an attribution."""
+        if self.every:
+            return True
+        return record["verdict"] not in self.known.get((record["case_id"], record["path"]), ())
+
+    def skip(self, record: dict) -> None:
+        record.update(attribution=None, first_stage_over=None)
+        record.setdefault("facts", {})["attribution"] = SKIPPED
+
+    # -- plain data for the workers -------------------------------------------------
+    def config(self) -> dict:
+        return {"every": self.every, "known": [[c, p, sorted(v)] for (c, p), v in sorted(self.known.items())]}
+
+    @classmethod
+    def from_config(cls, cfg: dict | None) -> "Policy":
+        if not cfg:
+            return cls()
+        return cls({(c, p): frozenset(v) for c, p, v in cfg["known"]}, bool(cfg["every"]))

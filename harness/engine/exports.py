@@ -1,0 +1,70 @@
+"""torch.export once per structure, for every path that starts from an ExportedProgram."""
+from __future__ import annotations
+
+import inspect
+from collections import OrderedDict
+
+from harness.paths.base import StageError, example_args, stage
+from harness.spec import CaseSpec
+
+
+EXPORT_MEMO_SIZE = 4  # structures whose exported program a worker keeps for the paths still to come
+
+
+class ExportMemo:
+    """torch.export once per structure for every path that takes an exported program.
+
+    The consumers (TVM's importer, to_edge, to_edge_transform_and_lower,
+    ep.module(), torch.onnx.export) were checked to leave the program
+    unchanged (graph code, signature, state dict, constants), and an export under no_grad gives the
+    same graph as one with grad enabled on the nightly's structures, so the
+    paths see exactly what their own export gives them. It outlives a worker's
+    artifacts (groups of one structure's paths follow each other), holding
+    the last EXPORT_MEMO_SIZE structures.
+    """
+
+    def __init__(self, size: int = EXPORT_MEMO_SIZE):
+        self.size = size
+        self._programs: OrderedDict[str, object] = OrderedDict()
+        self.hits = 0
+
+    def seed(self, spec: CaseSpec, program) -> None:
+        """Keep an export made elsewhere for `spec`'s structure (a module case's, made to lift it)."""
+        key = spec.structure_key()
+        if key not in self._programs:
+            self._programs[key] = program
+            while len(self._programs) > self.size:
+                self._programs.popitem(last=False)
+
+    def get(self, spec: CaseSpec, module, example):
+        """The ExportedProgram of `spec`'s structure, or the StageError its export raised."""
+        key = spec.structure_key()
+        if key in self._programs:
+            self._programs.move_to_end(key)
+            self.hits += 1
+            return self._programs[key]
+        import torch
+
+        try:
+            with stage("export"), torch.no_grad():
+                program = torch.export.export(module, example_args(example))
+        except StageError as exc:
+            program = exc
+        self._programs[key] = program
+        while len(self._programs) > self.size:
+            self._programs.popitem(last=False)
+        return program
+
+
+_TAKES_EXPORTED: dict[type, bool] = {}
+
+
+def takes_exported(path) -> bool:
+    """Whether `path.prepare` accepts the keyword `exported` (an ExportedProgram made for it)."""
+    cls = type(path)
+    if cls not in _TAKES_EXPORTED:
+        try:
+            _TAKES_EXPORTED[cls] = "exported" in inspect.signature(path.prepare).parameters
+        except (TypeError, ValueError):
+            _TAKES_EXPORTED[cls] = False
+    return _TAKES_EXPORTED[cls]

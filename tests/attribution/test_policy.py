@@ -1,0 +1,33 @@
+"""Which failures get an attribution: every one by default, not those the baseline expects, all on request."""
+from harness.attribution.policy import SKIPPED, Policy
+
+
+def rec(verdict, case_id="c1", path="tvm"):
+    return {"case_id": case_id, "path": path, "verdict": verdict, "facts": {}}
+
+
+def test_without_a_baseline_every_failure_is_new():
+    assert Policy().wants(rec("inaccurate"))
+
+
+def test_a_known_failure_with_its_expected_verdict_is_skipped_and_says_so():
+    policy = Policy({("c1", "tvm"): frozenset({"inaccurate"})})
+    assert policy.wants(rec("nonfinite"))  # another verdict than expected: news
+    assert policy.wants(rec("inaccurate", case_id="c2"))
+    known = rec("inaccurate")
+    assert not policy.wants(known)
+    policy.skip(known)
+    assert known["attribution"] is None and known["first_stage_over"] is None  # DESIGN §4 keys kept
+    assert known["facts"]["attribution"] == SKIPPED
+
+
+def test_on_request_every_failure_is_attributed():
+    assert Policy({("c1", "tvm"): frozenset({"inaccurate"})}, every=True).wants(rec("inaccurate"))
+
+
+def test_the_policy_crosses_to_a_worker_as_plain_data():
+    import json
+
+    policy = Policy({("c1", "tvm"): frozenset({"inaccurate", "nonfinite"})})
+    back = Policy.from_config(json.loads(json.dumps(policy.config())))
+    assert back == policy and Policy.from_config(None) == Policy()
