@@ -89,14 +89,14 @@ class ExecutorActor:
     def ready(self) -> int:
         return os.getpid()
 
-    def execute(self, reset: bool, spec_dict: dict, path: str) -> dict:
+    def execute(self, reset: bool, spec_dict: dict, path: str, attribute: bool = True) -> dict:
         from harness.engine.execute import base_record
         from harness.paths.base import first_line
 
         if reset:  # a new group: drop the artifacts of the previous ones (recent exports stay)
             self.executor = self.executor.fresh()
         try:
-            record = self.executor.execute(spec_dict, path)
+            record = self.executor.execute(spec_dict, path, attribute=attribute)
         except Exception as exc:  # noqa: BLE001 - a harness bug is still one record
             record = base_record(CaseSpec.from_dict(spec_dict), path)
             record.update(verdict=Verdict.ERROR, stage="run", message=f"harness: {first_line(exc)}")
@@ -141,7 +141,7 @@ class RayProcs:
 
     def send(self, w: ActorWorker, task: Task, reset: bool) -> bool:
         w.task, w.acked, w.started = task, True, time.monotonic()
-        w.ref = w.process.execute.remote(reset, task.spec.to_dict(), task.path)
+        w.ref = w.process.execute.remote(reset, task.spec.to_dict(), task.path, task.attribute)
         return True
 
     def wait(self, workers: list[ActorWorker]) -> None:
