@@ -36,6 +36,8 @@ def test_the_llama_norm_lifts_to_its_program_line_by_line():
       "params": {"kind": "ones"}}, ["torch.rsqrt(running_var", "[:, None, None] + 1e-05)"]),
     ({"class": "torch.nn:GroupNorm", "init": {"num_groups": 2, "num_channels": 8}, "shape": [2, 8, 3, 3]},
      ["F.group_norm(x, 2, weight, bias, 1e-05)"]),
+    ({"class": "user_norms:PerHeadLayerNorm", "init": {"dim": 16, "num_heads": 2}, "shape": [2, 2, 3, 16],
+      "params": {"kind": "normal"}}, [".narrow(1, 1, 1)", "torch.cat([layer_norm, layer_norm_1], 1)"]),
 ])
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_real_norms_lift_and_their_fp64_program_is_the_module_in_float64(raw, ops, dtype):
