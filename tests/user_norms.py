@@ -69,6 +69,15 @@ class PerHeadLayerNorm(nn.Module):
         return torch.cat([norm(h) for norm, h in zip(self.norms, heads)], dim=1)
 
 
+class Float32PinnedLayerNorm(nn.LayerNorm):
+    """ESMFold2's LayerNorm: an upcast input with the weights uncast, which the model keeps in float32
+    (transformers' _keep_in_fp32_modules_strict); moved to float16 whole, torch refuses it."""
+
+    def forward(self, hidden_states):
+        out = F.layer_norm(hidden_states.float(), self.normalized_shape, self.weight, self.bias, self.eps)
+        return out.to(hidden_states.dtype)
+
+
 class ZeroCenteredRMSNorm(nn.Module):
     """Gemma's RMSNorm: * (1 + weight), the weight initialised at 0."""
 

@@ -187,9 +187,27 @@ def resolve(spec) -> ModuleCase:
     try:
         case = ModuleCase(spec, resolved, module, names)
     except ProgramError as exc:
+        refused = _eager_refusal(callee, example)
+        if refused:  # torch's own rule: the program's check is right, the class does not run so built
+            raise load.Unliftable(f"class {spec.cls}: does not run in eager with a {spec.dtype} input and "
+                                  f"{spec.weight_dtype} parameters (the module moved with .to(), as "
+                                  f"model.to(dtype) does): torch: {refused}") from None
         raise load.Unliftable(f"class {spec.cls}: the lifted program does not check ({exc})") from None
     case.exported = ep
     return case
+
+
+def _eager_refusal(module, example) -> str | None:
+    """torch's one-line error when the module itself refuses the example (export's fake tensors check less:
+    CPU layer_norm's mixed-dtype rule), else None."""
+    import torch
+
+    try:
+        with torch.no_grad():
+            module(*example)
+    except Exception as exc:  # noqa: BLE001 - the user's forward may raise anything
+        return (str(exc).strip() or type(exc).__name__).splitlines()[0][:200]
+    return None
 
 
 def _read_params(lifted, module, names, prefix) -> tuple:

@@ -61,6 +61,17 @@ def test_an_op_outside_the_language_is_one_line_naming_the_op_and_the_class(raw,
     assert "user_norms:CumulativeNorm" in info.value.message and "\n" not in info.value.message
 
 
+def test_a_class_torch_itself_refuses_in_a_dtype_says_so_not_that_the_lift_failed():
+    # float32 statistics with float16 weights: the lifted program's check refuses it, and so does torch's
+    # CPU layer_norm (export's fake tensors do not), so the line names torch's rule; float32 lifts
+    raw = {"class": "user_norms:Float32PinnedLayerNorm", "init": {"normalized_shape": 16}, "shape": [2, 16]}
+    with pytest.raises(CaseProblem) as info:
+        Cases().setup(CaseSpec.from_dict({**raw, "dtype": "float16"}))
+    assert info.value.verdict == "unsupported" and "does not run in eager with a float16 input" in info.value.message
+    assert "torch: mixed dtype (CPU)" in info.value.message and "\n" not in info.value.message
+    assert "F.layer_norm(" in lifted({**raw, "dtype": "float32"}).resolved.source
+
+
 def test_a_lift_that_disagrees_with_the_module_in_float64_is_an_error_at_stage_lift():
     from harness.engine.execute import Executor
 
