@@ -89,6 +89,13 @@ _FALCON_GATED = {"pattern": "rms_norm", "class": f"{_ZOO}.falcon_h1.modeling_fal
 _LLAMA_ZOO = {"pattern": "rms_norm", "class": f"{_ZOO}.llama.modeling_llama:LlamaRMSNorm",
               "init": {"eps": 1e-06, "hidden_size": 64}, "dtype": "float32", "shape": [2, 8, 64],
               "params": {"kind": "normal"}}
+_FLOW_LN = {"pattern": "layer_norm",
+            "class": f"{_ZOO}.gradium_phonon_tts.modeling_gradium_phonon_tts:GradiumPhononTTSFlowLayerNorm",
+            "init": {"eps": 1e-05, "normalized_shape": 64}, "dtype": "float16", "shape": [2, 8, 64],
+            "params": {"kind": "normal"}, "input": {"kind": "outlier", "std": 1.0, "scale": 100.0}}
+_MAMBA_GATED = {"pattern": "rms_norm", "class": f"{_ZOO}.mamba2.modeling_mamba2:MambaRMSNormGated",
+                "init": {"eps": 1e-06, "group_size": 16, "hidden_size": 64}, "dtype": "float32", "shape": [2, 8, 64],
+                "params": {"kind": "normal"}, "inputs": {"gate": {"kind": "normal"}}}
 _GN_BF16 = {"pattern": "group_norm", "dtype": "bfloat16", "shape": [2, 8, 4, 4], "groups": 4,
             "params": {"kind": "normal"}}
 _LN_AFFINE_FP16 = {"pattern": "layer_norm", "dtype": "float16", "shape": [2, 4, 4, 64], "params": {"kind": "normal"},
@@ -276,6 +283,19 @@ BUGS: tuple[Bug, ...] = (
          float32 and the cast back, so pow(2).mean runs in float16 and overflows
          for |x| ~ 300 (no weight, so no rms_norm is rebuilt to hide it).""",
          controls=[(_CONTIGUOUS, "executorch-recompose")]),
+    _bug("executorch-new-recompose-grouped", None,
+         "RecomposeRmsNorm rebuilds a grouped RMSNorm with the weight's shape as normalized_shape: it fails to run",
+         [_MAMBA_GATED, {**_MAMBA_GATED, "dtype": "bfloat16"}], ["executorch-recompose"], Verdict.ERROR,
+         "reproduced",
+         """New; found by the zoo (MambaRMSNormGated, Mamba2's gated norm with
+         group_size 16 of 64 channels, and the classes sharing it). The norm
+         views x as [..., 4, 16], normalizes each group and views back before
+         multiplying the [64] weight; the pass matches pow/mean/rsqrt/mul on
+         the grouped view and rebuilds rms_norm(view, [64], weight): 'Given
+         normalized_shape=[64], expected input with shape [*64], but got input
+         of size [2, 8, 4, 16]', in every dtype. PR #24428's checks (scaled is
+         squared, pow 2, casts) do not look at the normalized dim either.""",
+         controls=[(_LLAMA_ZOO, "executorch-recompose")]),
     # -- ExecuTorch kernels ----------------------------------------------
     _bug("executorch-new-layer-norm-half", None,
          "Optimized native_layer_norm reads float16/bfloat16 rows as float32 for rows of 256+",
@@ -311,6 +331,21 @@ BUGS: tuple[Bug, ...] = (
          controls=[({"pattern": "batch_norm", "dtype": "float16", "shape": [2, 4, 3, 3],
                      "params": {"kind": "normal"}}, "executorch")]),
 
+    _bug("executorch-new-portable-var-half", None,
+         "Portable var accumulates its sum, mean and sum of squares in float16/bfloat16",
+         [_FLOW_LN, {**_FLOW_LN, "dtype": "bfloat16"}], ["executorch", "executorch-xnnpack"], Verdict.INACCURATE,
+         "reproduced",
+         """Not reported upstream yet; found by the zoo (GradiumPhononTTSFlowLayerNorm,
+         a LayerNorm written out as x.mean / x.var(unbiased=False) so that
+         forward-mode JVP works). kernels/portable/cpu/op_var.cpp's
+         compute_variance sums, divides and sums the squared deviations in
+         CTYPE_OUT, the output dtype, so a float16 row with a x100 outlier is
+         off by 6.38 (174x the bound) where eager, which accumulates in float32,
+         is within it; XNNPACK leaves var to the portable kernel. A NumPy
+         emulation with float16 accumulation matches the output (within 1 ulp
+         on 97 % of the elements), float32 accumulation misses it by 6.38.
+         #16727 moved layer_norm's and group_norm's accumulators to float.""",
+         controls=[({**_FLOW_LN, "dtype": "float32"}, "executorch")]),
     # -- near misses (cases/nearmiss.py): programs almost a norm, or a norm written another way --
     _bug("executorch-24428-near-miss", f"{_ET}/pull/24428",
          "RecomposeRmsNorm rebuilds programs that are almost an RMSNorm into an rms_norm with wrong values",
