@@ -11,55 +11,15 @@ so a path that breaks wholesale does not count as a reproduction.
 When an upstream release fixes an entry, `--check` says "fixed" where
 "reproduced" was recorded and exits 1: flip `expect` to "fixed" and keep the
 entry as a regression guard. An entry on a model library's own norm class (the
-zoo's findings) needs that library installed; `--check` skips it otherwise.
+zoo's findings, cases/zoo_bugs.py) needs that library installed; `--check`
+skips it otherwise.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from cases import nearmiss
+from cases import nearmiss, zoo_bugs
+from cases.bug import EXPECTS, Bug, entry as _bug
 from cases.suites import SEED_EXECUTORCH, SEED_TVM
 from harness.core.verdicts import Verdict
-from harness.spec import CaseSpec
-
-EXPECTS = ("reproduced", "fixed")
-
-
-@dataclass(frozen=True)
-class Bug:
-    """One upstream report and the executions that show it."""
-
-    id: str
-    link: str | None          # the report; None for a finding not reported yet
-    title: str
-    specs: tuple[CaseSpec, ...]
-    paths: tuple[str, ...]
-    verdict: Verdict          # what every spec x path gets while the bug is present
-    expect: str               # "reproduced" or "fixed" with the pinned versions
-    note: str                 # status, cause, what the cases show
-    controls: tuple[tuple[CaseSpec, str], ...] = ()   # (spec, path) that must pass
-
-    @property
-    def checks(self) -> list[tuple[CaseSpec, str]]:
-        """Every (spec, path) that shows the bug."""
-        return [(s, p) for s in self.specs for p in self.paths]
-
-    @property
-    def needs(self) -> tuple[str, ...]:
-        """The packages its module cases import their classes from (transformers for the zoo's findings)."""
-        specs = [*self.specs, *(s for s, _ in self.controls)]
-        return tuple(sorted({s.cls.partition(".")[0].partition(":")[0] for s in specs if s.cls}))
-
-
-def _bug(id, link, title, specs, paths, verdict, expect, note, controls=()) -> Bug:
-    assert expect in EXPECTS, expect
-    return Bug(
-        id=id, link=link, title=title,
-        specs=tuple(CaseSpec.from_dict(s) for s in specs), paths=tuple(paths),
-        verdict=verdict, expect=expect, note=" ".join(note.split()),
-        controls=tuple((CaseSpec.from_dict(s), p) for s, p in controls),
-    )
-
 
 _TVM = "https://github.com/apache/tvm"
 _ET = "https://github.com/pytorch/executorch"
@@ -80,27 +40,6 @@ _T5_FP16 = {**SEED_EXECUTORCH, "style": "t5"}
 _QWEN_W32 = {**SEED_EXECUTORCH, "weight_dtype": "float32"}
 _CONTIGUOUS = {"pattern": "rms_norm", "style": "qwen", "cast": "to_contiguous", "dtype": "float16",
                "shape": [2, 256], "affine": "none", "input": {"kind": "overflow", "magnitude": 300}}
-
-# The zoo's module specs (harness/zoo: transformers 5.23's classes as `normdiff zoo list` builds them).
-_ZOO = "transformers.models"
-_FALCON_GATED = {"pattern": "rms_norm", "class": f"{_ZOO}.falcon_h1.modeling_falcon_h1:FalconH1RMSNormGated",
-                 "init": {"eps": 1e-06, "hidden_size": 64}, "dtype": "float32", "shape": [2, 8, 64],
-                 "params": {"kind": "normal"}, "inputs": {"gate": {"kind": "normal"}}}
-_LLAMA_ZOO = {"pattern": "rms_norm", "class": f"{_ZOO}.llama.modeling_llama:LlamaRMSNorm",
-              "init": {"eps": 1e-06, "hidden_size": 64}, "dtype": "float32", "shape": [2, 8, 64],
-              "params": {"kind": "normal"}}
-_FLOW_LN = {"pattern": "layer_norm",
-            "class": f"{_ZOO}.gradium_phonon_tts.modeling_gradium_phonon_tts:GradiumPhononTTSFlowLayerNorm",
-            "init": {"eps": 1e-05, "normalized_shape": 64}, "dtype": "float16", "shape": [2, 8, 64],
-            "params": {"kind": "normal"}, "input": {"kind": "outlier", "std": 1.0, "scale": 100.0}}
-_MAMBA_GATED = {"pattern": "rms_norm", "class": f"{_ZOO}.mamba2.modeling_mamba2:MambaRMSNormGated",
-                "init": {"eps": 1e-06, "group_size": 16, "hidden_size": 64}, "dtype": "float32", "shape": [2, 8, 64],
-                "params": {"kind": "normal"}, "inputs": {"gate": {"kind": "normal"}}}
-_GN_BF16 = {"pattern": "group_norm", "dtype": "bfloat16", "shape": [2, 8, 4, 4], "groups": 4,
-            "params": {"kind": "normal"}}
-_LN_AFFINE_FP16 = {"pattern": "layer_norm", "dtype": "float16", "shape": [2, 4, 4, 64], "params": {"kind": "normal"},
-                   "program": "return F.layer_norm(x, (64,), w, b, eps)"}
-
 
 def _near(name: str, dtype: str = "float32") -> dict:
     """A near-miss catalog entry's program spec (float32: the seed's dtype change does not hide the values)."""
@@ -195,43 +134,6 @@ BUGS: tuple[Bug, ...] = (
          Its variance is E[x^2] - E[x]^2 in one pass as well (apache/tvm#19592's
          pattern, fixed for layer_norm only by #19643).""",
          controls=[({**_IN_FP16_BIG, "shape": [1, 2, 128, 128]}, "tvm")]),
-    _bug("tvm-new-bf16-group-norm", None,
-         "relax.nn.group_norm rejects bfloat16 when imported: 'expects that data must be float'",
-         [_GN_BF16], ["tvm", "tvm-decompose-inference"], Verdict.ERROR, "reproduced",
-         """Not reported upstream yet; found by the zoo (BitGroupNormActivation in
-         bfloat16). from_exported_program builds R.nn.group_norm, whose
-         struct-info inference checks dtype.MatchesCode(kDLFloat); bfloat16
-         carries its own code kDLBfloat, so a bfloat16 GroupNorm with affine
-         parameters fails at import (TypeError), the accident of
-         tvm-new-bf16-power. TOPI group_norm.h would refuse it next ('only
-         support float32 and float16'): a missing feature that fails loudly.""",
-         controls=[({**_GN_BF16, "dtype": "float16"}, "tvm")]),
-    _bug("tvm-new-fp16-norm-affine", None,
-         "TOPI layer_norm/group_norm round the normalized value to float16 before the weight and bias",
-         [_LN_AFFINE_FP16], ["tvm", "tvm-decompose-inference"], Verdict.INACCURATE, "reproduced",
-         """Not reported upstream yet; found by the zoo (DINOv3ConvNextLayerNorm,
-         BitGroupNormActivation, SamLayerNorm's family in float16). Since
-         apache/tvm#14264, layer_norm.h and group_norm.h take the statistics in
-         float32, then Cast the normalized value to float16, multiply gamma and
-         add beta in float16: three roundings where eager rounds the affine
-         once (TVM's output equals that three-rounding chain on every element,
-         checked bit for bit). Within the bound (0.5-0.7x), but where weight *
-         z and bias cancel the error is 86-465 float16 ulps against eager's
-         0.5: the program rule flags it, the catalog comparator (per unit of
-         |w|(kappa + |z|)) passes the same layer_norm.""",
-         controls=[({**_LN_AFFINE_FP16, "dtype": "float32"}, "tvm")]),
-    # -- ONNX Runtime ----------------------------------------------------
-    _bug("onnxruntime-22557-silu-gate", "https://github.com/microsoft/onnxruntime/issues/22557",
-         "The CPU provider's Sigmoid is accurate in absolute, not relative, terms: float32 silu-gated RMSNorms",
-         [_FALCON_GATED], ["onnxruntime", "onnxruntime-fused"], Verdict.INACCURATE, "reproduced",
-         """Open (the report: Sigmoid(-18) returns -6e-8). MLAS computes the
-         logistic with Eigen's rational polynomial, accurate to about 1e-7
-         absolute: relative errors of 1e-5 (160 float32 ulps) at x in [-5, 0],
-         up to 99 % near -16 (torch: 2 ulps). A silu(gate) of a float32 gated
-         RMSNorm (FalconH1, Mamba, Qwen3-Next, GLM-5) exported by torch.onnx as
-         x * Sigmoid(x) carries it to the output: ~20 float32 ulps, beyond
-         what correct float32 implementations achieve on those rows.""",
-         controls=[(_LLAMA_ZOO, "onnxruntime")]),
     # -- ExecuTorch: the seed, PR 24428, and its variants ----------------
     _bug("executorch-24428-qwen-fp16", f"{_ET}/pull/24428",
          "Qualcomm RecomposeRmsNorm rebuilds a float16 Qwen RMSNorm on its float32 upcast",
@@ -283,19 +185,6 @@ BUGS: tuple[Bug, ...] = (
          float32 and the cast back, so pow(2).mean runs in float16 and overflows
          for |x| ~ 300 (no weight, so no rms_norm is rebuilt to hide it).""",
          controls=[(_CONTIGUOUS, "executorch-recompose")]),
-    _bug("executorch-new-recompose-grouped", None,
-         "RecomposeRmsNorm rebuilds a grouped RMSNorm with the weight's shape as normalized_shape: it fails to run",
-         [_MAMBA_GATED, {**_MAMBA_GATED, "dtype": "bfloat16"}], ["executorch-recompose"], Verdict.ERROR,
-         "reproduced",
-         """New; found by the zoo (MambaRMSNormGated, Mamba2's gated norm with
-         group_size 16 of 64 channels, and the classes sharing it). The norm
-         views x as [..., 4, 16], normalizes each group and views back before
-         multiplying the [64] weight; the pass matches pow/mean/rsqrt/mul on
-         the grouped view and rebuilds rms_norm(view, [64], weight): 'Given
-         normalized_shape=[64], expected input with shape [*64], but got input
-         of size [2, 8, 4, 16]', in every dtype. PR #24428's checks (scaled is
-         squared, pow 2, casts) do not look at the normalized dim either.""",
-         controls=[(_LLAMA_ZOO, "executorch-recompose")]),
     # -- ExecuTorch kernels ----------------------------------------------
     _bug("executorch-new-layer-norm-half", None,
          "Optimized native_layer_norm reads float16/bfloat16 rows as float32 for rows of 256+",
@@ -331,21 +220,6 @@ BUGS: tuple[Bug, ...] = (
          controls=[({"pattern": "batch_norm", "dtype": "float16", "shape": [2, 4, 3, 3],
                      "params": {"kind": "normal"}}, "executorch")]),
 
-    _bug("executorch-new-portable-var-half", None,
-         "Portable var accumulates its sum, mean and sum of squares in float16/bfloat16",
-         [_FLOW_LN, {**_FLOW_LN, "dtype": "bfloat16"}], ["executorch", "executorch-xnnpack"], Verdict.INACCURATE,
-         "reproduced",
-         """Not reported upstream yet; found by the zoo (GradiumPhononTTSFlowLayerNorm,
-         a LayerNorm written out as x.mean / x.var(unbiased=False) so that
-         forward-mode JVP works). kernels/portable/cpu/op_var.cpp's
-         compute_variance sums, divides and sums the squared deviations in
-         CTYPE_OUT, the output dtype, so a float16 row with a x100 outlier is
-         off by 6.38 (174x the bound) where eager, which accumulates in float32,
-         is within it; XNNPACK leaves var to the portable kernel. A NumPy
-         emulation with float16 accumulation matches the output (within 1 ulp
-         on 97 % of the elements), float32 accumulation misses it by 6.38.
-         #16727 moved layer_norm's and group_norm's accumulators to float.""",
-         controls=[({**_FLOW_LN, "dtype": "float32"}, "executorch")]),
     # -- near misses (cases/nearmiss.py): programs almost a norm, or a norm written another way --
     _bug("executorch-24428-near-miss", f"{_ET}/pull/24428",
          "RecomposeRmsNorm rebuilds programs that are almost an RMSNorm into an rms_norm with wrong values",
@@ -379,7 +253,7 @@ BUGS: tuple[Bug, ...] = (
          'Given normalized_shape=[1, 64], expected input with shape [*1, 64]'.
          Eager broadcasts the weight and passes.""",
          controls=[(_near("qwen"), "executorch-recompose")]),
-)
+) + zoo_bugs.BUGS
 
 _BY_ID = {b.id: b for b in BUGS}
 assert len(_BY_ID) == len(BUGS), "duplicate bug id"

@@ -173,6 +173,11 @@ RULES: tuple[Rule, ...] = (
                 "traversing AST' (the importer passes gamma=None, beta=None to R.nn.group_norm; its batch_norm "
                 "substitutes ones/zeros)",
          lambda r: r["path"] in TVM and "null pointer node" in _msg(r)),
+    Rule("new", "from_exported_program builds linear/addmm as a matmul with out_dtype='float32' hard-coded (the "
+                "importer's _linear and _addmm): a float16/bfloat16 bias is then added to a float32 product and "
+                "the import fails ('Binary operators must have the same datatype'); any half Linear with a bias",
+         lambda r: r["path"] in TVM and "Binary operators must have the same datatype" in _msg(r)
+         and "float32 on the RHS" in _msg(r)),
     Rule("new", "relax.nn.group_norm rejects a bfloat16 input when imported: 'expects that data must be float, but "
                 "got T.bfloat16' (its struct-info check matches the DLPack code kDLFloat, and bfloat16's is kDLBfloat, "
                 "as tvm-new-bf16-power; TOPI group_norm.h would refuse bfloat16 next)",
@@ -187,7 +192,8 @@ RULES: tuple[Rule, ...] = (
     Rule("apache/tvm#20909", "DecomposeOpsForTraining splits layer_norm into mean/variance with float16/bfloat16 "
                              "reduction buffers",
          lambda r: r["path"] == "tvm-decompose" and _case(r)["pattern"] == "layer_norm"
-         and _case(r)["style"] != "manual" and _half(r) and r["verdict"] in (Verdict.INACCURATE, Verdict.NONFINITE)),
+         and _case(r)["style"] != "manual" and _half(r) and r["verdict"] in (Verdict.INACCURATE, Verdict.NONFINITE)
+         and not _written_out(r)),
     Rule("new", "TOPI layer_norm.h/group_norm.h (apache/tvm#14264) round the float32-normalized value to float16, "
                 "then multiply the weight and add the bias in float16: three roundings where eager rounds the affine "
                 "once; within the bound, but many times eager's error where weight * z and bias cancel",
@@ -263,6 +269,11 @@ RULES: tuple[Rule, ...] = (
                                      "normalized along the wrong axis",
          lambda r: r["path"] in ET_RUNTIME and _case(r)["pattern"] == "layer_norm"
          and _case(r)["layout"] == "channels_last" and r["verdict"] in (Verdict.INACCURATE, Verdict.NONFINITE)),
+    Rule("new", "XNNPACK's float16 sqrt on x86 (f16c-rsqrt: x * rsqrt(x), rsqrt masked only where it is inf) "
+                "returns NaN for +inf: where the model's own float16 variance overflowed (unstable in eager, which "
+                "gives x / inf = 0), XNNPACK gives NaN (catalog: executorch-new-xnnpack-fp16-sqrt-inf)",
+         lambda r: r["path"] == "executorch-xnnpack" and _half(r) and r["verdict"] == Verdict.NONFINITE
+         and "torch.sqrt(" in _lifted(r)),
     Rule("new", "by design: XNNPACK runs every operator with denormals disabled (xnn_run_operator passes "
                 "PTHREADPOOL_FLAG_DISABLE_DENORMALS), so subnormal inputs are flushed to zero",
          lambda r: r["path"] == "executorch-xnnpack" and r["verdict"] == Verdict.INACCURATE
@@ -271,6 +282,11 @@ RULES: tuple[Rule, ...] = (
                 "(RowwiseMoments since pytorch/executorch#16727)",
          lambda r: r["path"] in ET_RUNTIME and _case(r)["pattern"] == "layer_norm" and _half(r)
          and r["verdict"] in (Verdict.INACCURATE, Verdict.NONFINITE) and _case(r)["shape"][-1] >= 256),
+    Rule("new", "the portable addmm kernel (vec_addmm<T>) sums the products in the input dtype: the float16/"
+                "bfloat16 conditioning Linear (with bias) of an adaptive norm is far off; mm without a bias and "
+                "XNNPACK's float16 linear are right",
+         lambda r: r["path"] in ET_RUNTIME and _half(r) and r["verdict"] in (Verdict.INACCURATE, Verdict.NONFINITE)
+         and "F.linear(" in _lifted(r) and ", None)" not in _lifted(r).split("F.linear(")[1].split("\n")[0]),
     Rule("new", "the portable var kernel (op_var.cpp) sums, takes the mean and sums the squares in its output "
                 "dtype: a float16/bfloat16 variance written out (x.var(-1)) rounds or overflows where eager "
                 "accumulates in float32 (pytorch/executorch#16727 fixed this in layer_norm and group_norm only)",
