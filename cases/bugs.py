@@ -10,49 +10,16 @@ so a path that breaks wholesale does not count as a reproduction.
 
 When an upstream release fixes an entry, `--check` says "fixed" where
 "reproduced" was recorded and exits 1: flip `expect` to "fixed" and keep the
-entry as a regression guard.
+entry as a regression guard. An entry on a model library's own norm class (the
+zoo's findings, cases/zoo_bugs.py) needs that library installed; `--check`
+skips it otherwise.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from cases import nearmiss
+from cases import nearmiss, zoo_bugs
+from cases.bug import EXPECTS, Bug, entry as _bug
 from cases.suites import SEED_EXECUTORCH, SEED_TVM
 from harness.core.verdicts import Verdict
-from harness.spec import CaseSpec
-
-EXPECTS = ("reproduced", "fixed")
-
-
-@dataclass(frozen=True)
-class Bug:
-    """One upstream report and the executions that show it."""
-
-    id: str
-    link: str | None          # the report; None for a finding not reported yet
-    title: str
-    specs: tuple[CaseSpec, ...]
-    paths: tuple[str, ...]
-    verdict: Verdict          # what every spec x path gets while the bug is present
-    expect: str               # "reproduced" or "fixed" with the pinned versions
-    note: str                 # status, cause, what the cases show
-    controls: tuple[tuple[CaseSpec, str], ...] = ()   # (spec, path) that must pass
-
-    @property
-    def checks(self) -> list[tuple[CaseSpec, str]]:
-        """Every (spec, path) that shows the bug."""
-        return [(s, p) for s in self.specs for p in self.paths]
-
-
-def _bug(id, link, title, specs, paths, verdict, expect, note, controls=()) -> Bug:
-    assert expect in EXPECTS, expect
-    return Bug(
-        id=id, link=link, title=title,
-        specs=tuple(CaseSpec.from_dict(s) for s in specs), paths=tuple(paths),
-        verdict=verdict, expect=expect, note=" ".join(note.split()),
-        controls=tuple((CaseSpec.from_dict(s), p) for s, p in controls),
-    )
-
 
 _TVM = "https://github.com/apache/tvm"
 _ET = "https://github.com/pytorch/executorch"
@@ -286,7 +253,7 @@ BUGS: tuple[Bug, ...] = (
          'Given normalized_shape=[1, 64], expected input with shape [*1, 64]'.
          Eager broadcasts the weight and passes.""",
          controls=[(_near("qwen"), "executorch-recompose")]),
-)
+) + zoo_bugs.BUGS
 
 _BY_ID = {b.id: b for b in BUGS}
 assert len(_BY_ID) == len(BUGS), "duplicate bug id"

@@ -15,6 +15,7 @@ from harness.spec import CaseSpec
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEEDS = os.path.join(ROOT, "cases", "seeds")
 BASELINE = os.path.join(ROOT, "reports", "baseline.json")
+ZOO_BASELINE = os.path.join(ROOT, "reports", "zoo-baseline.json")
 
 
 def normdiff(*args, cwd=None, timeout=900, env=None):

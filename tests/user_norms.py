@@ -57,6 +57,27 @@ class ChannelsFirstLayerNorm(nn.Module):
         return self.weight[:, None, None] * x + self.bias[:, None, None]
 
 
+class PerHeadLayerNorm(nn.Module):
+    """StableLM's per-head LayerNorm: the heads split off dim 1, one LayerNorm each, joined back by cat."""
+
+    def __init__(self, dim, num_heads, eps=1e-5):
+        super().__init__()
+        self.norms = nn.ModuleList([nn.LayerNorm(dim, eps=eps, bias=False) for _ in range(num_heads)])
+
+    def forward(self, hidden_states):
+        heads = torch.split(hidden_states, 1, dim=1)
+        return torch.cat([norm(h) for norm, h in zip(self.norms, heads)], dim=1)
+
+
+class Float32PinnedLayerNorm(nn.LayerNorm):
+    """ESMFold2's LayerNorm: an upcast input with the weights uncast, which the model keeps in float32
+    (transformers' _keep_in_fp32_modules_strict); moved to float16 whole, torch refuses it."""
+
+    def forward(self, hidden_states):
+        out = F.layer_norm(hidden_states.float(), self.normalized_shape, self.weight, self.bias, self.eps)
+        return out.to(hidden_states.dtype)
+
+
 class ZeroCenteredRMSNorm(nn.Module):
     """Gemma's RMSNorm: * (1 + weight), the weight initialised at 0."""
 

@@ -2,7 +2,7 @@
 
 Elementwise ops come from the op table (harness/program/ops.py: each op lists the ATen ops that compute
 it); the rest are handlers of their own (lift_ops: casts, reductions, norms, F.linear; lift_shapes: views,
-slices, splits). An op with no entry here is outside the language.
+slices, splits, cat). An op with no entry here is outside the language.
 """
 from __future__ import annotations
 
@@ -31,5 +31,6 @@ HANDLERS = {
     "slice": s._slice, "narrow": s._narrow_node, "select": s._select,
     "split": s._split, "split_with_sizes": s._split, "chunk": s._split, "unbind": s._split,
     "getitem": s._getitem,
+    **{a: s._cat for a in ops.get("cat").aten},
     **{a: s._identity for a in ("contiguous", "clone", "alias", "detach", "lift_fresh_copy", "_clone_dim_order")},
 }

@@ -132,6 +132,16 @@ def _getitem(lf: Lifter, node):
     lf.env[node.name] = item
 
 
+def _cat(lf: Lifter, node):
+    """cat / concat: torch.cat([...], dim) of the tensors it joins (one tensor is that tensor)."""
+    parts = [lf.tensor(node, a) for a in node.args[0]]
+    dim = _arg(node, 1, "dim", 0)
+    if len(parts) == 1:
+        lf.alias(node, node.args[0][0])
+        return
+    lf.emit(node, f"torch.cat([{', '.join(p.text for p in parts)}], {_num(dim)})")
+
+
 def _identity(lf: Lifter, node):
     lf.alias(node, node.args[0])
 

@@ -201,17 +201,36 @@ def resolve(spec, built: Built | None = None) -> ModuleCase:
     lifted = lift(ep, spec.cls, called, {prefix + k: v for k, v in names.items()})
     resolved = Resolved(spec.cls, lifted.source, lifted.pattern, called, keywords, lifted.inputs,
                         _read_params(lifted, module, names, prefix), lifted.ops)
-    case = restore(spec, built, resolved)
+    case = restore(spec, built, resolved, refusal=lambda: _eager_refusal(callee, example))
     case.exported = ep
     return case
 
 
-def restore(spec, built: Built, resolved: Resolved) -> ModuleCase:
-    """The ModuleCase of a class built and a lifted program made before (by `resolve`, kept on disk)."""
+def restore(spec, built: Built, resolved: Resolved, refusal=None) -> ModuleCase:
+    """The ModuleCase of a class built and a lifted program made before (by `resolve`, or kept on disk);
+    `refusal()` gives torch's own error when the module does not run so built (then the check is right)."""
     try:
         return ModuleCase(spec, resolved, built.module, built.names)
     except ProgramError as exc:
+        refused = refusal() if refusal is not None else None
+        if refused:  # torch's own rule: the program's check is right, the class does not run so built
+            raise load.Unliftable(f"class {spec.cls}: does not run in eager with a {spec.dtype} input and "
+                                  f"{spec.weight_dtype} parameters (the module moved with .to(), as "
+                                  f"model.to(dtype) does): torch: {refused}") from None
         raise load.Unliftable(f"class {spec.cls}: the lifted program does not check ({exc})") from None
+
+
+def _eager_refusal(module, example) -> str | None:
+    """torch's one-line error when the module itself refuses the example (export's fake tensors check less:
+    CPU layer_norm's mixed-dtype rule), else None."""
+    import torch
+
+    try:
+        with torch.no_grad():
+            module(*example)
+    except Exception as exc:  # noqa: BLE001 - the user's forward may raise anything
+        return (str(exc).strip() or type(exc).__name__).splitlines()[0][:200]
+    return None
 
 
 def _read_params(lifted, module, names, prefix) -> tuple:

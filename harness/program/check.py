@@ -106,6 +106,22 @@ def shape_result(op: str, shape: tuple, args: tuple, line: int) -> tuple[int, ..
     return tuple(ops.get(op).shape_rule(tuple(shape), tuple(args), lambda what: _fail(line, what)))
 
 
+def cat_type(types, dim: int, line: int) -> tuple[TensorType, int]:
+    """torch.cat's rules: one rank (at least 1), equal sizes but along `dim`; floating dtypes promote.
+    The result's type and the positive dim."""
+    rank = len(types[0].shape)
+    if rank == 0 or any(len(t.shape) != rank for t in types):
+        _fail(line, f"cat: tensors of ranks {[len(t.shape) for t in types]}; cat needs one rank, at least 1")
+    if not -rank <= dim < rank:
+        _fail(line, f"dim {dim} is out of range for a tensor of rank {rank} in cat")
+    d = dim % rank
+    for t in types[1:]:
+        if any(a != b for i, (a, b) in enumerate(zip(t.shape, types[0].shape)) if i != d):
+            _fail(line, f"cat: shapes {[list(t.shape) for t in types]} differ outside dim {dim}")
+    shape = tuple(sum(t.shape[d] for t in types) if i == d else n for i, n in enumerate(types[0].shape))
+    return TensorType(shape, fold(promote, [t.dtype for t in types])), d
+
+
 def linear_type(t, weight, bias, line: int) -> TensorType:
     """F.linear's rules: weight [out, in] with in = the input's last dim, bias [out]; one dtype throughout."""
     for name, p in (("input", t), ("weight", weight)) + ((("bias", bias),) if bias is not None else ()):
@@ -204,6 +220,9 @@ class TypeWalker(Walker):
 
     def shape_op(self, op, t, args):
         return TensorType(shape_result(op, t.shape, args, self.line), t.dtype)
+
+    def cat(self, ts, dim):
+        return cat_type(ts, dim, self.line)[0]
 
     def linear(self, t, weight, bias):
         return linear_type(t, weight, bias, self.line)

@@ -23,6 +23,7 @@ from harness.program.check import (
     TensorType,
     binary_type,
     cast_is_exact,
+    cat_type,
     check,
     linear_type,
     norm_info,
@@ -192,6 +193,20 @@ class Fp64Walker(Walker):
             rows = _Rows(rows.seq, apply(np.broadcast_to(rows.ids, v.value.shape), args), rows.length)
         return _V(np.ascontiguousarray(apply(v.value, args)), np.ascontiguousarray(apply(v.err, args)), v.dtype,
                   rows)
+
+    def cat(self, vs, dim):
+        """Exact (promotion widens): values and bounds concatenated; each part keeps its rows, numbered apart."""
+        t, d = cat_type([self._type(v) for v in vs], dim, self.line)
+        rows = None
+        if all(v.rows is not None for v in vs):
+            ids, start = [], 0
+            for v in vs:
+                part = np.broadcast_to(v.rows.ids, v.value.shape).astype(np.int64)
+                ids.append(part - part.min() + start)
+                start = int(ids[-1].max()) + 1
+            rows = _Rows(max(v.rows.seq for v in vs), np.concatenate(ids, axis=d), max(v.rows.length for v in vs))
+        apply = ops.get("cat").apply
+        return _V(apply([v.value for v in vs], d), apply([v.err for v in vs], d), t.dtype, rows)
 
     def linear(self, v, weight, bias):
         t = linear_type(self._type(v), self._type(weight), None if bias is None else self._type(bias), self.line)

@@ -110,6 +110,13 @@ class ShapeOp:
 
 
 @dataclass(frozen=True)
+class Cat:
+    """torch.cat([a, b, …], dim): exact, no rounding (floating operands promote to one dtype, a widening)."""
+    tensors: tuple
+    dim: int = 0
+
+
+@dataclass(frozen=True)
 class Linear:
     """F.linear(input, weight, bias=None): x @ weight.T + bias."""
     operand: Expr
@@ -139,7 +146,7 @@ class Norm:
     eps: Expr | None = None  # None: torch's default for the kind
 
 
-Expr = Name | Number | ShapeOf | BinOp | Neg | Cast | Unary | Reduce | Norm | ShapeOp | Linear
+Expr = Name | Number | ShapeOf | BinOp | Neg | Cast | Unary | Reduce | Norm | ShapeOp | Cat | Linear
 
 
 # ----------------------------------------------------------------- statements

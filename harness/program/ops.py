@@ -29,7 +29,7 @@ class Op:
     """One op of the language."""
 
     name: str                       # the IR's name, and the canonical op of attribution
-    kind: str                       # unary binary reduce norm cast shape linear
+    kind: str                       # unary binary reduce norm cast shape cat linear
     value: Callable | None = None   # NumPy form: arrays (any float dtype) -> array
     bound: Callable | None = None   # (value, err, ...) -> (FP64 value, propagated err), bounds.py
     torch: str | None = None        # the torch callable of the program module ("torch.rsqrt")
@@ -268,6 +268,11 @@ TABLE: tuple[Op, ...] = (
     _shape("narrow", _narrow_shape, _narrow_apply, aten=("narrow", "slice", "split", "chunk", "split_with_sizes"),
            functions=("narrow",), text="np.take({a}, np.arange({start}, {stop}), axis={dim})"),
     _shape("index", _index_shape, _index_apply, aten=(), method=False, text="{a}[{items}]"),
+    # torch.cat([a, b, ...], dim): exact (operands promote to one float dtype, a widening), so each element keeps
+    # its operand's value and bound; layout, not a computation
+    Op("cat", "cat", None, None, "torch.cat", ("cat",), False, True, ("cat", "concat", "concatenate"), ("concat",),
+       "np.concatenate([{items}], axis={dim})", "layout",
+       apply=lambda arrays, dim: np.concatenate(arrays, axis=dim)),
 )
 
 BY_NAME: dict[str, Op] = {op.name: op for op in TABLE}
@@ -301,7 +306,7 @@ _NOT_COMPUTED = ("expand_dims", "permute_dims", "broadcast_to", "flatten", "_ass
 def _canonical_names() -> dict[str, str]:
     names: dict[str, str] = {}
     for op in TABLE:
-        if op.kind == "shape":
+        if op.op_class == "layout":
             continue
         canonical = "pow" if op.name == "square" else op.name  # x*x and x**2 are one computation
         for name in (op.name, *op.aten, *op.compiled):
@@ -311,5 +316,5 @@ def _canonical_names() -> dict[str, str]:
 
 CANONICAL: dict[str, str] = _canonical_names()
 LAYOUT: frozenset = frozenset(
-    {n for op in TABLE if op.kind == "shape" for n in (op.name, *op.aten)} | set(_NOT_COMPUTED))
+    {n for op in TABLE if op.op_class == "layout" for n in (op.name, *op.aten, *op.compiled)} | set(_NOT_COMPUTED))
 CLASSES: dict[str, str] = {op.name: op.op_class for op in TABLE if op.op_class not in ("elementwise", "layout")}

@@ -11,7 +11,7 @@ import ast
 
 from harness.program import grammar as g
 from harness.program import ops
-from harness.program.ir import BinOp, Cast, DType, DTypeOf, Linear, Norm, Number, Reduce, ShapeOp, Unary
+from harness.program.ir import BinOp, Cast, Cat, DType, DTypeOf, Linear, Norm, Number, Reduce, ShapeOp, Unary
 
 
 def dotted_name(node) -> str | None:
@@ -148,10 +148,25 @@ class CallParser:
         if name == "pow":
             args = self.bind(label, node, ("input", "exponent"), ("exponent",), ("input", "exponent"))
             return BinOp("pow", self.expr(args["input"]), self.expr(args["exponent"]))
+        if name == "cat":
+            return self.cat(node, label)
         if not node.args:
             self.fail(f"missing argument 'input' for {label}", node)
         receiver = self.expr(node.args[0])
         return self.reduction(name, receiver, node, skip=1, label=label)
+
+    def cat(self, node, label):
+        """torch.cat([a, b, …], dim=K): a non-empty list or tuple of tensor expressions, an int literal dim."""
+        args = self.bind(label, node, ("tensors", "dim"), ("dim",), ("tensors",))
+        items = args["tensors"]
+        if not isinstance(items, (ast.List, ast.Tuple)) or not items.elts:
+            self.fail(f"{label}: tensors must be a non-empty list or tuple of tensors", items)
+        dim = 0
+        if "dim" in args:
+            dim = self.int_literal(args["dim"])
+            if dim is None:
+                self.fail(f"{label}: dim must be an int literal", args["dim"])
+        return Cat(tuple(self.expr(e) for e in items.elts), dim)
 
     def reduction(self, name, receiver, node, skip=0, label=None):
         label = label or name

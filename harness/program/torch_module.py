@@ -95,6 +95,9 @@ class TorchWalker(Walker):
     def shape_op(self, op, t, args):
         return _SHAPE[op](t, args)
 
+    def cat(self, ts, dim):
+        return torch.cat(ts, dim)
+
     def linear(self, t, weight, bias):
         return F.linear(t, weight, bias)
 

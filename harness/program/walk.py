@@ -14,6 +14,7 @@ from harness.program.ir import (
     Assign,
     BinOp,
     Cast,
+    Cat,
     DType,
     DTypeOf,
     Linear,
@@ -119,6 +120,11 @@ class Walker:
                 self.fail(f"{node.op} needs a tensor, got a number")
             args = node.args if node.op == "index" else tuple(self.int_value(a, node.op) for a in node.args)
             return self.shape_op(node.op, value, args)
+        if isinstance(node, Cat):
+            values = [self.eval(t) for t in node.tensors]
+            if any(is_scalar(v) for v in values):
+                self.fail("cat needs tensors, got a number")
+            return self.cat(values, node.dim)
         if isinstance(node, Linear):
             return self.linear(self.eval(node.operand), self.eval(node.weight),
                                None if node.bias is None else self.eval(node.bias))
@@ -188,6 +194,9 @@ class Walker:
         raise NotImplementedError
 
     def shape_op(self, op: str, value, args: tuple):
+        raise NotImplementedError
+
+    def cat(self, values: list, dim: int):
         raise NotImplementedError
 
     def linear(self, value, weight, bias):

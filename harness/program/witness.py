@@ -59,6 +59,7 @@ from harness.program.check import (
     RMS_DEFAULT_EPS,
     TensorType,
     binary_type,
+    cat_type,
     linear_type,
     norm_info,
     reduce_axes,
@@ -190,6 +191,11 @@ class NumpyWalker(Walker):
         """Exact: the op table's NumPy call on the array itself."""
         shape_result(op, a.shape, args, self.line)
         return np.ascontiguousarray(ops.get(op).apply(a, args))
+
+    def cat(self, arrays, dim):
+        """Exact: the operands widened to their promoted dtype, concatenated."""
+        t, d = cat_type([self._type(a) for a in arrays], dim, self.line)
+        return ops.get("cat").apply([self.round(a, t.dtype) for a in arrays], d)
 
     def linear(self, a, weight, bias):
         """x @ W.T + b: each output a float32 sum, in `acc`'s order, of the rounded float32 products."""

@@ -9,8 +9,8 @@ against evaluate_expanded's, so the script's stages are normdiff's.
 from __future__ import annotations
 
 from harness.program import bounds, ops, parse
-from harness.program.check import (RMS_DEFAULT_EPS, TensorType, binary_type, linear_type, norm_info, reduce_axes,
-                                   shape_result)
+from harness.program.check import (RMS_DEFAULT_EPS, TensorType, binary_type, cat_type, linear_type, norm_info,
+                                   reduce_axes, shape_result)
 from harness.program.expand import STAT_DTYPE
 from harness.program.ir import ones_value
 from harness.program.walk import Walker, is_scalar
@@ -82,6 +82,14 @@ class StageCodeWalker(Walker):
         expr = ops.get(op).text.format(**fields)
         self.lines.append(f"{name} = {expr}  # {op}: layout only")
         return _C(name, shape, v.dtype)
+
+    def cat(self, vs, dim):
+        """Layout only, as a shape op: a line of its own, no stage."""
+        t, d = cat_type([self._t(v) for v in vs], dim, self.line)
+        name = f"v{len(self.lines) + 1}"
+        expr = ops.get("cat").text.format(items=", ".join(v.name for v in vs), dim=d)
+        self.lines.append(f"{name} = {expr}  # cat: layout only")
+        return _C(name, t.shape, t.dtype)
 
     def linear(self, v, weight, bias):
         t = linear_type(self._t(v), self._t(weight), None if bias is None else self._t(bias), self.line)

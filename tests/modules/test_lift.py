@@ -36,6 +36,8 @@ def test_the_llama_norm_lifts_to_its_program_line_by_line():
       "params": {"kind": "ones"}}, ["torch.rsqrt(running_var", "[:, None, None] + 1e-05)"]),
     ({"class": "torch.nn:GroupNorm", "init": {"num_groups": 2, "num_channels": 8}, "shape": [2, 8, 3, 3]},
      ["F.group_norm(x, 2, weight, bias, 1e-05)"]),
+    ({"class": "user_norms:PerHeadLayerNorm", "init": {"dim": 16, "num_heads": 2}, "shape": [2, 2, 3, 16],
+      "params": {"kind": "normal"}}, [".narrow(1, 1, 1)", "torch.cat([layer_norm, layer_norm_1], 1)"]),
 ])
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_real_norms_lift_and_their_fp64_program_is_the_module_in_float64(raw, ops, dtype):
@@ -57,6 +59,17 @@ def test_an_op_outside_the_language_is_one_line_naming_the_op_and_the_class(raw,
         Cases().setup(CaseSpec.from_dict({**raw, "dtype": "float32", "shape": [2, 8]}))
     assert info.value.verdict == "unsupported" and words in info.value.message
     assert "user_norms:CumulativeNorm" in info.value.message and "\n" not in info.value.message
+
+
+def test_a_class_torch_itself_refuses_in_a_dtype_says_so_not_that_the_lift_failed():
+    # float32 statistics with float16 weights: the lifted program's check refuses it, and so does torch's
+    # CPU layer_norm (export's fake tensors do not), so the line names torch's rule; float32 lifts
+    raw = {"class": "user_norms:Float32PinnedLayerNorm", "init": {"normalized_shape": 16}, "shape": [2, 16]}
+    with pytest.raises(CaseProblem) as info:
+        Cases().setup(CaseSpec.from_dict({**raw, "dtype": "float16"}))
+    assert info.value.verdict == "unsupported" and "does not run in eager with a float16 input" in info.value.message
+    assert "torch: mixed dtype (CPU)" in info.value.message and "\n" not in info.value.message
+    assert "F.layer_norm(" in lifted({**raw, "dtype": "float32"}).resolved.source
 
 
 def test_a_lift_that_disagrees_with_the_module_in_float64_is_an_error_at_stage_lift():

@@ -1,6 +1,6 @@
 """The op table (harness/program/ops.py): every op parses, runs in torch, exports to its ATen names and
 stays within its FP64 bound; the ops real norms use (silu and sigmoid gates, channels-first parameters,
-views, permutes, F.linear) and named inputs and parameters."""
+views, permutes, cat, F.linear) and named inputs and parameters."""
 import numpy as np
 import pytest
 import torch
@@ -114,7 +114,36 @@ def test_views_narrow_and_linear():
     np.testing.assert_allclose(ev.out, h * (1 + e[:, :16]) + e[:, 16:], rtol=1e-12, atol=1e-12)
 
 
+PER_HEAD = """h0 = F.layer_norm(x.narrow(1, 0, 1), (16,), w, None, eps)
+h1 = F.layer_norm(x.narrow(1, 1, 1), (16,), s, None, eps).to(torch.float32)
+return torch.cat([h0, h1], dim=1)"""
+
+
+def test_cat_joins_per_head_norms_exactly_each_head_in_its_own_rows():
+    # StableLM's per-head layer norm: split the heads, one norm each, cat them back; a float16 and a
+    # float32 head promote to float32 (exact), and each element keeps its head's value, bound and row
+    case = ProgramCase("float16", (2, 2, 3, 16), param_shapes={"w": (16,), "s": (16,)})
+    arrays = _arrays(case)
+    out, ev, _, module = _run(PER_HEAD, case, arrays)
+    assert out.dtype == torch.float32 and ev.out_dtype == "float32" and ev.out.shape == (2, 2, 3, 16)
+    _within_bound(out, ev)
+    x = arrays["x"].astype(np.float64)
+    z = (x - x.mean(-1, keepdims=True)) / np.sqrt(x.var(-1, keepdims=True) + 1e-5)
+    want = np.concatenate([z[:, :1] * arrays["w"].astype(np.float64), z[:, 1:] * arrays["s"].astype(np.float64)], 1)
+    np.testing.assert_allclose(ev.out, want, rtol=1e-12, atol=1e-12)
+    head = ev.rows
+    assert ev.row_len == 16 and head.max() + 1 == 2 * 2 * 3  # one row per (sample, head, position)
+    assert not set(head[:, 0].ravel()) & set(head[:, 1].ravel())
+    ep = torch.export.export(module, (to_torch(arrays["x"]),))
+    assert "aten.cat.default" in {str(n.target) for n in ep.graph.nodes}
+
+
 @pytest.mark.parametrize("source, message", [
+    ("return torch.cat(x, 1)", "tensors must be a non-empty list or tuple"),
+    ("return torch.cat([x, x.view(16, 4)], 0)", "cat: shapes [[4, 16], [16, 4]] differ outside dim 0"),
+    ("return torch.cat([x, x.view(2, 2, 16)], 0)", "cat needs one rank"),
+    ("return torch.cat([x, x], 2)", "dim 2 is out of range for a tensor of rank 2 in cat"),
+    ("return torch.cat([x, x], dim=x.shape[0])", "dim must be an int literal"),
     ("return x.cumsum(-1)", "call of 'x.cumsum' is not allowed"),
     ("return x.view(3, -1)", "is invalid for 64 elements"),
     ("return x.permute(0, 0)", "is not a permutation"),
@@ -140,4 +169,5 @@ def test_the_matcher_reads_the_table():
 
     assert canonical("aten.silu.default") == "silu" and canonical("aten._fused_rms_norm.default") == "rms_norm"
     assert canonical("aten.unsqueeze.default") is None and canonical("aten.narrow.default") is None
+    assert canonical("aten.cat.default") is None and canonical("relax.concat") is None  # layout, not computed
     assert canonical("relax.power") == "pow" and canonical("aten.square.default") == "pow"

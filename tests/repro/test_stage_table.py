@@ -22,6 +22,8 @@ SPECS = [
     {"pattern": "rms_norm", "dtype": "float16", "shape": [4, 64], "params": {"kind": "normal"},
      "program": "h = x.to(torch.float32)\nv = (h * y).pow(2).mean(-1, keepdim=True)\nreturn w * (h * torch.rsqrt(v + eps)).to(x.dtype)",
      "inputs": {"y": {"kind": "normal"}}},
+    {"pattern": "layer_norm", "dtype": "bfloat16", "shape": [2, 2, 3, 16], "params": {"kind": "normal"},
+     "program": "h0 = F.layer_norm(x.narrow(1, 0, 1), (16,), w, None, eps)\nh1 = F.layer_norm(x.narrow(1, 1, 1), (16,), s, None, eps)\nreturn torch.cat([h0, h1], 1)"},
 ]
 
 
