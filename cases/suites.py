@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from cases import nearmiss
 from cases.pairwise import pairwise, product
-from harness.spec import CASTS, CATALOG_STYLES, PATTERNS, STYLES, CaseSpec, SpecError
+from harness.spec import CASTS, CATALOG_STYLES, PATTERNS, STYLES, CaseSpec, SpecError, input_of
 
 # The two seeds and their controls come first: every suite must show them.
 SEED_TVM = {"pattern": "layer_norm", "dtype": "float16", "shape": [1, 4096],
@@ -48,7 +48,7 @@ def inputs_for(dtype: str) -> list[dict]:
         {"kind": "alternating", "amplitude": 1.0, "offset": big},
         {"kind": "offset", "offset": big, "std": 1.0},
         {"kind": "constant", "value": 0.1},
-        {"kind": "outlier", "std": 1.0, "scale": 100.0},
+        input_of("outlier"),
         {"kind": "overflow", "magnitude": 300.0},
         {"kind": "tiny", "scale": 1e-6},
         {"kind": "subnormal", "fraction": 1.0},
@@ -67,7 +67,7 @@ def _nearmiss() -> list[dict]:
             base = nearmiss.spec_of(n, dtype)
             out.append(base)
             if "input" not in n.extra:
-                out.append({**base, "input": {"kind": "outlier", "std": 1.0, "scale": 100.0}})
+                out.append({**base, "input": input_of("outlier")})
     return out
 
 
@@ -86,7 +86,7 @@ def _smoke() -> list[dict]:
         {**SEED_EXECUTORCH, "input": {"kind": "subnormal", "fraction": 1}},
         {**ln, "style": "upcast", "cast": "float", "dtype": "bfloat16"},
         {**ln, "style": "upcast", "cast": "float", "dtype": "bfloat16",
-         "input": {"kind": "outlier", "std": 1, "scale": 100}},
+         "input": input_of("outlier")},
         {**ln, "style": "upcast", "cast": "float", "dtype": "bfloat16",
          "input": {"kind": "offset", "offset": 100, "std": 1}},
         {**ln, "style": "manual", "dtype": "float16"},
@@ -102,7 +102,7 @@ def _smoke() -> list[dict]:
         {**rms, "style": "t5", "cast": "to", "dtype": "float16"},
         {**rms, "style": "gemma", "cast": "type_as", "dtype": "bfloat16"},
         {**rms, "style": "gemma", "cast": "type_as", "dtype": "bfloat16",
-         "input": {"kind": "outlier", "std": 1, "scale": 100}},
+         "input": input_of("outlier")},
         {"pattern": "rms_norm", "style": "qwen", "cast": "to_contiguous", "dtype": "float16",
          "weight_dtype": "float32", "shape": [2, 4, 4, 32], "layout": "channels_last",
          "params": {"kind": "normal"}},

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from cases.bug import entry as _bug
 from harness.core.verdicts import Verdict
+from harness.spec import input_of
 
 # The zoo's module specs (harness/zoo: transformers 5.23's classes as `normdiff zoo list` builds them).
 _ZOO = "transformers.models"
@@ -22,7 +23,7 @@ _LLAMA_ZOO = {"pattern": "rms_norm", "class": f"{_ZOO}.llama.modeling_llama:Llam
 _FLOW_LN = {"pattern": "layer_norm",
             "class": f"{_ZOO}.gradium_phonon_tts.modeling_gradium_phonon_tts:GradiumPhononTTSFlowLayerNorm",
             "init": {"eps": 1e-05, "normalized_shape": 64}, "dtype": "float16", "shape": [2, 8, 64],
-            "params": {"kind": "normal"}, "input": {"kind": "outlier", "std": 1.0, "scale": 100.0}}
+            "params": {"kind": "normal"}, "input": input_of("outlier")}
 _MAMBA_GATED = {"pattern": "rms_norm", "class": f"{_ZOO}.mamba2.modeling_mamba2:MambaRMSNormGated",
                 "init": {"eps": 1e-06, "group_size": 16, "hidden_size": 64}, "dtype": "float32", "shape": [2, 8, 64],
                 "params": {"kind": "normal"}, "inputs": {"gate": {"kind": "normal"}}}

@@ -25,7 +25,7 @@ from cases.suites import LARGE_OFFSET
 from harness.benchmark.grid import inputs
 from harness.core.dtypes import DTYPES
 from harness.oracle.twins import program_twin
-from harness.spec import CaseSpec
+from harness.spec import CaseSpec, input_of
 
 STYLES = {"layer_norm": ("module", "upcast", "manual"), "rms_norm": ("module", "qwen", "llama", "t5", "gemma")}
 SHORT, LONG = [4, 256], [2, 4096]
@@ -33,7 +33,7 @@ SHORT, LONG = [4, 256], [2, 4096]
 # out * w is w * out): its long and mixed rows would repeat qwen's, so it runs on the short rows only
 SHORT_ONLY = ("llama",)
 NEARMISS_ROWS = (64, 1023)  # its own rows, and an odd long row (an element count inexact in bfloat16)
-OUTLIER = {"kind": "outlier", "std": 1.0, "scale": 100.0}
+OUTLIER = input_of("outlier")
 ZOO_MEMBERS = 5  # the zoo's sample: implementations that at least this many library classes share
 
 

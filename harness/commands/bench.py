@@ -50,6 +50,8 @@ import sys
 import time
 from collections import Counter
 
+from harness.spec import input_of
+
 # Structures as the nightly suite builds them (seed 0, so a "normal" parameter
 # draw is part of the structure), each crossed with INPUTS.
 STRUCTURES = [
@@ -68,7 +70,7 @@ INPUTS = [
     {"kind": "normal"},
     {"kind": "uniform", "low": -1.0, "high": 3.0},
     {"kind": "alternating", "amplitude": 0.25, "offset": 0.0},
-    {"kind": "outlier", "std": 1.0, "scale": 100.0},
+    input_of("outlier"),
 ]
 NAIVE_SAMPLE = 20
 SAMPLE_SEED = 0

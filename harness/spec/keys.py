@@ -40,6 +40,12 @@ INPUT_KINDS: dict[str, dict[str, float]] = {
 }
 PARAM_KINDS: dict[str, dict[str, float]] = {"ones": {}, "normal": {}}
 
+
+def input_of(kind: str, **values: float) -> dict:
+    """An input object with every parameter of `kind` written out: its defaults, then `values`.
+    input_of("outlier") is the catalog's outlier input (one element a row 100x the rest: an LLM's activations)."""
+    return {"kind": kind, **INPUT_KINDS[kind], **values}
+
 KEYS = (
     "pattern", "style", "dtype", "weight_dtype", "cast", "shape", "layout",
     "affine", "eps", "groups", "input", "params", "seed",

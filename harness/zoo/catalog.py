@@ -10,6 +10,7 @@ import importlib.metadata
 import os
 from dataclasses import asdict, dataclass
 
+from harness.spec import input_of
 from harness.zoo import corpus as corpus_mod
 from harness.zoo.classify import RULES, discover
 from harness.zoo.group import group
@@ -17,9 +18,9 @@ from harness.zoo.synth import SynthError, specs_of, synthesize
 
 DTYPES = ("float32", "float16", "bfloat16")
 BUILD_TIMEOUT = 180.0  # seconds to build, export and lift one implementation in one dtype (`zoo list --timeout`)
-# The catalog's outlier input (cases/suites.py inputs_for): LLM activations, a few values 100x the rest;
+# The catalog's outlier input (harness.spec.input_of): LLM activations, a few values 100x the rest;
 # it stresses a norm's reduction (the variance is dominated by the outliers) on every layout.
-ADVERSARIAL = {"kind": "outlier", "std": 1.0, "scale": 100.0}
+ADVERSARIAL = input_of("outlier")
 
 
 def default_inputs(dtype: str) -> list[dict]:
