@@ -16,7 +16,6 @@ from typing import Any, Callable
 
 from harness.core.verdicts import Verdict
 from harness.oracle.inputs import Inputs, make_inputs
-from harness.oracle.modules import build_module
 from harness.oracle.reference import Reference, evaluation_reference, reference
 from harness.oracle.witness import program_witnesses
 from harness.paths.base import StageError, first_line
@@ -145,6 +144,7 @@ def lift_versions() -> dict:
 
 def _catalog_build(spec, inputs):
     from harness.core.tensors import to_torch
+    from harness.oracle.modules import build_module  # torch: imported where a case is built, not by the CLI
 
     module = build_module(spec, inputs.params)
     example = (tuple(to_torch(a, spec.layout) for a in inputs.run_arg) if inputs.extra

@@ -19,6 +19,7 @@ import re
 
 import numpy as np
 
+from harness.core.verdicts import Verdict
 from harness.paths.base import StageError, Unsupported
 
 FAILURE = "failure"
@@ -38,18 +39,18 @@ MOMENTARY = re.compile(OUT_OF_MEMORY.pattern + r"|OSError|IOError|\[Errno|No spa
 def failure_bytes(exc: Exception) -> bytes | None:
     """A failure to keep, as bytes; None for one that may come from the moment (MOMENTARY)."""
     if isinstance(exc, Unsupported):
-        return json.dumps({"kind": "unsupported", "message": str(exc)}).encode()
+        return json.dumps({"kind": Verdict.UNSUPPORTED.value, "message": str(exc)}).encode()
     if isinstance(exc, StageError) and not MOMENTARY.search(exc.message):
-        return json.dumps({"kind": "error", "stage": exc.stage, "message": exc.message}).encode()
+        return json.dumps({"kind": Verdict.ERROR.value, "stage": exc.stage, "message": exc.message}).encode()
     return None
 
 
 def failure_of(data: bytes) -> Exception:
     """The failure `failure_bytes` kept (anything else raises: the entry is then dropped)."""
     kept = json.loads(data)
-    if kept["kind"] == "unsupported":
+    if kept["kind"] == Verdict.UNSUPPORTED:
         return Unsupported(kept["message"])
-    if kept["kind"] == "error":
+    if kept["kind"] == Verdict.ERROR:
         return StageError(kept["stage"], kept["message"])
     raise ValueError(f"not a kept failure: {kept['kind']!r}")
 
