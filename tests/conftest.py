@@ -1,11 +1,31 @@
 """Fixtures for every test; the shared helpers themselves live in helpers.py."""
 import os
+import shutil
+import tempfile
 
 import pytest
 import zoo_library
 from helpers import ROOT, normdiff
 
 HISTORY_NAME = "history.sqlite"  # harness.reports.history.HISTORY_FILE, and its -wal/-shm files
+CACHE_HOME = "NORMDIFF_TEST_CACHE_HOME"  # the session's cache home, made by the controller for its xdist workers
+
+
+def pytest_configure(config):
+    """Tests write only into temporary folders: the runs they start keep their artifact cache (and
+    Inductor's, under it) in one folder of this session, shared by its xdist workers (which inherit
+    the controller's environment), not in ~/.cache. It is removed when the session ends."""
+    if hasattr(config, "workerinput") or CACHE_HOME in os.environ:
+        return
+    home = tempfile.mkdtemp(prefix="normdiff-test-cache-")
+    os.environ[CACHE_HOME] = os.environ["XDG_CACHE_HOME"] = home
+    config._normdiff_cache_home = home
+
+
+def pytest_unconfigure(config):
+    home = getattr(config, "_normdiff_cache_home", None)
+    if home:
+        shutil.rmtree(home, ignore_errors=True)
 
 
 @pytest.fixture

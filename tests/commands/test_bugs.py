@@ -86,14 +86,21 @@ def test_bugs_unknown_id_is_one_line_exit_2(cli):
     assert "Traceback" not in proc.stderr
 
 
+# One entry of each kind: a catalog seed reproduced, one fixed upstream, an error, a program (a near miss)
+# and a module case of the zoo (skipped without transformers). Every entry is checked by `make bugs`
+# and by the workflow's zoo job (`normdiff bugs --check`): here a sample keeps `make test` short.
+SAMPLE = ("tvm-20909", "tvm-19592", "executorch-13586", "executorch-24428-near-miss", "onnxruntime-22557-silu-gate")
+
+
 @pytest.mark.slow
-def test_bugs_check_every_entry_behaves_as_recorded(cli, tmp_path):
-    proc = cli("bugs", "--check", "--jobs", "2", "--out", str(tmp_path))
+def test_bugs_check_behaves_as_recorded_on_one_entry_of_each_kind(cli, tmp_path):
+    proc = cli("bugs", "--check", "--jobs", "2", "--out", str(tmp_path), *[a for i in SAMPLE for a in ("--id", i)])
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     from harness.commands.bugs import missing
 
-    checked = [b for b in bugs.BUGS if not missing(b)]
-    for b in bugs.BUGS:
+    sample = [bugs.get(i) for i in SAMPLE]
+    checked = [b for b in sample if not missing(b)]
+    for b in sample:
         state = rf"{b.expect}\s+\(as recorded\)" if b in checked else r"skipped\s+\(needs "
         assert re.search(rf"^{re.escape(b.id)}\s+{state}", proc.stdout, re.M), proc.stdout
     assert f"all {len(checked)} catalog entries checked behave as recorded" in proc.stderr
