@@ -30,7 +30,7 @@ run: $(STAMP)
 	@echo "reports: $(OUT)/summary.md"
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n $(JOBS) --dist loadgroup
+	$(BIN)/python -m pytest -q -n $(JOBS) --dist loadgroup --durations=30
 
 clean:
 	rm -rf $(VENV) reports/latest .pytest_cache

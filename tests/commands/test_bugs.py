@@ -89,7 +89,7 @@ def test_bugs_unknown_id_is_one_line_exit_2(cli):
 # One entry of each kind: a catalog seed reproduced, one fixed upstream, an error, a program (a near miss)
 # and a module case of the zoo (skipped without transformers). Every entry is checked by `make bugs`
 # and by the workflow's zoo job (`normdiff bugs --check`): here a sample keeps `make test` short.
-SAMPLE = ("tvm-20909", "tvm-19592", "executorch-13586", "executorch-24428-near-miss", "onnxruntime-22557-silu-gate")
+SAMPLE = ("tvm-20909", "tvm-19592", "tvm-new-bf16-layer-norm", "executorch-24428-near-miss", "onnxruntime-22557-silu-gate")
 
 
 @pytest.mark.slow

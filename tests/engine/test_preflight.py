@@ -55,7 +55,7 @@ def test_a_class_that_hangs_while_it_is_built_times_out_as_its_executions(cli, t
     out = tmp_path / "out"
     r = cli("run", "--case", write(tmp_path, "s.jsonl", {"class": "user_norms:HangingNorm"},
                                    {"class": "user_norms:LlamaRMSNorm", "init": {"hidden_size": 16}}),
-            "--paths", "eager", "--out", str(out), "--timeout", "20", "--no-history", env=ENV)
+            "--paths", "eager", "--out", str(out), "--timeout", "12", "--no-history", env=ENV)
     assert r.returncode == 1, r.stderr
     got = {rec["case"]["class"]: rec for rec in records(out)}
     assert got["user_norms:HangingNorm"]["verdict"] == "timeout" and got["user_norms:HangingNorm"]["stage"] == "lift"

@@ -9,7 +9,7 @@ from harness.engine.zoo_builds import outside, packet, resolve_zoo, summary
 def test_a_hang_a_crash_and_a_bad_init_each_cost_one_row_and_the_rest_lift(tiny_models):
     zoo = load_zoo(root=str(tiny_models))
     rows = {r["representative"].rpartition(":")[2]: r["results"]["float32"]
-            for r in resolve_zoo(zoo, dtypes=("float32",), jobs=2, timeout=20,
+            for r in resolve_zoo(zoo, dtypes=("float32",), jobs=2, timeout=12,
                                  names={"AlphaRMSNorm", "AlphaSleepyRMSNorm", "AlphaCrashRMSNorm",
                                         "AlphaGatedRMSNorm", "AlphaLayerNorm2d"})}
     assert rows["AlphaSleepyRMSNorm"]["status"] == "failed" and rows["AlphaSleepyRMSNorm"]["stage"] == "timeout"

@@ -154,14 +154,23 @@ def _bad(entries=None, **top):
     (_bad([{**entry("b", "tvm", "inaccurate"), "case": {"pattern": "layer_norm"}}]), "'case'"),
     (_bad([entry("b", "tvm", "inaccurate"), entry("b", "tvm", "error")]), "duplicate entry"),
 ])
-def test_bad_baseline_is_one_line_and_exit_2(cli, tmp_path, text, words):
+def test_bad_baseline_is_one_line_and_exit_2(capsys, tmp_path, text, words):
     (tmp_path / "bad.json").write_text(text)
-    for extra in ([], ["--update"]):
-        r = cli("gate", write_results(tmp_path, RESULTS), "--baseline", str(tmp_path / "bad.json"), *extra)
-        assert r.returncode == 2, r.stderr
-        assert len(r.stderr.strip().splitlines()) == 1 and words in r.stderr and "Traceback" not in r.stderr
-        assert r.stdout == ""
+    for extra in ([], ["--update"]):  # in this process (an exception would fail the test); the real CLI below
+        code, out, err = gate_in_process(capsys, write_results(tmp_path, RESULTS), "--baseline",
+                                         str(tmp_path / "bad.json"), *extra)
+        assert code == 2, err
+        assert len(err) == 1 and words in err[0] and out == ""
     assert (tmp_path / "bad.json").read_text() == text  # --update does not overwrite a bad baseline
+
+
+def test_a_bad_baseline_on_the_real_command_line_is_one_line_and_no_traceback(cli, tmp_path):
+    text = _bad([{**entry("b", "tvm", "inaccurate"), "reasn": "typo"}])
+    (tmp_path / "bad.json").write_text(text)
+    r = cli("gate", write_results(tmp_path, RESULTS), "--baseline", str(tmp_path / "bad.json"), "--update")
+    assert r.returncode == 2 and r.stdout == "", r.stderr
+    assert len(r.stderr.strip().splitlines()) == 1 and "unknown key 'reasn'" in r.stderr and "Traceback" not in r.stderr
+    assert (tmp_path / "bad.json").read_text() == text
 
 
 @pytest.mark.parametrize("args, words", [
