@@ -38,8 +38,7 @@ def test_records_carry_the_versions_of_every_paths_packages():
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("registry-scripts")
-@pytest.mark.parametrize("name", paths.default_names())
+@pytest.mark.parametrize("name", paths.default_names())  # subprocesses: spread over the xdist workers
 def test_every_path_writes_a_script_that_passes_a_trivial_case(name, tmp_path):
     text = render(TRIVIAL, name)
     ast.parse(text)
