@@ -19,10 +19,10 @@ import numpy as np
 
 from harness.core.dtypes import name_of
 from harness.core.tensors import single, to_numpy, to_torch
-from harness.paths.base import Prepared, example_args, input_arrays, stage
+from harness.paths.base import FRONTEND_MEMO, Prepared, example_args, input_arrays, stage
 
 # What a warm worker imports for an ExecuTorch path.
-EXECUTORCH_WARM = ("torch", "torch.export", "executorch.exir", "executorch.runtime")
+EXECUTORCH_WARM = ("torch", "torch.export", "executorch.exir", "executorch.runtime", FRONTEND_MEMO)
 
 
 def quiet_imports() -> None:

@@ -127,6 +127,10 @@ class Capture:
     method: str
     changes: list[str] = field(default_factory=list)
 
+# The warm-up of paths that compile through torch.export's decompositions or torch.onnx.export: tables
+# those frontends rebuild on every compile, kept while what they are built from is unchanged.
+FRONTEND_MEMO = "harness.paths._frontend_memo:install"
+
 
 class Path:
     """Base of every path. Subclasses set `name`, `description` and implement `prepare`."""

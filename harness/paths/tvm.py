@@ -42,7 +42,7 @@ import numpy as np
 
 from harness.paths import _relax_intermediates as relax_reader
 from harness.paths._relax_intermediates import first_tensor, tvm_array
-from harness.paths.base import Capture, Intermediate, Path, Prepared, example_args, input_arrays, stage
+from harness.paths.base import FRONTEND_MEMO, Capture, Intermediate, Path, Prepared, example_args, input_arrays, stage
 
 
 def relax_ops(mod, func: str = "main") -> list[str]:
@@ -85,7 +85,7 @@ class TvmPath(Path):
     name = "tvm"
     description = "torch.export -> from_exported_program -> tvm.compile(target='llvm') -> Relax VM"
     packages = ("torch", "apache-tvm")
-    warm_imports = ("torch", "torch.export", "tvm", "tvm.relax", "tvm.relax.frontend.torch")
+    warm_imports = ("torch", "torch.export", "tvm", "tvm.relax", "tvm.relax.frontend.torch", FRONTEND_MEMO)
     script_imports = ("import tvm\nfrom tvm import relax\n"
                       "from tvm.relax.frontend.torch import from_exported_program\n")
     # The relax.transform pass applied before compile (a name), or "" for none.

@@ -1,0 +1,118 @@
+"""Tables torch's frontends rebuild on every compile, kept in a worker while what they are built from is unchanged.
+
+A worker compiles hundreds of structures, and each compile of the TVM,
+ExecuTorch and ONNX paths pays twice for tables that depend only on which
+operators are registered (measured on a worker with every path imported):
+
+* `ExportedProgram.run_decompositions` (TVM's importer, `to_edge`, XNNPACK's
+  lowering, the ONNX exporter: about eight calls per structure) collects the
+  CompositeImplicitAutograd ops twice a call, and each collection re-walks
+  the C++ dispatcher's CIA registrations once per op namespace to make sure
+  `torch.ops` has an attribute for each (`_materialize_cpp_cia_ops`: ≈ 40
+  namespaces in a worker). Those attributes, once made, stay; walking again
+  when the registrations are the same list as last time makes nothing new.
+  torch does not cache this because a custom op can be registered at any
+  time, so the memo keys on the registrations themselves: a new op changes
+  the list and the walk runs again.
+* `torch.onnx.export` builds its `ONNXRegistry` from torchlib on every call
+  (`ONNXRegistry.from_torchlib`, ≈ 0.5 s: an ONNX signature inferred per
+  function). The registry is a pure function of the opset version and of
+  the installed torchlib; each call gets its own copy of the first one built
+  for that opset (its own dict and lists, so `register_op` on one registry
+  changes no other), holding the same, never-mutated function entries.
+
+Both give each compile exactly what it would have built itself (tests/paths/
+test_frontend_memo.py compares the collected ops, the registries and the
+exported ONNX bytes with the memo on and off). NORMDIFF_FRONTEND_MEMO=0
+leaves torch as it is. Paths that compile through these frontends name
+`install` among their warm-ups (Path.warm_imports), so the forkserver
+installs it once for every worker it forks.
+"""
+from __future__ import annotations
+
+import os
+import threading
+
+ENV = "NORMDIFF_FRONTEND_MEMO"
+
+_lock = threading.Lock()
+_originals: dict[str, object] = {}
+
+
+def enabled() -> bool:
+    """Whether the memo may be installed (NORMDIFF_FRONTEND_MEMO is not "0")."""
+    return os.environ.get(ENV, "1") != "0"
+
+
+def installed() -> bool:
+    return bool(_originals)
+
+
+def install() -> None:
+    """Install both memos in this process (idempotent; nothing when disabled or torch lacks the functions)."""
+    if not enabled():
+        return
+    with _lock:
+        if _originals:
+            return
+        _install_cia()
+        _install_onnx_registry()
+
+
+def uninstall() -> None:
+    """Give torch back its own functions (tests compare the two)."""
+    with _lock:
+        if "cia" in _originals:
+            from torch._export import utils
+
+            utils._materialize_cpp_cia_ops = _originals["cia"]
+        if "onnx" in _originals:
+            from torch.onnx._internal.exporter import _registration
+
+            _registration.ONNXRegistry.from_torchlib = _originals["onnx"]
+        _originals.clear()
+
+
+def _install_cia() -> None:
+    import torch
+    from torch._export import utils
+
+    original = getattr(utils, "_materialize_cpp_cia_ops", None)
+    if original is None:
+        return
+    walked: list = [None]  # the registrations of the last complete walk
+
+    def materialize_cpp_cia_ops() -> None:
+        registrations = torch._C._dispatch_get_registrations_for_dispatch_key("CompositeImplicitAutograd")
+        if registrations == walked[0]:
+            return
+        original()
+        walked[0] = registrations
+
+    utils._materialize_cpp_cia_ops = materialize_cpp_cia_ops
+    _originals["cia"] = original
+
+
+def _install_onnx_registry() -> None:
+    try:
+        from torch.onnx._internal.exporter import _registration
+    except ImportError:
+        return
+    registry_cls = _registration.ONNXRegistry
+    original = registry_cls.__dict__.get("from_torchlib")
+    if not isinstance(original, classmethod):
+        return
+    built: dict = {}
+
+    def from_torchlib(cls, opset_version=_registration._constants.TORCHLIB_OPSET):
+        key = (cls, opset_version)
+        if key not in built:
+            built[key] = original.__func__(cls, opset_version)
+        first = built[key]
+        copy = cls()
+        copy._opset_version = first._opset_version
+        copy.functions = {target: list(entries) for target, entries in first.functions.items()}
+        return copy
+
+    registry_cls.from_torchlib = classmethod(from_torchlib)
+    _originals["onnx"] = original

@@ -1,0 +1,101 @@
+"""The frontend memo gives each compile what torch would have built: the same CIA ops, decompositions,
+ONNX registry and ONNX bytes, memo on and off; a custom op registered after the memo has seen the
+registrations is still found; each export gets its own registry.
+
+Run in a fresh interpreter: the memo changes torch's module state, which the
+other tests in this worker should not see.
+"""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("onnxruntime")]
+
+SCRIPT = r'''
+import json, logging
+import torch
+from torch._export import utils
+from torch.onnx._internal.exporter import _registration
+from harness.paths import _frontend_memo as memo
+logging.disable(logging.WARNING)
+
+class Norm(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.linspace(0.5, 1.5, 16, dtype=torch.float16))
+    def forward(self, x):
+        h = x.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)
+        return self.weight * h.to(x.dtype)
+
+x = torch.randn(2, 16, dtype=torch.float16)
+ep = torch.export.export(Norm(), (x,))
+
+def built():
+    """What a compile gets: the CIA ops, the decomposed program, the ONNX registry and model."""
+    registry = _registration.ONNXRegistry.from_torchlib()
+    onnx_bytes = torch.onnx.export(ep, (x,), dynamo=True, verbose=False).model_proto.SerializeToString()
+    return {"cia": sorted(str(op) for op in utils._collect_all_valid_cia_ops()),
+            "decomposed": ep.run_decompositions().graph_module.code,
+            "registry": {str(k): [m.onnx_function.name if hasattr(m.onnx_function, "name") else str(m.onnx_function)
+                                  for m in v] for k, v in registry.functions.items()},
+            "onnx": onnx_bytes.hex()}
+
+off = built()
+memo.install()
+assert memo.installed()
+on_first, on_again = built(), built()
+
+# A CompositeImplicitAutograd op registered after the memo has walked the registrations.
+lib = torch.library.Library("normdiff_memo_test", "DEF")
+lib.define("twice(Tensor x) -> Tensor")
+lib.impl("twice", lambda t: t * 2, "CompositeImplicitAutograd")
+found_new = any("normdiff_memo_test" in str(op) for op in utils._collect_all_valid_cia_ops())
+
+one, two = _registration.ONNXRegistry.from_torchlib(), _registration.ONNXRegistry.from_torchlib()
+one.register_op(torch.ops.aten.add.Tensor, lambda a, b: a)
+own_copies = one is not two and len(two.get_decomps(torch.ops.aten.add.Tensor)) == len(
+    _registration.ONNXRegistry.from_torchlib().get_decomps(torch.ops.aten.add.Tensor)) and (
+    len(one.get_decomps(torch.ops.aten.add.Tensor)) == len(two.get_decomps(torch.ops.aten.add.Tensor)) + 1)
+memo.uninstall()
+print(json.dumps({k: {"first": on_first[k] == off[k], "again": on_again[k] == off[k]} for k in off}
+                 | {"found_new": found_new, "own_copies": own_copies, "n_cia": len(off["cia"]),
+                    "n_registry": len(off["registry"]), "uninstalled": not memo.installed()}))
+'''
+
+
+def test_the_memo_changes_nothing_a_compile_gets():
+    done = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    for table in ("cia", "decomposed", "registry", "onnx"):
+        assert got[table] == {"first": True, "again": True}, (table, got)
+    assert got["n_cia"] > 100 and got["n_registry"] > 100  # real tables, not two empty ones
+    assert got["found_new"], "a CIA op registered later was missed"
+    assert got["own_copies"], "registries share state between exports"
+    assert got["uninstalled"]
+
+
+def test_the_memo_stays_off_when_asked(monkeypatch):
+    from harness.paths import _frontend_memo as memo
+
+    monkeypatch.setenv(memo.ENV, "0")
+    assert not memo.enabled()
+    memo.install()
+    assert not memo.installed()
+
+
+def test_compiling_paths_install_it_in_their_workers():
+    from harness import paths
+    from harness.engine.warm import warm_modules
+    from harness.paths.base import FRONTEND_MEMO
+
+    for name in ("tvm", "tvm-decompose", "executorch", "executorch-xnnpack", "executorch-recompose",
+                 "onnxruntime", "onnxruntime-fused"):
+        assert FRONTEND_MEMO in paths.get(name).warm_imports, name
+    assert FRONTEND_MEMO in warm_modules(["tvm"], compiling=["tvm"])
+    assert FRONTEND_MEMO not in warm_modules(["tvm"], compiling=[])  # a warm run compiles nothing
