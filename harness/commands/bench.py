@@ -122,19 +122,11 @@ def limit_seconds(records: list[dict], jobs: int) -> float:
     return total / jobs
 
 
-def _stop_forkserver() -> None:
-    """Stop this process's forkserver, so the next run pays its own warm-up as a fresh CLI would."""
-    from multiprocessing import forkserver
-
-    stop = getattr(forkserver._forkserver, "_stop", None)  # CPython's, used by its own tests
-    if stop is not None:
-        stop()
-
-
 def timed_run(specs, names, out, jobs, cache, executor="local") -> tuple[float, list[dict]]:
     from harness.engine.run import run
+    from harness.engine.warm import stop_forkserver
 
-    _stop_forkserver()
+    stop_forkserver()  # the run pays its own warm-up, as a fresh command does
     start = time.monotonic()
     records = run(specs, names, out, jobs=jobs, progress=sys.stderr.isatty(), cache=cache, executor=executor)
     return time.monotonic() - start, records

@@ -20,7 +20,7 @@ from typing import Iterable
 from harness.core.verdicts import DEFAULT_MEMORY_FRACTION, MIN_MEMORY_GB, Verdict
 from harness.engine.execute import base_record
 from harness.engine.plan import Group, Task
-from harness.engine.warm import start_forkserver, warm_modules
+from harness.engine.warm import retire_forkserver, start_forkserver, warm_modules
 from harness.engine.stored import OUT_OF_MEMORY
 from harness.engine.worker import memory_note, worker_main
 
@@ -86,6 +86,8 @@ class Procs:
         self.compiling = None if compiling is None else sorted(set(compiling))  # paths with compiles to do
         self.warm = warm_modules(self.path_names, self.compiling)
         self.start_method = start_method
+        if start_method == "forkserver":
+            retire_forkserver(self.warm)  # before anything forks: one warmed for other modules is not reused
         self.ctx = None
         self.failed_starts = 0
         self.requeued: dict[tuple[str, str], int] = defaultdict(int)

@@ -104,9 +104,6 @@ class _Estimates:
         mean = self.exec.get(path) or self.all_exec
         return max(1e-4, mean.value) if mean else 0.05
 
-    def group(self, g: Group) -> float:
-        return self.prepare(g.path, g.cached) + len(g.tasks) * self.execution(g.path)
-
     def measured(self) -> dict[str, float]:
         """Each path's mean compile seconds in this run (the paths it built at least MIN_SAMPLES artifacts of)."""
         return {p: m.value for p, m in self.prep.items() if m.count >= MIN_SAMPLES}
@@ -288,12 +285,26 @@ class Runner:
         """
         pool = [i for i in range(len(self.pending)) if allowed is None or self.pending[i].path in allowed]
         if pool:
-            work = {i: self.estimates.group(self.pending[i]) for i in pool}
+            work = self._work(pool)
             if self.affinity and last_structure and sum(work.values()) > ENDGAME * self.jobs * max(work.values()):
                 pool = [i for i in pool if self._spec_key(self.pending[i].tasks[0]) == last_structure] or pool
             best = max(pool, key=lambda i: (work[i], -i))
             return self.pending.pop(best)
         return self._steal(allowed)
+
+    def _work(self, pool: list[int]) -> dict[int, float]:
+        """{i: estimated seconds of pending group i: its compile (or restore) and its executions}, each path's
+        estimates read once: this runs for every group a worker takes, over every pending group."""
+        per_path: dict[tuple[str, bool], tuple[float, float]] = {}
+        work = {}
+        for i in pool:
+            g = self.pending[i]
+            costs = per_path.get((g.path, g.cached))
+            if costs is None:
+                costs = per_path[(g.path, g.cached)] = (self.estimates.prepare(g.path, g.cached),
+                                                        self.estimates.execution(g.path))
+            work[i] = costs[0] + len(g.tasks) * costs[1]
+        return work
 
     def _spec_key(self, task: Task) -> str:
         """task.spec.structure_key(), computed once per spec."""

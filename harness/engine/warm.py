@@ -106,15 +106,23 @@ if os.environ.get(_WARM_ENV) and mp.parent_process() is None and __name__ == "ha
     warm(_mods)
 
 
+# What the running forkserver of this process imported (None: none started here, or stopped since).
+_SERVING: list = [None]
+
+
 def start_forkserver(modules: list[str], fork: bool = False) -> None:
     """Start the forkserver with `modules` imported in it and Ctrl-C ignored by it and its children.
 
     With `fork` (where this process has /proc/self/fd), it is forked from this
     process instead of started as a fresh interpreter: what this process has
     imported already (torch, the harness: seconds) is not imported again.
+    multiprocessing keeps one forkserver per process and reuses it: see
+    `retire_forkserver` for one started for other modules.
     """
     from multiprocessing import forkserver
 
+    if _SERVING[0] is None or forkserver._forkserver._forkserver_pid is None:
+        _SERVING[0] = set(modules)
     if fork and os.path.isdir("/proc/self/fd"):
         _fork_forkserver(forkserver._forkserver, modules)
         return
@@ -127,6 +135,47 @@ def start_forkserver(modules: list[str], fork: bool = False) -> None:
         os.environ.pop(_WARM_ENV, None)
         if main:
             signal.signal(signal.SIGINT, old)
+
+
+def retire_forkserver(modules: Iterable[str]) -> None:
+    """Stop this process's forkserver unless it imported every one of `modules`; call it before forking
+    anything else (a forked child holds the forkserver's "alive" pipe open).
+
+    A run resolves its module cases first, on workers whose forkserver imports
+    torch alone; reused as it is, it would leave every worker of the run to
+    import its paths' modules and run their warm-ups itself (measured: the
+    zoo's workers did).
+    """
+    if _SERVING[0] is not None and not set(modules) <= _SERVING[0]:
+        stop_forkserver()
+
+
+def stop_forkserver() -> None:
+    """Stop this process's forkserver (workers forked from it go on); the next start makes a fresh one.
+
+    As multiprocessing's own ForkServer._stop, but without waiting for it to
+    exit (a thread reaps it): it exits once every holder of its "alive" pipe
+    has closed it, and a child forked from this process may still hold it.
+    """
+    from multiprocessing import forkserver, util
+
+    _SERVING[0] = None
+    server = forkserver._forkserver
+    with server._lock:
+        pid, address = server._forkserver_pid, server._forkserver_address
+        if pid is None:
+            return
+        os.close(server._forkserver_alive_fd)
+        server._forkserver_address = server._forkserver_alive_fd = server._forkserver_pid = None
+    if address and not util.is_abstract_socket_namespace(address):
+        with contextlib.suppress(OSError):
+            os.unlink(address)
+    threading.Thread(target=_reap, args=(pid,), daemon=True, name="normdiff-forkserver-reaper").start()
+
+
+def _reap(pid: int) -> None:
+    with contextlib.suppress(ChildProcessError, OSError):
+        os.waitpid(pid, 0)
 
 
 def _fork_forkserver(server, modules: list[str]) -> None:

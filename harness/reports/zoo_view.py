@@ -13,13 +13,6 @@ from collections import defaultdict
 from harness.core.verdicts import VERDICTS, Verdict
 
 
-def _members(cls: str) -> int:
-    from harness.zoo.catalog import members_of
-
-    found = members_of(cls)
-    return len(found) if found else 1
-
-
 def rows(records: list[dict]) -> list[tuple[str, int, dict]]:
     """[(class, library classes it stands for, {path: (worst verdict, how many, of how many, max err/bound)})]."""
     by_class: dict[str, dict[str, list[dict]]] = defaultdict(lambda: defaultdict(list))
@@ -28,6 +21,10 @@ def rows(records: list[dict]) -> list[tuple[str, int, dict]]:
         if cls:
             by_class[cls][r["path"]].append(r)
     out = []
+    if by_class:
+        from harness.zoo.catalog import members_index
+
+        members = members_index()
     for cls in sorted(by_class, key=lambda c: c.rpartition(":")[2]):
         cells = {}
         for path, rs in by_class[cls].items():
@@ -36,7 +33,7 @@ def rows(records: list[dict]) -> list[tuple[str, int, dict]]:
             ratios = [r["max_err_over_tol"] for r in rs if r.get("max_err_over_tol") is not None]
             cells[path] = (worst, sum(1 for r in rs if r["verdict"] == worst), len(rs),
                            max(ratios) if ratios else None)
-        out.append((cls, _members(cls), cells))
+        out.append((cls, len(members.get(cls) or ()) or 1, cells))
     return out
 
 

@@ -159,16 +159,18 @@ def zoo_specs(dtypes=DTYPES, inputs_for=default_inputs, root: str | None = None,
     return load_zoo(root=root, package=package).specs(dtypes, inputs_for)
 
 
-def members_of(cls: str) -> tuple[str, ...] | None:
-    """Every class of the installed transformers sharing `cls`'s implementation (None: not a zoo class, or no
-    transformers). Read from the sources, cached: reports call it per class."""
+def members_index() -> dict[str, tuple[str, ...]]:
+    """{class: every class of the installed transformers sharing its implementation}, for each zoo class ({}:
+    no transformers). Read from the sources once per call (load_zoo walks the library's folders to see
+    whether they changed): a report asks once for all its classes."""
     if not installed():
-        return None
+        return {}
     try:
         zoo = load_zoo()
     except corpus_mod.CorpusError:
-        return None
+        return {}
+    index: dict[str, tuple[str, ...]] = {}
     for e in zoo.entries:
-        if cls == e.representative or cls in e.members:
-            return e.members
-    return None
+        for cls in (e.representative, *e.members):
+            index.setdefault(cls, e.members)
+    return index

@@ -61,4 +61,76 @@ def test_a_warm_up_runs_in_the_warm_process_only_for_paths_with_compiles_to_do(t
     every = warm_modules(["tvm", "executorch-xnnpack"])
     cached = warm_modules(["tvm", "executorch-xnnpack"], compiling=["tvm"])
     assert "harness.paths.executorch_xnnpack:warm_up" in every and "harness.paths.executorch_xnnpack:warm_up" not in cached
-    assert [m for m in every if ":" not in m] == cached  # the imports stay: a restore needs the runtime
+    from harness import paths
+
+    tvm_ups = [m for m in paths.get("tvm").warm_imports if ":" in m]
+    assert tvm_ups  # the frontend memo
+    assert [m for m in every if ":" not in m or m in tvm_ups] == cached  # the imports stay: a restore needs the runtime
+
+
+RETIRED = r'''
+import json, os, sys, time
+from multiprocessing import forkserver
+from harness.engine import warm
+
+if __name__ == "__main__":
+    warm.start_forkserver(["json"], fork=True)
+    first = forkserver._forkserver._forkserver_pid
+    warm.retire_forkserver(["json"])  # covered: kept
+    kept = forkserver._forkserver._forkserver_pid == first
+    holder = os.fork()  # a child of this process holds the forkserver's "alive" pipe open
+    if holder == 0:
+        time.sleep(30)
+        os._exit(0)
+    start = time.monotonic()
+    warm.retire_forkserver(["json", "json.tool"])  # not covered: stopped, without waiting on the holder
+    quick = time.monotonic() - start < 5
+    warm.start_forkserver(["json", "json.tool"], fork=True)
+    second = forkserver._forkserver._forkserver_pid
+    os.kill(holder, 9)
+    os.waitpid(holder, 0)
+    print(json.dumps({"kept": kept, "quick": quick, "fresh": second not in (None, first)}))
+'''
+
+
+def test_a_forkserver_warmed_for_other_modules_is_replaced_without_waiting(tmp_path):
+    script = tmp_path / "retired.py"
+    script.write_text(RETIRED)
+    r = subprocess.run([sys.executable, str(script)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert json.loads(r.stdout.strip().splitlines()[-1]) == {"kept": True, "quick": True, "fresh": True}
+
+
+PROBE = r'''
+import json, sys, tempfile
+from multiprocessing import forkserver
+from harness.engine.run import run
+from harness.spec import CaseSpec
+
+spec = CaseSpec.from_dict({"class": "probe_norm:RMS", "dtype": "float16", "shape": [2, 16]})
+records = run([spec], ["tvm"], tempfile.mkdtemp(dir=sys.argv[1]), jobs=1, progress=False)
+with open(f"/proc/{forkserver._forkserver._forkserver_pid}/maps") as fh:
+    print(json.dumps({"verdicts": [str(r["verdict"]) for r in records], "tvm": "libtvm" in fh.read()}))
+'''
+NORM = '''import torch
+class RMS(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.ones(16))
+    def forward(self, x):
+        h = x.float()
+        return self.weight * (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + 1e-6)).to(x.dtype)
+'''
+
+
+def test_the_workers_of_a_run_with_module_cases_fork_from_a_forkserver_warmed_for_its_paths(tmp_path):
+    """The module cases are resolved first on workers that import torch alone; the run's own workers
+    must not reuse that forkserver and import TVM each for itself."""
+    (tmp_path / "probe_norm.py").write_text(NORM)
+    (tmp_path / "probe.py").write_text(PROBE)
+    env = {**__import__("os").environ, "PYTHONPATH": f"{tmp_path}:{ROOT}"}
+    r = subprocess.run([sys.executable, str(tmp_path / "probe.py"), str(tmp_path)], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    out = json.loads(r.stdout.strip().splitlines()[-1])
+    assert out == {"verdicts": ["pass"], "tvm": True}, out
