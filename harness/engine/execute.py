@@ -286,7 +286,8 @@ class Executor:
         else:
             record.update(verdict=Verdict.PASS, message="lifted", program=case.resolved.source,
                           lifted=case.resolved.to_dict(), lifted_pattern=case.resolved.pattern,
-                          param_values=case.constant_values(), param_arrays=encode_arrays(case.param_arrays()))
+                          param_values=case.constant_values(), param_arrays=encode_arrays(case.param_arrays()),
+                          module_digest=case.digest)  # what its artifacts' cache keys hold (scheduler.mark_cached)
         record["seconds"] = round(time.perf_counter() - start, 6)
         return record
 

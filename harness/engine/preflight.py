@@ -29,9 +29,11 @@ def lift_tasks(specs) -> list[Task]:
 
 
 def preflight(specs, execute: Callable[[list[Task], Callable[[dict], None]], None], *,
-              single: bool) -> dict[str, dict]:
+              single: bool, digests: dict[str, str] | None = None) -> dict[str, dict]:
     """{structure key: its LIFT record} of every module structure that did not resolve; UsageError (exit 2)
-    for a bad spec, or for an op outside the language when `single` (the run's only case)."""
+    for a bad spec, or for an op outside the language when `single` (the run's only case). `digests`, if
+    given, receives {structure key: module digest} of those that did: what their artifacts' cache keys
+    hold, so the run can tell which it will restore rather than compile."""
     tasks = lift_tasks(specs)
     if not tasks:
         return {}
@@ -41,6 +43,8 @@ def preflight(specs, execute: Callable[[list[Task], Callable[[dict], None]], Non
     def on_record(record: dict) -> None:
         if record["verdict"] != Verdict.PASS:
             failed[by_case[record["case_id"]]] = record
+        elif digests is not None and record.get("module_digest"):
+            digests[by_case[record["case_id"]]] = record["module_digest"]
 
     execute(tasks, on_record)
     for record in failed.values():

@@ -45,6 +45,7 @@ from harness.engine.execute import Executor, base_record
 from harness.engine.lock import folder_lock
 from harness.engine.plan import Task, plan
 from harness.engine.preflight import preflight, unresolved_record
+from harness.modules import LIFT
 from harness.engine.procs import default_max_memory_gb
 from harness.engine.progress import Progress
 from harness.engine.scheduler import Runner
@@ -77,9 +78,12 @@ def run(specs: list[CaseSpec], path_names: list[str], out_dir: str, *, jobs: int
             jobs = os.cpu_count() or 1
         options = dict(timeout=timeout, max_memory=max_memory, cache=cache, executor=executor, address=address,
                        policy=policy)
+        digests: dict[str, str] = {}
+        # The lift's workers fork from a forkserver that imports the run's paths too: the run's own workers
+        # then fork from it at once (a run that compiles replaces it with one that also ran the warm-ups).
         unresolved = preflight(specs, lambda lift, on: execute_tasks(lift, on, jobs=_lift_jobs(jobs, lift),
-                                                                     **options),
-                               single=len(specs) == 1)
+                                                                     path_names=[LIFT, *path_names], **options),
+                               single=len(specs) == 1, digests=digests)
         done_now = [unresolved_record(base_record(t.spec, t.path), unresolved[t.spec.structure_key()])
                     for t in tasks if t.spec.is_module and t.spec.structure_key() in unresolved]
         tasks = [t for t in tasks if not (t.spec.is_module and t.spec.structure_key() in unresolved)]
@@ -106,7 +110,7 @@ def run(specs: list[CaseSpec], path_names: list[str], out_dir: str, *, jobs: int
                 on_record(record)
 
             try:
-                execute_tasks(tasks, on_record, jobs=jobs, path_names=path_names, **options)
+                execute_tasks(tasks, on_record, jobs=jobs, path_names=path_names, module_digests=digests, **options)
             finally:
                 bar.close()
         return records
@@ -130,9 +134,12 @@ def _check_versions(records: list[dict], where: str) -> None:
 def execute_tasks(tasks: list[Task], on_record: Callable[[dict], None], *, jobs: int | None,
                   timeout: float = DEFAULT_TIMEOUT, path_names: Iterable[str] | None = None,
                   max_memory: float | None = None, cache: ArtifactCache | None = None,
-                  executor: str = "local", address: str | None = None, policy: Policy | None = None) -> None:
+                  executor: str = "local", address: str | None = None, policy: Policy | None = None,
+                  module_digests: dict[str, str] | None = None) -> None:
     """Hand each task's record to `on_record`: in this process (jobs 0, no memory limit) or on warm
-    workers, each limited to `max_memory` GB (default: default_max_memory_gb(jobs))."""
+    workers, each limited to `max_memory` GB (default: default_max_memory_gb(jobs)). `module_digests`
+    ({structure key: digest}, from the preflight) lets the runner see which module cases' artifacts the
+    cache holds."""
     if not tasks:
         return
     if jobs == 0:
@@ -148,11 +155,13 @@ def execute_tasks(tasks: list[Task], on_record: Callable[[dict], None], *, jobs:
     if executor == "ray":  # no memory limit: an address-space cap breaks Ray's shared memory
         from harness.engine.ray_executor import RayRunner
 
-        RayRunner(jobs, timeout, names, cache=cache, address=address, policy=policy).run(tasks, on_record)
-        return
-    if max_memory is None:
-        max_memory = default_max_memory_gb(jobs)
-    Runner(jobs, timeout, names, max_memory=max_memory, cache=cache, policy=policy).run(tasks, on_record)
+        runner = RayRunner(jobs, timeout, names, cache=cache, address=address, policy=policy)
+    else:
+        if max_memory is None:
+            max_memory = default_max_memory_gb(jobs)
+        runner = Runner(jobs, timeout, names, max_memory=max_memory, cache=cache, policy=policy)
+    runner.module_digests = dict(module_digests or {})
+    runner.run(tasks, on_record)
 
 
 @contextlib.contextmanager

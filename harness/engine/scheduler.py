@@ -134,20 +134,25 @@ def save_estimates(cache, estimates: _Estimates) -> None:
         write_atomic(os.path.join(cache.root, ESTIMATES_FILE), json.dumps({"prepare": merged}, indent=1) + "\n")
 
 
-def mark_cached(groups: list[Group], cache) -> None:
+def mark_cached(groups: list[Group], cache, module_digests: dict[str, str] | None = None) -> None:
     """Mark the groups whose artifact (or kept failure) the disk cache holds: they cost a restore, not a
-    compile. A module case's key needs its class, which this process never imports: left unmarked."""
+    compile (and their paths' warm-ups are not needed). A module case's key holds its class's digest, which
+    this process (never importing the class) has only from the preflight's `module_digests`
+    ({structure key: digest}); without one it is left unmarked."""
     if cache is None:
         return
     for g in groups:
         spec = g.tasks[0].spec
+        salt = ""
         if spec.is_module:
-            continue
+            salt = (module_digests or {}).get(spec.structure_key(), "")
+            if not salt:
+                continue
         try:
             path = paths.get(g.path)
             if not cacheable(path):
                 continue
-            g.cached = any(os.path.exists(cache.file_of(cache.key(path, spec, kind=kind)))
+            g.cached = any(os.path.exists(cache.file_of(cache.key(path, spec, salt, kind=kind)))
                            for kind in ("", stored.FAILURE))
         except Exception:  # noqa: BLE001 - an unknown path: its worker records the failure
             continue
@@ -175,12 +180,13 @@ class Runner:
         self.workers: list[Worker] = []
         self.pending: list[Group] = []
         self._spec_keys: dict[int, tuple] = {}  # id(spec) -> (spec, its structure key): main-loop time is a worker's wait
+        self.module_digests: dict[str, str] = {}  # {structure key: module digest} from the preflight (mark_cached)
 
     def run(self, tasks: list[Task], on_record: Callable[[dict], None]) -> None:
         self.pending = group_tasks(tasks)
         if not self.pending:
             return
-        mark_cached(self.pending, self.cache)
+        mark_cached(self.pending, self.cache, self.module_digests)
         self.estimates = _Estimates(load_estimates(self.cache))
         names = self.path_names or sorted({t.path for t in tasks})
         self.procs = self._procs(names)

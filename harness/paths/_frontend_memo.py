@@ -25,8 +25,8 @@ Both give each compile exactly what it would have built itself (tests/paths/
 test_frontend_memo.py compares the collected ops, the registries and the
 exported ONNX bytes with the memo on and off). NORMDIFF_FRONTEND_MEMO=0
 leaves torch as it is. Paths that compile through these frontends name
-`install` among their warm-ups (Path.warm_imports), so the forkserver
-installs it once for every worker it forks.
+the memo they use among their warm-ups (Path.warm_imports), so the
+forkserver installs it once for every worker it forks.
 """
 from __future__ import annotations
 
@@ -50,13 +50,26 @@ def installed() -> bool:
 
 def install() -> None:
     """Install both memos in this process (idempotent; nothing when disabled or torch lacks the functions)."""
+    install_decompositions()
+    install_onnx_registry()
+
+
+def install_decompositions() -> None:
+    """The CIA walk's memo: for paths that run torch.export's decompositions (TVM's importer, ExecuTorch)."""
     if not enabled():
         return
     with _lock:
-        if _originals:
-            return
-        _install_cia()
-        _install_onnx_registry()
+        if "cia" not in _originals:
+            _install_cia()
+
+
+def install_onnx_registry() -> None:
+    """The ONNX registry's memo (imports torch.onnx's exporter: only for the paths that export to ONNX)."""
+    if not enabled():
+        return
+    with _lock:
+        if "onnx" not in _originals:
+            _install_onnx_registry()
 
 
 def uninstall() -> None:

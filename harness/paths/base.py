@@ -127,9 +127,10 @@ class Capture:
     method: str
     changes: list[str] = field(default_factory=list)
 
-# The warm-up of paths that compile through torch.export's decompositions or torch.onnx.export: tables
+# Warm-ups of paths that compile through torch.export's decompositions (and torch.onnx.export): tables
 # those frontends rebuild on every compile, kept while what they are built from is unchanged.
-FRONTEND_MEMO = "harness.paths._frontend_memo:install"
+FRONTEND_MEMO = "harness.paths._frontend_memo:install_decompositions"
+ONNX_REGISTRY_MEMO = "harness.paths._frontend_memo:install_onnx_registry"
 
 
 class Path:

@@ -47,7 +47,7 @@ import weakref
 
 import numpy as np
 
-from harness.paths.base import FRONTEND_MEMO, Path, Prepared, Unsupported, example_args, input_arrays, stage
+from harness.paths.base import FRONTEND_MEMO, ONNX_REGISTRY_MEMO, Path, Prepared, Unsupported, example_args, input_arrays, stage
 
 _BF16 = "bfloat16"
 
@@ -168,7 +168,8 @@ class OnnxRuntimePath(Path):
     description = ("torch.onnx.export(dynamo=True) -> onnxruntime CPU InferenceSession "
                    "with graph optimizations off (ORT_DISABLE_ALL)")
     packages = ("torch", "onnxruntime", "onnx", "onnxscript")
-    warm_imports = ("torch", "torch.export", "torch.onnx", "onnx", "onnxscript", "onnxruntime", FRONTEND_MEMO)
+    warm_imports = ("torch", "torch.export", "torch.onnx", "onnx", "onnxscript", "onnxruntime", FRONTEND_MEMO,
+                    ONNX_REGISTRY_MEMO)
     script_imports = "import tempfile\n\nimport onnx\nimport onnxruntime as ort\nfrom onnx import TensorProto\n"
     level = "ORT_DISABLE_ALL"
 

@@ -92,10 +92,11 @@ def test_the_memo_stays_off_when_asked(monkeypatch):
 def test_compiling_paths_install_it_in_their_workers():
     from harness import paths
     from harness.engine.warm import warm_modules
-    from harness.paths.base import FRONTEND_MEMO
+    from harness.paths.base import FRONTEND_MEMO, ONNX_REGISTRY_MEMO
 
     for name in ("tvm", "tvm-decompose", "executorch", "executorch-xnnpack", "executorch-recompose",
                  "onnxruntime", "onnxruntime-fused"):
         assert FRONTEND_MEMO in paths.get(name).warm_imports, name
+        assert (ONNX_REGISTRY_MEMO in paths.get(name).warm_imports) == name.startswith("onnxruntime"), name
     assert FRONTEND_MEMO in warm_modules(["tvm"], compiling=["tvm"])
     assert FRONTEND_MEMO not in warm_modules(["tvm"], compiling=[])  # a warm run compiles nothing
