@@ -56,20 +56,20 @@ def install() -> None:
 
 def install_decompositions() -> None:
     """The CIA walk's memo: for paths that run torch.export's decompositions (TVM's importer, ExecuTorch)."""
-    if not enabled():
-        return
-    with _lock:
-        if "cia" not in _originals:
-            _install_cia()
+    _once("cia", _install_cia)
 
 
 def install_onnx_registry() -> None:
     """The ONNX registry's memo (imports torch.onnx's exporter: only for the paths that export to ONNX)."""
+    _once("onnx", _install_onnx_registry)
+
+
+def _once(name: str, installer) -> None:
     if not enabled():
         return
     with _lock:
-        if "onnx" not in _originals:
-            _install_onnx_registry()
+        if name not in _originals:
+            installer()
 
 
 def uninstall() -> None:
