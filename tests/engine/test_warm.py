@@ -2,6 +2,7 @@
 workers report exit codes and signals as the spawned forkserver's do, and they start with the
 warm imports frozen out of the collector and the collector running."""
 import json
+import os
 import subprocess
 import sys
 
@@ -128,7 +129,7 @@ def test_the_workers_of_a_run_with_module_cases_fork_from_a_forkserver_warmed_fo
     must not reuse that forkserver and import TVM each for itself."""
     (tmp_path / "probe_norm.py").write_text(NORM)
     (tmp_path / "probe.py").write_text(PROBE)
-    env = {**__import__("os").environ, "PYTHONPATH": f"{tmp_path}:{ROOT}"}
+    env = {**os.environ, "PYTHONPATH": f"{tmp_path}:{ROOT}"}
     r = subprocess.run([sys.executable, str(tmp_path / "probe.py"), str(tmp_path)], cwd=tmp_path, env=env,
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
