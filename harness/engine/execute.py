@@ -25,7 +25,7 @@ from harness.attribution import ATTRIBUTED, annotate
 from harness.attribution.policy import Policy
 from harness.core.verdicts import Verdict
 from harness.engine import stored
-from harness.engine.cache import ArtifactCache, Origin, cacheable, use_library_caches
+from harness.engine.cache import ArtifactCache, Origin, cacheable, restore_takes_build, use_library_caches
 from harness.engine.cases import CaseProblem, Cases, lift_problem
 from harness.engine.exports import ExportMemo, takes_exported
 from harness.oracle.compare import eager_row_errors, score
@@ -109,16 +109,17 @@ class Executor:
         self.misses += 1
         start = time.perf_counter()
         salt = setup.module_case.digest if setup.module_case is not None else ""
-        prepared, origin = self._from_disk(path, spec, salt)
+        prepared, origin = self._from_disk(path, spec, salt, setup.build)
         if prepared is None:
             prepared = self._build(path, spec, setup)
             origin = self._store(path, spec, prepared, salt) if origin == Origin.MISS else origin
         self._prepared[key] = (prepared, origin)
         return prepared, False, time.perf_counter() - start, origin
 
-    def _from_disk(self, path, spec: CaseSpec, salt: str = "") -> tuple[Prepared | Exception | None, str]:
+    def _from_disk(self, path, spec: CaseSpec, salt: str = "", build=None) -> tuple[Prepared | Exception | None, str]:
         """The cached artifact restored (or the failure kept in its place), or None and what the cache
-        status will be."""
+        status will be. A path whose restore takes `build` is handed the case's module builder; the facts
+        are the kept ones, but for those its restore says of itself (its cache facts)."""
         if self.cache is None:
             return None, Origin.OFF
         if not cacheable(path):
@@ -128,11 +129,11 @@ class Executor:
         if entry is None:
             return self._failure_from_disk(path, spec, salt)
         try:
-            prepared = path.restore(spec, entry.data)
+            prepared = path.restore(spec, entry.data, **({"build": build} if restore_takes_build(path) else {}))
         except Exception:  # noqa: BLE001 - an entry that does not restore is not trusted
             self.cache.discard(ckey)
             return None, Origin.MISS
-        prepared.facts = dict(entry.facts)
+        prepared.facts = {**entry.facts, **prepared.facts}
         return prepared, Origin.HIT
 
     def _failure_from_disk(self, path, spec: CaseSpec, salt: str) -> tuple[Exception | None, str]:

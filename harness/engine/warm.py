@@ -22,7 +22,8 @@ HARNESS_IMPORTS = ("harness.engine.execute", "harness.oracle.reference", "harnes
 def warm_modules(path_names: list[str], compiling: Iterable[str] | None = None) -> list[str]:
     """Modules to import before forking workers for these paths (each path names its own), with the warm-ups
     ("module:function" entries) of the paths in `compiling` (None: of every path): a warm-up serves the
-    path's compiles, and a run whose artifacts the cache holds compiles nothing of that path."""
+    path's compiles, and a run whose artifacts the cache holds compiles nothing of that path; it restores
+    them, with the path's `restore_warm_ups`."""
 
     compiling = None if compiling is None else set(compiling)
     mods = list(HARNESS_IMPORTS)
@@ -35,7 +36,10 @@ def warm_modules(path_names: list[str], compiling: Iterable[str] | None = None) 
             path = paths.get(name)
         except Exception:  # noqa: BLE001 - the worker will record the failure
             continue
-        mods += [m for m in path.warm_imports if ":" not in m or compiling is None or name in compiling]
+        if compiling is None or name in compiling:
+            mods += list(path.warm_imports)
+        else:
+            mods += [m for m in path.warm_imports if ":" not in m] + list(path.restore_warm_ups)
     return list(dict.fromkeys(mods))
 
 

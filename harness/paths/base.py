@@ -144,6 +144,9 @@ class Path:
     # Modules a warm worker imports before forking, so `prepare` does not pay for them; "module:function"
     # also calls a function of no arguments there (what a path's first prepare in a process pays beyond imports).
     warm_imports: tuple[str, ...] = ("torch", "torch.export")
+    # Warm-ups ("module:function") that `restore` needs as well: run in warm workers even when the cache
+    # holds every artifact of the path, which skips the compile warm-ups of warm_imports.
+    restore_warm_ups: tuple[str, ...] = ()
     # The repro script's import lines for this path (torch, numpy, ml_dtypes come with every script).
     script_imports: str = ""
 
@@ -182,7 +185,11 @@ class Path:
         """A Prepared rebuilt from `artifact()`'s bytes, without exporting or compiling.
 
         Raise anything if the bytes cannot be used: the cache entry is then
-        dropped and the case prepared afresh.
+        dropped and the case prepared afresh. A restore that also takes the
+        keyword `build` is given the case's builder, `build() -> (module,
+        example)` as prepare gets them, for an artifact that runs on the
+        module's own parameters. Facts it returns replace the kept ones of the
+        same name (its `cache_facts`: where the artifact came from).
         """
         raise NotImplementedError(f"path {self.name!r} keeps no artifacts")
 

@@ -11,7 +11,7 @@ import pytest
 
 from harness import paths
 from harness.spec import CaseSpec
-from harness.engine.cache import ArtifactCache, cacheable, max_bytes_from_env
+from harness.engine.cache import ArtifactCache, cacheable, max_bytes_from_env, restore_takes_build
 from harness.engine.execute import Executor, comparable
 from harness.oracle.inputs import make_inputs
 from harness.oracle.modules import build_module
@@ -90,8 +90,7 @@ def test_the_key_covers_path_structure_versions_and_format_but_not_the_input(mon
 
 
 def test_which_paths_are_cacheable():
-    assert {n for n in paths.default_names() if not cacheable(paths.get(n))} == {
-        "eager", "inductor", "inductor-emulate"}  # eager builds nothing; Inductor keeps its own caches, under ours
+    assert {n for n in paths.default_names() if not cacheable(paths.get(n))} == {"eager"}  # eager builds nothing
 
 
 def test_the_size_bound_evicts_least_recently_used(tmp_path):
@@ -189,12 +188,13 @@ def _strip(record):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", ["tvm", "executorch", "executorch-xnnpack", "onnxruntime", "onnxruntime-fused",
-                                  "executorch-recompose", "executorch-recompose-capture"])
+                                  "executorch-recompose", "executorch-recompose-capture", "inductor-emulate"])
 def test_a_hit_runs_bit_identically_to_the_miss_that_stored_it(tmp_path, path):
     p = paths.get(path)
     inputs = make_inputs(SPEC)
-    built = p.prepare(SPEC, build_module(SPEC, inputs.params), to_torch(inputs.x, SPEC.layout))
-    restored = p.restore(SPEC, p.artifact(built))
+    build = lambda: (build_module(SPEC, inputs.params), to_torch(inputs.x, SPEC.layout))  # noqa: E731
+    built = p.prepare(SPEC, *build())
+    restored = p.restore(SPEC, p.artifact(built), **({"build": build} if restore_takes_build(p) else {}))
     for spec in (SPEC, OTHER_INPUT):
         x = make_inputs(spec).x
         a, b = built.run(x), restored.run(x)
@@ -288,12 +288,12 @@ def test_a_second_cli_run_hits_the_cache_with_the_same_verdicts(cli, tmp_path):
         runs.append((time.monotonic() - start, sorted(records, key=lambda r: (r["case_id"], r["path"]))))
     (_, cold), (_, warm) = runs
     origin = {(r["path"], r["artifact_cache"]) for r in warm}
-    assert origin == {("tvm", "hit"), ("executorch", "hit"), ("executorch-recompose", "hit"), ("inductor", "unsupported")}
-    assert {r["artifact_cache"] for r in cold if r["path"] != "inductor"} == {"miss"}
-    # Inductor's own caches, under ours, hit across processes; its facts say so (and are all that differs)
-    caches = ("inductor_aot_autograd_cache", "inductor_fx_graph_cache")
-    assert {tuple(r["facts"][k] for k in caches) for r in cold if r["path"] == "inductor"} == {("miss", "miss")}
-    assert {tuple(r["facts"][k] for k in caches) for r in warm if r["path"] == "inductor"} == {("hit", "hit")}
+    assert origin == {("tvm", "hit"), ("executorch", "hit"), ("executorch-recompose", "hit"), ("inductor", "hit")}
+    assert {r["artifact_cache"] for r in cold} == {"miss"}
+    # Inductor's precompiled function is kept: the warm run neither traces nor compiles, and its facts say so
+    caches = ("inductor_precompiled", "inductor_aot_autograd_cache", "inductor_fx_graph_cache")
+    assert {tuple(r["facts"][k] for k in caches) for r in cold if r["path"] == "inductor"} == {("miss", "miss", "off")}
+    assert {tuple(r["facts"][k] for k in caches) for r in warm if r["path"] == "inductor"} == {("hit", "off", "off")}
     assert os.listdir(tmp_path / "cache" / "inductor")
     assert [_strip(r) for r in cold] == [_strip(r) for r in warm]
     assert np.isfinite([r["max_abs_err"] for r in warm]).all()

@@ -67,6 +67,10 @@ def test_a_warm_up_runs_in_the_warm_process_only_for_paths_with_compiles_to_do(t
     tvm_ups = [m for m in paths.get("tvm").warm_imports if ":" in m]
     assert tvm_ups  # the frontend memo
     assert [m for m in every if ":" not in m or m in tvm_ups] == cached  # the imports stay: a restore needs the runtime
+    # Inductor's kept function is loaded by code that probes the CPU first: that part runs even when all is cached
+    restored = warm_modules(["inductor"], compiling=[])
+    assert "harness.paths.inductor:warm_up_loader" in restored and "harness.paths.inductor:warm_up" not in restored
+    assert "harness.paths.inductor:warm_up" in warm_modules(["inductor"], compiling=["inductor"])
 
 
 RETIRED = r'''

@@ -14,6 +14,7 @@ import sys
 
 import numpy as np
 import pytest
+import torch
 
 from harness import paths
 from harness.spec import CaseSpec
@@ -119,3 +120,41 @@ def test_repro_script_of_a_passing_case_exits_0(path, cli, tmp_path):
     run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     assert f"OK: {path} matches the FP64 reference" in run.stdout
+
+
+class _Broken(torch.nn.Module):
+    """A norm whose forward has a graph break after it: Dynamo cannot capture it as one graph."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x):
+        import torch
+
+        y = self.inner(x)
+        torch._dynamo.graph_break()
+        return y * 1
+
+
+def test_a_forward_in_one_graph_is_precompiled_and_kept_else_traced_and_not():
+    """One graph: Dynamo's AOT precompile, whose function the cache keeps. A graph break (or the caches off)
+    takes the plain torch.compile, and nothing is kept: the facts say which."""
+    from harness.engine.cache import library_caches
+
+    spec = CaseSpec.from_dict(KNOWN_GOOD[1])
+    inputs = make_inputs(spec)
+    path = paths.get("inductor")
+    example = to_torch(inputs.x, spec.layout)
+    whole = path.prepare(spec, build_module(spec, inputs.params), example)
+    assert whole.facts["inductor_precompiled"] == "miss" and path.artifact(whole)
+
+    broken = path.prepare(spec, _Broken(build_module(spec, inputs.params)), example)
+    assert broken.facts["inductor_precompiled"] == "off" and broken.facts["inductor_graph_breaks"] >= 1
+    assert path.artifact(broken) is None
+    np.testing.assert_array_equal(broken.run(inputs.x).view(np.uint16), whole.run(inputs.x).view(np.uint16))
+
+    with library_caches(None):  # --no-cache: precompiling needs Inductor's caches
+        off = path.prepare(spec, build_module(spec, inputs.params), example)
+    assert off.facts["inductor_precompiled"] == "off" and path.artifact(off) is None
+    np.testing.assert_array_equal(off.run(inputs.x).view(np.uint16), whole.run(inputs.x).view(np.uint16))
