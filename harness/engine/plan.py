@@ -61,6 +61,7 @@ class Group:
     structure: str
     tasks: deque
     cached: bool = False  # its artifact is in the disk cache: a restore, not a compile (the scheduler's guess)
+    spec_structure: str = ""  # its first task's spec.structure_key() (the export a worker keeps), once
 
 
 def structure_of(task: Task) -> str:
@@ -76,5 +77,8 @@ def group_tasks(tasks: list[Task]) -> list[Group]:
     groups: dict[tuple[str, str], Group] = {}
     for t in tasks:
         skey = structure_of(t)
-        groups.setdefault((t.path, skey), Group(t.path, skey, deque())).tasks.append(t)
+        group = groups.get((t.path, skey))
+        if group is None:
+            group = groups[(t.path, skey)] = Group(t.path, skey, deque(), spec_structure=t.spec.structure_key())
+        group.tasks.append(t)
     return list(groups.values())

@@ -12,7 +12,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections import defaultdict
+from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 from typing import Iterable
@@ -58,6 +58,7 @@ class Worker:
     structures: set = field(default_factory=set)  # Pool: artifacts it holds
     last_structure: str = ""  # Runner: the spec structure of its last task (its export is still held)
     paths: frozenset | None = None  # a bridge: the only paths it imported for (None: every path)
+    queued: deque = field(default_factory=deque)  # tasks sent behind `task`, not started yet (Procs.lookahead)
 
 
 def _signal_name(code: int | None) -> str:
@@ -73,6 +74,11 @@ def _signal_name(code: int | None) -> str:
 
 class Procs:
     """Starts, feeds, watches and stops worker processes; turns deaths and hangs into records."""
+
+    # Tasks a busy worker may hold behind its current one, waiting in its pipe: it starts the next as soon
+    # as it sends a record, not after this process has read the record and answered (measured on the
+    # nightly's warm run: workers busy 1.3 of 2 cores while executions took ≈ 4 ms each).
+    lookahead = 1
 
     def __init__(self, path_names: Iterable[str], timeout: float, start_method: str = "forkserver",
                  max_memory: float | None = None, cache: dict | None = None, fork_server: bool = False,
@@ -199,13 +205,21 @@ class Procs:
         return out
 
     def send(self, w: Worker, task: Task, reset: bool) -> bool:
-        """Hand `task` to idle worker `w`; False if it is already gone (the caller keeps the task)."""
-        w.task, w.acked, w.started, w.log_offset = task, False, time.monotonic(), _size(w.log)
+        """Hand `task` to worker `w`: idle, or busy with fewer than `lookahead` queued (then the task waits
+        behind the current one); False if it is already gone (the caller keeps the task)."""
+        busy = w.task is not None
+        if busy:
+            w.queued.append(task)
+        else:
+            w.task, w.acked, w.started, w.log_offset = task, False, time.monotonic(), _size(w.log)
         try:
             w.conn.send((reset, task.spec.to_dict(), task.path, task.attribute))
             return True
         except (OSError, ValueError):
-            w.task = None
+            if busy:
+                w.queued.pop()
+            else:
+                w.task = None
             return False
 
     def wait(self, workers: list[Worker]) -> None:
@@ -219,7 +233,8 @@ class Procs:
     def check(self, w: Worker) -> tuple[str, object]:
         """What became of `w`: ("record", r), ("failed", r) for a crash or timeout, ("requeue", task)
         for a task it died without seeing, ("dead", None), or ("", None). After anything but
-        "record" and "" the worker is gone and must be replaced."""
+        "record" and "" the worker is gone and must be replaced, and the tasks still in `w.queued`
+        (never started) go back to be run."""
         try:
             while w.conn.poll():
                 kind, payload = w.conn.recv()
@@ -230,6 +245,9 @@ class Procs:
                     w.acked = True
                 elif kind == "record":
                     w.task = None
+                    if w.queued:  # the worker went on to the next at once
+                        w.task, w.acked, w.started, w.log_offset = (w.queued.popleft(), False, time.monotonic(),
+                                                                     _size(w.log))
                     return "record", payload
         except (EOFError, OSError):
             pass

@@ -205,6 +205,8 @@ class Runner:
                 for w in list(self.workers):
                     if w.ready and w.task is None:
                         self._assign(w)
+                    if w.ready and w.task is not None:
+                        self._queue(w)
                 self.procs.wait(self.workers)
                 for i, w in enumerate(self.workers):
                     self._service(i, w, on_record)
@@ -277,6 +279,21 @@ class Runner:
         if not self.procs.send(w, task, reset):  # gone between tasks: the service loop replaces it
             w.group.tasks.appendleft(task)
 
+    def _queue(self, w: Worker) -> None:
+        """Send busy worker `w` the next tasks of its own group, up to the executor's lookahead, to start
+        when it finishes the current one (never another group's: a group switch waits for an idle worker,
+        and what a dead worker held goes back to its group)."""
+        while (len(w.queued) < self.lookahead and w.group is not None and w.group.tasks
+               and w.group.tasks[0].path == w.task.path):
+            task = w.group.tasks.popleft()
+            if not self.procs.send(w, task, False):
+                w.group.tasks.appendleft(task)
+                return
+
+    @property
+    def lookahead(self) -> int:
+        return getattr(self.procs, "lookahead", 0)
+
     def _next_group(self, last_structure: str = "", allowed: frozenset | None = None) -> Group | None:
         """The pending group with the most estimated work, else the tail of a long running one.
 
@@ -293,7 +310,9 @@ class Runner:
         if pool:
             work = self._work(pool)
             if self.affinity and last_structure and sum(work.values()) > ENDGAME * self.jobs * max(work.values()):
-                pool = [i for i in pool if self._spec_key(self.pending[i].tasks[0]) == last_structure] or pool
+                pending = self.pending
+                pool = [i for i in pool if (pending[i].spec_structure or self._spec_key(pending[i].tasks[0]))
+                        == last_structure] or pool
             best = max(pool, key=lambda i: (work[i], -i))
             return self.pending.pop(best)
         return self._steal(allowed)
@@ -339,7 +358,7 @@ class Runner:
             return None
         tail = deque(best.tasks.pop() for _ in range(best_take))
         tail.reverse()
-        return Group(best.path, best.structure, tail, best.cached)
+        return Group(best.path, best.structure, tail, best.cached, self._spec_key(tail[0]))
 
     def _service(self, i: int, w: Worker, on_record) -> None:
         kind, payload = self.procs.check(w)
@@ -349,6 +368,9 @@ class Runner:
             return
         if not kind:
             return
+        queued = getattr(w, "queued", ())
+        while queued:  # sent, never started: back to their group, in order
+            w.group.tasks.appendleft(queued.pop())
         if kind == "failed":
             on_record(payload)
         elif kind == "requeue":

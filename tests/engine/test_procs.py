@@ -17,3 +17,50 @@ def test_the_default_limit_is_a_share_of_the_machine_and_at_least_two_gb():
         assert procs._memory_hint(-6, ["Fatal Python error: Aborted"]) == ""
     finally:
         procs.close([])
+
+
+def _next(procs, w, timeout=60.0):
+    """check(w) until it says something."""
+    import time
+
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        procs.wait([w])
+        kind, payload = procs.check(w)
+        if kind:
+            return kind, payload
+    raise AssertionError("the worker said nothing")
+
+
+def test_a_busy_worker_holds_the_next_task_and_a_crash_leaves_it_unstarted(monkeypatch):
+    """A task sent behind the current one is started as soon as the current record is sent; a worker
+    that dies on the current one leaves the queued one in `queued`, never blamed (the scheduler reruns it)."""
+    from helpers import CRASHY_PATHS, ROOT, TRIGGER
+    from helpers import small_layer_norm as ln
+
+    from harness.engine.plan import Task
+    from harness.spec import CaseSpec
+
+    monkeypatch.setenv("NORMDIFF_EXTRA_PATHS", CRASHY_PATHS)
+    monkeypatch.syspath_prepend(ROOT)
+    first, second, trigger = (CaseSpec.from_dict(ln(seed=1)), CaseSpec.from_dict(ln(seed=2)),
+                              CaseSpec.from_dict(ln(input=TRIGGER)))
+    procs = Procs(["abort"], 60.0, start_method="fork")
+    w = procs.start()
+    try:
+        while not w.ready:  # check() takes the worker's "ready" and says nothing
+            procs.wait([w])
+            assert procs.check(w) == ("", None)
+        assert procs.send(w, Task(first, "abort"), True) and procs.send(w, Task(second, "abort"), False)
+        assert w.task.spec == first and [t.spec for t in w.queued] == [second]
+        kind, record = _next(procs, w)
+        assert (kind, record["case_id"]) == ("record", first.case_id)
+        assert w.task.spec == second and not w.queued  # the next one is the current one now
+        assert _next(procs, w)[1]["case_id"] == second.case_id and w.task is None
+
+        assert procs.send(w, Task(trigger, "abort"), False) and procs.send(w, Task(first, "abort"), False)
+        kind, record = _next(procs, w)
+        assert (kind, record["verdict"], record["case_id"]) == ("failed", "crash", trigger.case_id)
+        assert [t.spec for t in w.queued] == [first]  # sent, never started: for the scheduler to run again
+    finally:
+        procs.close([w], graceful=False)
