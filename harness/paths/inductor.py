@@ -66,6 +66,15 @@ _LIVE = {"generation": 0}
 _LOCK = threading.RLock()
 
 
+def _reset() -> None:
+    """torch._dynamo.reset(), and a new generation: what a plain compile made before is gone from Dynamo,
+    and its run compiles it again (a precompiled function does not live in Dynamo: a reset leaves it)."""
+    import torch
+
+    torch._dynamo.reset()
+    _LIVE["generation"] += 1
+
+
 def _counters() -> dict:
     from torch._dynamo.utils import counters
 
@@ -156,8 +165,7 @@ def run_path(model, example, x):
         """A freshly compiled OptimizedModule (compiled on `args`) and its generation."""
         import torch
 
-        torch._dynamo.reset()
-        _LIVE["generation"] += 1
+        _reset()
         compiled = torch.compile(module, dynamic=False)
         with self._config(), torch.no_grad():
             compiled(*args)
@@ -174,13 +182,12 @@ def run_path(model, example, x):
             return None
         from torch._dynamo.aot_compile import ModelInput
 
-        torch._dynamo.reset()
+        _reset()
         try:
             with dynamo_config.patch(enable_aot_compile=True), self._config(), torch.no_grad():
                 compiled = torch.compile(module, dynamic=False, fullgraph=True)
                 compiled._aot_compile([ModelInput(args, {}, [])])
         except Exception:  # noqa: BLE001 - a graph break, or a failure the plain compile will report as its own
-            torch._dynamo.reset()
             return None
         return compiled
 

@@ -158,3 +158,16 @@ def test_a_forward_in_one_graph_is_precompiled_and_kept_else_traced_and_not():
         off = path.prepare(spec, build_module(spec, inputs.params), example)
     assert off.facts["inductor_precompiled"] == "off" and path.artifact(off) is None
     np.testing.assert_array_equal(off.run(inputs.x).view(np.uint16), whole.run(inputs.x).view(np.uint16))
+
+
+def test_a_traced_artifact_still_runs_after_a_precompile_reset_dynamo():
+    """A precompile resets Dynamo too: a plain-compiled case prepared before it is compiled again, with
+    its own config, rather than run on what Dynamo no longer holds."""
+    spec = CaseSpec.from_dict(KNOWN_GOOD[1])
+    inputs = make_inputs(spec)
+    example = to_torch(inputs.x, spec.layout)
+    broken = paths.get("inductor-emulate").prepare(spec, _Broken(build_module(spec, inputs.params)), example)
+    first = broken.run(inputs.x)
+    whole = paths.get("inductor").prepare(spec, build_module(spec, inputs.params), example)
+    assert whole.facts["inductor_precompiled"] == "miss" and broken.facts["inductor_precompiled"] == "off"
+    np.testing.assert_array_equal(broken.run(inputs.x).view(np.uint16), first.view(np.uint16))
