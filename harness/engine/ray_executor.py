@@ -125,6 +125,7 @@ class RayProcs:
         self.failed_starts = 0
 
     bridges = False  # actors start without blocking the driver: no bridge workers needed
+    lookahead = 0  # one call in flight per actor: the next is sent when its record is back
 
     def launch(self, count: int) -> None:
         self._arrivals = [self.start() for _ in range(count)]

@@ -283,16 +283,11 @@ class Runner:
         """Send busy worker `w` the next tasks of its own group, up to the executor's lookahead, to start
         when it finishes the current one (never another group's: a group switch waits for an idle worker,
         and what a dead worker held goes back to its group)."""
-        while (len(w.queued) < self.lookahead and w.group is not None and w.group.tasks
-               and w.group.tasks[0].path == w.task.path):
+        while len(w.queued) < self.procs.lookahead and w.group is not None and w.group.tasks:
             task = w.group.tasks.popleft()
             if not self.procs.send(w, task, False):
                 w.group.tasks.appendleft(task)
                 return
-
-    @property
-    def lookahead(self) -> int:
-        return getattr(self.procs, "lookahead", 0)
 
     def _next_group(self, last_structure: str = "", allowed: frozenset | None = None) -> Group | None:
         """The pending group with the most estimated work, else the tail of a long running one.
@@ -368,9 +363,8 @@ class Runner:
             return
         if not kind:
             return
-        queued = getattr(w, "queued", ())
-        while queued:  # sent, never started: back to their group, in order
-            w.group.tasks.appendleft(queued.pop())
+        while w.queued:  # sent, never started: back to their group, in order
+            w.group.tasks.appendleft(w.queued.pop())
         if kind == "failed":
             on_record(payload)
         elif kind == "requeue":
