@@ -207,7 +207,7 @@ def add_command(subparsers) -> None:
     p.add_argument("--paths", help="comma-separated path names (default: every registered path)")
     p.add_argument("--out", default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})")
     p.add_argument("--jobs", type=int, default=None, help="worker processes (default: cores; 0 = in-process)")
-    p.add_argument("--shard", help="run part K of N (by case_id), e.g. 2/4")
+    p.add_argument("--shard", help="run part K of N, e.g. 2/4 (a case's structure stays in one part)")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
                    help=f"seconds per execution (default {DEFAULT_TIMEOUT:g})")
     p.add_argument("--max-memory", type=float, default=None, metavar="GB",
