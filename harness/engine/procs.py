@@ -245,9 +245,9 @@ class Procs:
                     w.acked = True
                 elif kind == "record":
                     w.task = None
-                    if w.queued:  # the worker went on to the next at once
-                        w.task, w.acked, w.started, w.log_offset = (w.queued.popleft(), False, time.monotonic(),
-                                                                     _size(w.log))
+                    if w.queued:  # the worker went on to the next at once; its log offset stays where the
+                        # last task's began: the next may already have written (a crash's stack) before this read
+                        w.task, w.acked, w.started = w.queued.popleft(), False, time.monotonic()
                     return "record", payload
         except (EOFError, OSError):
             pass
