@@ -241,12 +241,13 @@ class Procs:
                 if kind == "ready":
                     w.ready = True
                     self.failed_starts = 0
-                elif kind == "started":
+                elif kind == "started":  # with the log's size as the worker started the task
                     w.acked = True
+                    if isinstance(payload, int):
+                        w.log_offset = payload
                 elif kind == "record":
                     w.task = None
-                    if w.queued:  # the worker went on to the next at once; its log offset stays where the
-                        # last task's began: the next may already have written (a crash's stack) before this read
+                    if w.queued:  # the worker went on to the next at once (its "started" gives its log offset)
                         w.task, w.acked, w.started = w.queued.popleft(), False, time.monotonic()
                     return "record", payload
         except (EOFError, OSError):

@@ -34,7 +34,7 @@ def worker_main(conn, cfg: dict) -> None:
     import faulthandler
     import warnings
 
-    faulthandler.enable(file=sys.stderr, all_threads=False)  # a crash leaves its stack in the log
+    faulthandler.enable(file=2, all_threads=False)  # a crash leaves its stack in the log (fd 2, whatever sys.stderr is)
     warnings.filterwarnings("ignore")  # library deprecation chatter is not a finding
     _watch_parent(os.getppid())
     warm(cfg["warm"])  # no-op when forked from the warm forkserver
@@ -56,7 +56,7 @@ def worker_main(conn, cfg: dict) -> None:
         if msg is None:
             return
         reset, spec_dict, path, attribute = msg
-        conn.send(("started", None))
+        conn.send(("started", os.fstat(2).st_size))  # where this task's output (a crash's stack) begins in the log
         if reset:  # a new group: drop the artifacts of the previous ones (recent exports stay)
             executor = executor.fresh()
         try:

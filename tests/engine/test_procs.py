@@ -64,3 +64,40 @@ def test_a_busy_worker_holds_the_next_task_and_a_crash_leaves_it_unstarted(monke
         assert [t.spec for t in w.queued] == [first]  # sent, never started: for the scheduler to run again
     finally:
         procs.close([w], graceful=False)
+
+
+def test_a_queued_task_that_crashes_before_its_predecessor_is_read_keeps_its_stack(monkeypatch):
+    """The worker starts the queued task as soon as it sends the current record: if that task crashes before
+    the parent reads the record, its faulthandler stack is already in the log. The crash record still carries
+    it: the worker's "started" says where the task's output begins. (Forked from pytest, the stack is too deep
+    for the record's few-KB tail, so this reads the log from that offset; test_run checks the message.)"""
+    import time
+
+    from helpers import CRASHY_PATHS, ROOT, TRIGGER
+    from helpers import small_layer_norm as ln
+
+    from harness.engine.plan import Task
+    from harness.spec import CaseSpec
+
+    monkeypatch.setenv("NORMDIFF_EXTRA_PATHS", CRASHY_PATHS)
+    monkeypatch.syspath_prepend(ROOT)
+    first, trigger = CaseSpec.from_dict(ln(seed=1)), CaseSpec.from_dict(ln(input=TRIGGER))
+    procs = Procs(["abort"], 60.0, start_method="fork")
+    w = procs.start()
+    try:
+        while not w.ready:
+            procs.wait([w])
+            assert procs.check(w) == ("", None)
+        assert procs.send(w, Task(first, "abort"), True) and procs.send(w, Task(trigger, "abort"), False)
+        end = time.monotonic() + 60
+        while w.process.is_alive() and time.monotonic() < end:  # both ran before the parent read anything
+            time.sleep(0.05)
+        kind, record = procs.check(w)
+        assert (kind, record["case_id"]) == ("record", first.case_id)
+        kind, crash = procs.check(w)
+        assert (kind, crash["verdict"], crash["case_id"]) == ("failed", "crash", trigger.case_id)
+        with open(w.log, encoding="utf-8", errors="replace") as fh:  # what the record's tail is read from
+            since = fh.read()[w.log_offset:]
+        assert "Fatal Python error: Aborted" in since and "misbehave" in since, (w.log_offset, since[-500:])
+    finally:
+        procs.close([w], graceful=False)
