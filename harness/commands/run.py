@@ -17,6 +17,7 @@ from cases.suites import suite
 from harness.commands.common import load_specs, paths_arg, results_records, shard_arg
 from harness.commands.module_args import add_module_options, module_spec
 from harness.core.errors import UsageError
+from harness.core.machine import cpu_features
 from harness.core.records import dumps, latest_per_execution, read_results, write_atomic
 from harness.attribution import ATTRIBUTED
 from harness.attribution.policy import Policy
@@ -113,8 +114,10 @@ def policy_arg(args) -> Policy:
     except gate.BaselineError as exc:
         raise UsageError(f"--baseline {exc}") from None
     known = {}
+    here = cpu_features()  # an entry of other CPUs' failures is not known here
     for entry in entries.values():
-        expected = frozenset(v for v in ATTRIBUTED if gate.judge({"verdict": v}, entry) in (Status.XFAIL, Status.FLAKY))
+        expected = frozenset(v for v in ATTRIBUTED if gate.judge({"verdict": v, "cpu": here}, entry)
+                             in (Status.XFAIL, Status.FLAKY))
         if expected:
             known[entry.key] = expected
     return Policy(known)

@@ -23,6 +23,7 @@ import numpy as np
 from harness import paths
 from harness.attribution import ATTRIBUTED, annotate
 from harness.attribution.policy import Policy
+from harness.core.machine import cpu_features
 from harness.core.verdicts import Verdict
 from harness.engine import stored
 from harness.engine.cache import ArtifactCache, Origin, cacheable, restore_takes_build, use_library_caches
@@ -50,6 +51,12 @@ def _versions(path: str) -> dict:
     return dict(_PATH_VERSIONS[path])
 
 
+def _cpu() -> list[str] | None:
+    """The machine's CPU features a result can depend on (harness.core.machine), or None if unknown."""
+    features = cpu_features()
+    return None if features is None else list(features)
+
+
 def base_record(spec: CaseSpec, path: str) -> dict[str, Any]:
     """A record with every DESIGN §4 key, before the verdict is known."""
     return {
@@ -57,7 +64,7 @@ def base_record(spec: CaseSpec, path: str) -> dict[str, Any]:
         "stage": None, "message": "", "max_abs_err": None, "max_rel_err": None,
         "max_ulp": None, "worst_row": None, "eager_max_abs_err": None,
         "out_dtype": None, "expected_dtype": None, "seconds": 0.0,
-        "versions": _versions(path), "structure_key": None, "cache_hit": False,
+        "versions": _versions(path), "cpu": _cpu(), "structure_key": None, "cache_hit": False,
         "prepare_seconds": 0.0, "run_seconds": 0.0, "facts": {}, "artifact_cache": None,
     }
 

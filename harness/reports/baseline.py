@@ -15,9 +15,14 @@ record is then one of
 and the gate exits 1 on any NEW_FAIL, FIXED or MISSING, so that both a
 regression and a fix force a reviewed change to the baseline. Flaky entries
 (as the PyTorch accuracy gate keeps a flaky list) are counted, so the list
-stays short. `--update` rewrites the baseline from the results, keeping the
-upstream report, reason and flaky mark of every entry that stays. Old files
-(without "flaky") load unchanged.
+stays short. An entry may name CPU features its failure comes with (`"cpu":
+["avx512_fp16"]`, harness.core.machine): it then holds only for records of a
+machine that has one of them; elsewhere the execution is judged as if it were
+not listed, and a record that names no CPU may pass or fail as listed. `--update` rewrites
+the baseline from the results, keeping the upstream report, reason, flaky
+mark and CPU features of every entry that stays, and every entry whose CPU
+features the results' machine lacks. Old files (without "flaky" or "cpu")
+load unchanged.
 """
 from __future__ import annotations
 
@@ -27,7 +32,8 @@ import re
 import sys
 from dataclasses import dataclass
 
-from cases.triage import triage
+from cases.triage import rule_of
+from harness.core.machine import FEATURES
 from harness.core.records import latest_per_execution, one_line
 from harness.spec import CaseSpec, SpecError
 from harness.core.verdicts import VERDICTS, Status, Verdict
@@ -45,7 +51,7 @@ MEANING = {Status.PASS: "pass, not in the baseline", Status.XFAIL: "fail as the 
            Status.NEW_FAIL: "fail, not as the baseline expects", Status.FIXED: "known failures that now pass",
            Status.MISSING: "baseline entries not run"}
 ENTRY_KEYS = ("case_id", "path", "verdict", "upstream", "reason", "case")
-OPTIONAL_KEYS = ("flaky",)
+OPTIONAL_KEYS = ("flaky", "cpu")
 _UPSTREAM = re.compile(r"^(new|[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+#[0-9]+)$")
 _ABOUT = ("Known failing executions (case x path) for `normdiff gate`. Edit upstream and reason "
           "by hand; `normdiff gate RESULTS --baseline FILE --update` rewrites the entries and "
@@ -67,10 +73,21 @@ class Entry:
     reason: str
     case: dict
     flaky: bool = False
+    cpu: tuple[str, ...] = ()  # the failure comes with any one of these CPU features; () on every machine
 
     @property
     def key(self) -> tuple[str, str]:
         return (self.case_id, self.path)
+
+    def holds_on(self, record: dict) -> bool | None:
+        """Whether this entry speaks for `record`'s machine: True, False (it has none of the entry's CPU
+        features), or None (the record names no CPU)."""
+        if not self.cpu:
+            return True
+        have = record.get("cpu")
+        if have is None:
+            return None
+        return not set(self.cpu).isdisjoint(have)
 
 
 @dataclass(frozen=True)
@@ -121,6 +138,10 @@ def _entry(raw, where: str) -> Entry:
             raise BaselineError(f"{where}: unknown key {key!r} (known: {', '.join(ENTRY_KEYS + OPTIONAL_KEYS)})")
     if not isinstance(raw.get("flaky", False), bool):
         raise BaselineError(f"{where}: key 'flaky' must be true or false")
+    cpu = raw.get("cpu", [])
+    if not isinstance(cpu, list) or "cpu" in raw and not cpu or any(f not in FEATURES for f in cpu):
+        raise BaselineError(f"{where}: key 'cpu' must be a non-empty list of CPU features from "
+                            f"{', '.join(FEATURES)}")
     for key in ENTRY_KEYS:
         if key not in raw:
             raise BaselineError(f"{where}: missing key {key!r}")
@@ -142,7 +163,7 @@ def _entry(raw, where: str) -> Entry:
         raise BaselineError(f"{where}: case_id {raw['case_id']!r} does not match its case "
                             f"(which hashes to {spec.case_id!r}); rewrite with --update")
     return Entry(raw["case_id"], raw["path"], Verdict(raw["verdict"]), raw["upstream"], raw["reason"].strip(),
-                 spec.to_dict(), raw.get("flaky", False))
+                 spec.to_dict(), raw.get("flaky", False), tuple(f for f in FEATURES if f in cpu))
 
 
 def parse_baseline(text: str, name: str = "baseline") -> dict[tuple[str, str], Entry]:
@@ -194,8 +215,9 @@ def dump_baseline(entries) -> str:
     lines = ["{", f'  "format": {json.dumps(FORMAT)},', f'  "version": {VERSION},',
              f'  "about": {json.dumps(_ABOUT)},', '  "entries": [']
     for n, e in enumerate(items):
-        keys = ENTRY_KEYS[:5] + (("flaky",) if e.flaky else ()) + ENTRY_KEYS[5:]  # "flaky" only when true
-        fields = [f'"{k}": {json.dumps(getattr(e, k))}' for k in keys]  # case in DESIGN order
+        keys = ENTRY_KEYS[:5] + (("flaky",) if e.flaky else ()) + (("cpu",) if e.cpu else ()) + ENTRY_KEYS[5:]
+        fields = [f'"{k}": {json.dumps(list(v) if isinstance(v := getattr(e, k), tuple) else v)}'
+                  for k in keys]  # "flaky" and "cpu" only when set; case in DESIGN order
         body = ",\n      ".join(fields)
         lines.append("    {\n      " + body + "\n    }" + ("," if n < len(items) - 1 else ""))
     lines += ["  ]", "}"]
@@ -217,8 +239,13 @@ def default_baseline() -> dict[tuple[str, str], Entry] | None:
 
 def judge(record: dict, entry: Entry | None) -> str:
     """The status of one result record given its baseline entry (or None)."""
+    holds = entry.holds_on(record) if entry else True
+    if holds is False:  # a failure of other machines: judged as if not listed
+        entry = None
     if entry and entry.flaky:
         return Status.FLAKY
+    if holds is None and record["verdict"] == Verdict.PASS:  # the record names no CPU: passing is known too
+        return Status.PASS
     if record["verdict"] == Verdict.PASS:
         return Status.FIXED if entry else Status.PASS
     if entry and record["verdict"] == entry.verdict:
@@ -250,31 +277,35 @@ def classify(records: list[dict], baseline: dict[tuple[str, str], Entry], subset
 def updated(records: list[dict], baseline: dict[tuple[str, str], Entry]) -> dict[tuple[str, str], Entry]:
     """The baseline the results call for: every failing execution, old upstream and reason kept.
 
-    A failure new to the baseline takes its upstream report and reason from
-    the triage rules (cases/triage.py), or is marked "untriaged".
+    A failure new to the baseline takes its upstream report, reason and CPU
+    features from the triage rules (cases/triage.py), or is marked "untriaged".
     """
     out: dict[tuple[str, str], Entry] = {}
     for r in records:
         key = (r["case_id"], r["path"])
         old = baseline.get(key)
+        if old and old.holds_on(r) is not True:  # a failure of machines these results were not run on: kept
+            out[key] = old
+            continue
         if old and old.flaky:  # a flaky entry stays, with its last failing verdict
             verdict = old.verdict if r["verdict"] == Verdict.PASS else r["verdict"]
-            out[key] = Entry(old.case_id, old.path, verdict, old.upstream, old.reason, old.case, True)
+            out[key] = Entry(old.case_id, old.path, verdict, old.upstream, old.reason, old.case, True, old.cpu)
             continue
         if r["verdict"] == Verdict.PASS:
             out.pop(key, None)
             continue
         case = CaseSpec.from_dict(r["case"]).to_dict()
         upstream = old.upstream if old else "new"
+        cpu = old.cpu if old else ()
         if old:
             reason = old.reason
         else:
-            known = triage(r)
-            if known:
-                upstream, reason = known
+            rule = rule_of(r)
+            if rule:
+                upstream, reason, cpu = rule.upstream, rule.reason, rule.cpu
             else:
                 reason = one_line(f"untriaged: {r['verdict']}: {r.get('message') or ''}")
-        out[key] = Entry(r["case_id"], r["path"], r["verdict"], upstream, reason, case)
+        out[key] = Entry(r["case_id"], r["path"], r["verdict"], upstream, reason, case, cpu=cpu)
     return out
 
 

@@ -33,7 +33,9 @@ class Known:
         self.entries = baseline or {}
 
     def entry(self, r: dict):
-        return self.entries.get((r["case_id"], r["path"]))
+        """r's baseline entry, unless it names CPU features r's machine lacks."""
+        e = self.entries.get((r["case_id"], r["path"]))
+        return None if e is not None and e.holds_on(r) is False else e
 
     def status(self, r: dict) -> str:
         return gate.judge(r, self.entry(r))
@@ -46,6 +48,9 @@ class Known:
         if self.baseline is None:
             return ""
         if e is None:
+            other = self.entries.get((r["case_id"], r["path"]))
+            if other is not None:
+                return f"new on this CPU (the baseline knows it on CPUs with {' or '.join(other.cpu)})"
             return "new (not in the baseline)"
         if e.flaky:
             return f"flaky ({e.upstream}): {e.reason}"

@@ -129,3 +129,17 @@ def test_a_zoo_family_keeps_to_its_conditions():
     # far beyond the program rule's floor, a float32 finding is not marginal
     r = module_record("inductor", "inaccurate", "float32", AT_FLOOR.replace("0.0926", "0.587"), GATED, 0.6)
     assert triage(r) is None or "marginal" not in triage(r)[1]
+
+
+def test_xnnpack_float16_linear_is_by_design_on_avx512_fp16_and_its_entry_says_so():
+    """A new failure's entry takes the rule's CPU features: --update on an AVX512-FP16 runner writes an entry
+    that does not turn into FIXED on the next AVX2 runner."""
+    from harness.reports.baseline import updated
+
+    program = "linear = F.linear(emb, linear_weight, linear_bias)\nreturn linear"
+    on = {**record(QWEN, "executorch-xnnpack", "inaccurate"), "program": program, "cpu": ["avx2", "avx512_fp16"]}
+    off = {**on, "cpu": ["avx2"]}
+    assert "sums in float16 on CPUs with native float16" in triage(on)[1]
+    assert "portable addmm" in triage(off)[1]  # the rule for the portable kernel, as on the executorch path
+    entry = updated([on], {})[(QWEN.case_id, "executorch-xnnpack")]
+    assert entry.cpu == ("avx512_fp16",) and entry.holds_on(on) and entry.holds_on(off) is False

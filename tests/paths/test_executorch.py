@@ -260,3 +260,27 @@ def test_executorch_reads_its_edge_dialect_table_with_ruamel_s_c_parser():
     text = resources.read_text(edge, "edge.yaml", encoding="utf-8")
     assert YAML(typ="safe").Parser.__name__ == "CParser"
     assert YAML(typ="safe").load(text) == YAML(typ="safe", pure=True).load(text)
+
+
+def test_xnnpack_float16_linear_sums_in_float16_exactly_where_the_cpu_has_avx512_fp16():
+    """Why the zoo baseline's XNNPACK entries name `"cpu": ["avx512_fp16"]`: XNNPACK picks its float16 GEMM
+    by the CPU (xnn_f16_gemm, float16 sums, on AVX512-FP16; xnn_f16_f32acc_gemm on AVX2/AVX512-SKX)."""
+    import torch
+
+    from harness.core.machine import cpu_features
+
+    gen = torch.Generator().manual_seed(0)
+    k = 4096
+    x, w = torch.randn(4, k, generator=gen).half(), torch.randn(8, k, generator=gen).half()
+    linear = torch.nn.Linear(k, 8, bias=False).half().requires_grad_(False)
+    linear.weight.copy_(w)
+    spec = CaseSpec.from_dict({"pattern": "layer_norm", "dtype": "float16", "shape": [4, k]})
+    prepared = paths.get("executorch-xnnpack").prepare(spec, linear, x)
+    assert prepared.facts["delegated_ops"] == ["aten.linear.default"]
+    y = prepared.run(x.numpy()).astype(np.float64)
+    exact = x.double().numpy() @ w.double().numpy().T
+    ulps = np.abs(y - exact).max() / float(np.spacing(np.float16(np.abs(exact).max())))
+    if "avx512_fp16" in (cpu_features() or ()):
+        assert ulps > 4, ulps     # 14.2 ulps of the largest output here: 4096 float16 roundings
+    else:
+        assert ulps <= 1, ulps    # a float32 sum rounded once to float16

@@ -37,6 +37,13 @@ def test_records_carry_the_versions_of_every_paths_packages():
     assert all(record["versions"].values())
 
 
+def test_records_name_the_cpu_features_their_kernels_may_be_picked_by():
+    from harness.core.machine import cpu_features
+
+    here = cpu_features()
+    assert execute(TRIVIAL, "eager")["cpu"] == (None if here is None else list(here))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("name", paths.default_names())  # subprocesses: spread over the xdist workers
 def test_every_path_writes_a_script_that_passes_a_trivial_case(name, tmp_path):

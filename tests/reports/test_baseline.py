@@ -263,3 +263,66 @@ def test_stderr_shows_at_most_twenty_problems_then_the_count_of_the_rest(capsys,
     assert "normdiff gate: … and 4 more problems" in "\n".join(err)
     assert any("--subset judges only what ran" in line for line in err)
     assert len(out.splitlines()) == 1 + 24 + 2  # the table on stdout keeps every row
+
+
+# -- entries of some CPUs' failures ----------------------------------------------------------
+
+def _on(cpu, rec):
+    return {**rec, "cpu": cpu}
+
+
+def test_an_entry_with_cpu_features_holds_only_on_machines_with_one_of_them(capsys, tmp_path):
+    """XNNPACK's float16 linear sums in float16 on AVX512-FP16 CPUs only: one baseline serves every runner."""
+    base = write_baseline(tmp_path, [{**entry("b", "executorch-xnnpack", "inaccurate", reason="f16 GEMM"),
+                                      "cpu": ["avx512_fp16"]}])
+    fp16, avx2 = ["f16c", "fma", "avx2", "avx512f", "avx512_fp16"], ["f16c", "fma", "avx2"]
+    cases = [  # (the record's cpu, its verdict) -> status, exit code
+        ((fp16, "inaccurate"), ("XFAIL", 0)),
+        ((fp16, "pass"), ("FIXED", 1)),
+        ((avx2, "pass"), ("PASS", 0)),             # not FIXED: on this CPU it never failed
+        ((avx2, "inaccurate"), ("NEW_FAIL", 1)),   # a regression where it used to pass
+        ((None, "inaccurate"), ("XFAIL", 0)),      # a record that names no CPU may give either
+        ((None, "pass"), ("PASS", 0)),
+    ]
+    for (cpu, verdict), (status, want) in cases:
+        results = write_results(tmp_path, [_on(cpu, record("b", "executorch-xnnpack", verdict))])
+        code, out, err = gate_in_process(capsys, results, "--baseline", base, "--verbose")
+        assert code == want, (cpu, verdict, err)
+        assert [s for s, _, _ in table_rows(out)] == [status], (cpu, verdict, out)
+    new_here = gate_in_process(capsys, write_results(tmp_path, [_on(avx2, record("b", "executorch-xnnpack",
+                                                                                 "inaccurate"))]),
+                               "--baseline", base)[1]
+    assert "NEW_FAIL" in new_here
+    from harness.reports.known import Known  # what summary.md and report.html say of such a record
+
+    known = Known(gate.load_baseline(base))
+    assert known.note(_on(avx2, record("b", "executorch-xnnpack", "inaccurate"))) == \
+        "new on this CPU (the baseline knows it on CPUs with avx512_fp16)"
+    assert known.note(_on(fp16, record("b", "executorch-xnnpack", "inaccurate"))).startswith("known (new)")
+
+
+def test_update_on_a_machine_without_the_feature_keeps_the_entry_and_writes_cpu_back(capsys, tmp_path):
+    listed = {**entry("b", "executorch-xnnpack", "inaccurate", reason="f16 GEMM"), "cpu": ["avx512_fp16"]}
+    base = write_baseline(tmp_path, [listed, entry("c", "tvm", "error", reason="importer")])
+    results = write_results(tmp_path, [_on(["avx2"], record("b", "executorch-xnnpack", "pass")),
+                                       _on(["avx2"], record("c", "tvm", "error"))])
+    gate_in_process(capsys, results, "--baseline", base, "--update")
+    kept = gate.load_baseline(base)
+    assert {k[1]: (e.cpu, e.reason) for k, e in kept.items()} == {
+        "executorch-xnnpack": (("avx512_fp16",), "f16 GEMM"), "tvm": ((), "importer")}
+    text = (tmp_path / "baseline.json").read_text()
+    assert text.count('"cpu": ["avx512_fp16"]') == 1 and gate.dump_baseline(kept) == text
+    assert gate_in_process(capsys, results, "--baseline", base)[0] == 0
+
+
+@pytest.mark.parametrize("value", [[], "avx512_fp16", ["avx512fp16"], [1]])
+def test_cpu_must_be_a_list_of_known_features(cli, tmp_path, value):
+    bad = write_baseline(tmp_path, [{**entry("b", "tvm", "inaccurate"), "cpu": value}])
+    r = cli("gate", write_results(tmp_path, RESULTS), "--baseline", bad)
+    assert r.returncode == 2 and "'cpu'" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_the_committed_zoo_baseline_knows_xnnpack_s_float16_linear_only_on_avx512_fp16():
+    zoo = gate.load_baseline(os.path.join(ROOT, "reports", "zoo-baseline.json"))
+    with_cpu = [e for e in zoo.values() if e.cpu]
+    assert with_cpu and all(e.cpu == ("avx512_fp16",) and e.path == "executorch-xnnpack" for e in with_cpu)
