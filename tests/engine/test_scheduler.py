@@ -92,3 +92,34 @@ def test_compile_estimates_are_kept_in_the_cache_folder_for_the_next_run(tmp_pat
     assert load_estimates(cache) == {"tvm": 3.0}
     (tmp_path / "estimates.json").write_text("{torn")
     assert load_estimates(cache) == {}
+
+
+# -- bridges: workers forked at once, working while the forkserver imports -------------------
+
+def test_a_bridge_starts_with_the_family_with_most_tasks_per_second_of_imports():
+    from harness.engine.scheduler import Runner
+
+    runner = Runner(jobs=2)
+    runner.pending = _groups(("eager", 1, 4), ("onnxruntime", 1, 4), ("onnxruntime-fused", 1, 4),
+                             ("executorch", 1, 4))
+    # ONNX's imports are cheap and cover eager's: 12 tasks, where eager alone had 4 (0.08 s of work on the bench)
+    assert runner._family(set(), set()) == ["eager", "onnxruntime", "onnxruntime-fused"]
+    assert runner._family({"eager", "onnxruntime", "onnxruntime-fused"}, set()) == ["eager", "executorch"]
+    runner.pending = _groups(("eager", 1, 4))
+    assert runner._family({"eager"}, set()) == []
+
+
+def test_a_bridge_whose_paths_are_done_takes_another_family_until_a_warm_worker_arrives():
+    from harness.engine.procs import Worker
+    from harness.engine.scheduler import Runner
+
+    runner = Runner(jobs=2)
+    runner.pending = _groups(("tvm", 1, 4), ("tvm-decompose", 1, 4), ("executorch", 2, 2))
+    bridge = Worker(process=None, conn=None, log="", born=0.0, paths=frozenset({"eager"}))
+    runner.workers = [bridge]
+    assert runner._widen(bridge)  # the forkserver still imports: the bridge imports TVM itself
+    assert bridge.paths == {"eager", "tvm", "tvm-decompose"}
+    assert runner._next_group("", bridge.paths).path in ("tvm", "tvm-decompose")
+    runner.workers.append(Worker(process=None, conn=None, log="", born=0.0))  # a warm worker is here
+    assert not runner._widen(bridge)  # now a fresh one from the forkserver takes the bridge's place
+    assert bridge.paths == {"eager", "tvm", "tvm-decompose"}
