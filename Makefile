@@ -8,8 +8,11 @@ comma  := ,
 empty  :=
 space  := $(empty) $(empty)
 extras := $(subst $(space),,$(strip $(EXTRAS)))
-# The stamp names the extras installed with it, so asking for other extras installs again.
+# The stamp names the extras installed with it, so asking for other extras installs again; an install
+# with extras also stamps the plain install and each of its extras alone (`make bench` after
+# `make install EXTRAS=ray,zoo` does not install again).
 STAMP  := $(VENV)/.installed-stamp$(if $(extras),-$(subst $(comma),-,$(extras)))
+COVERED := $(if $(extras),$(VENV)/.installed-stamp $(foreach e,$(subst $(comma),$(space),$(extras)),$(VENV)/.installed-stamp-$(e)))
 PACKAGE := .$(if $(extras),[$(extras)])
 OUT    ?= reports/latest
 JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
@@ -22,7 +25,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '$(PACKAGE)'
-	touch $(STAMP)
+	touch $(STAMP) $(COVERED)
 
 # The default suite on every path; exit 1 (some verdict is not pass) still writes the reports.
 run: $(STAMP)
