@@ -143,9 +143,11 @@ def _record_history(history: str | None, records: list[dict], kind: str, out_dir
         print(f"normdiff: warning: run history not recorded: {exc}", file=sys.stderr)
 
 
-def _report(out_dir: str, history: str | None = None) -> list[dict]:
-    """The reports of everything results.jsonl in `out_dir` holds (one record per execution)."""
-    records = results_records(out_dir)
+def _report(out_dir: str, history: str | None = None, records: list[dict] | None = None) -> list[dict]:
+    """The reports of everything results.jsonl in `out_dir` holds (one record per execution), read from it
+    unless the caller has just written those `records` there (merge: not read a second time)."""
+    if records is None:
+        records = results_records(out_dir)
     rates = None
     if history:
         try:
@@ -188,7 +190,7 @@ def cmd_merge(args) -> int:
         # an input may be the output folder: everything was read first
         write_atomic(os.path.join(args.out, "results.jsonl"), "".join(dumps(r) + "\n" for r in merged))
         _record_history(history, merged, "merge", args.out)
-        _report(args.out, history)
+        _report(args.out, history, merged)
     repeated = len(records) - len(merged)
     print(f"normdiff: merged {len(merged)} records from {len(args.dirs)} inputs into {args.out}"
           + (f" ({repeated} repeated executions: the last one read kept)" if repeated else ""),
