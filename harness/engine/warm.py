@@ -114,8 +114,9 @@ if os.environ.get(_WARM_ENV) and mp.parent_process() is None and __name__ == "ha
 _SERVING: list = [None]
 
 
-def start_forkserver(modules: list[str], fork: bool = False) -> None:
-    """Start the forkserver with `modules` imported in it and Ctrl-C ignored by it and its children.
+def start_forkserver(modules: list[str], fork: bool = False, env: dict[str, str] | None = None) -> None:
+    """Start the forkserver with `modules` imported in it and Ctrl-C ignored by it and its children, and
+    `env` in its environment as it imports (the libraries' own caches: see harness.engine.cache).
 
     With `fork` (where this process has /proc/self/fd), it is forked from this
     process instead of started as a fresh interpreter: what this process has
@@ -127,16 +128,22 @@ def start_forkserver(modules: list[str], fork: bool = False) -> None:
 
     if _SERVING[0] is None or forkserver._forkserver._forkserver_pid is None:
         _SERVING[0] = set(modules)
+    env = dict(env or {})
     if fork and os.path.isdir("/proc/self/fd"):
-        _fork_forkserver(forkserver._forkserver, modules)
+        _fork_forkserver(forkserver._forkserver, modules, env)
         return
     main = threading.current_thread() is threading.main_thread()
     old = signal.signal(signal.SIGINT, signal.SIG_IGN) if main else None
-    os.environ[_WARM_ENV] = ",".join(modules)
+    saved = {name: os.environ.get(name) for name in (*env, _WARM_ENV)}
+    os.environ.update({**env, _WARM_ENV: ",".join(modules)})
     try:
         forkserver.ensure_running()
     finally:
-        os.environ.pop(_WARM_ENV, None)
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
         if main:
             signal.signal(signal.SIGINT, old)
 
@@ -182,7 +189,7 @@ def _reap(pid: int) -> None:
         os.waitpid(pid, 0)
 
 
-def _fork_forkserver(server, modules: list[str]) -> None:
+def _fork_forkserver(server, modules: list[str], env: dict[str, str]) -> None:
     """multiprocessing's ForkServer.ensure_running, with os.fork where it starts a fresh interpreter.
 
     The fork happens on a bare thread, so the forkserver (and each worker's
@@ -190,8 +197,8 @@ def _fork_forkserver(server, modules: list[str]) -> None:
     from this process's whole stack. The child keeps only stdio, the listening
     socket and its end of the "alive" pipe (every other descriptor this process
     holds becomes /dev/null, so no pipe, lock or file of the run is held open
-    by it), ignores Ctrl-C, drops this process's signal handlers, imports
-    `modules` and runs multiprocessing's own forkserver loop until its clients
+    by it), ignores Ctrl-C, drops this process's signal handlers, sets `env`,
+    imports `modules` and runs multiprocessing's own forkserver loop until its clients
     are gone. Workers forked from it are forkserver workers like any other
     (same Process objects, sentinels and exit codes).
     """
@@ -218,7 +225,7 @@ def _fork_forkserver(server, modules: list[str]) -> None:
             done = _thread.allocate_lock()
             done.acquire()
             try:
-                _thread.start_new_thread(_forker, (server, listener.fileno(), alive_r, modules, forked, done))
+                _thread.start_new_thread(_forker, (server, listener.fileno(), alive_r, modules, env, forked, done))
                 done.acquire()
                 if not isinstance(forked[0], int):
                     raise forked[0]
@@ -231,7 +238,8 @@ def _fork_forkserver(server, modules: list[str]) -> None:
                 address, alive_w, forked[0])
 
 
-def _forker(server, listener_fd: int, alive_r: int, modules: list[str], forked: list, done) -> None:
+def _forker(server, listener_fd: int, alive_r: int, modules: list[str], env: dict[str, str], forked: list,
+            done) -> None:
     """On a bare thread: fork; the parent's side reports the pid, the child becomes the forkserver."""
     try:
         pid = os.fork()
@@ -246,6 +254,7 @@ def _forker(server, listener_fd: int, alive_r: int, modules: list[str], forked: 
     code = 0
     try:
         _forkserver_child(server, listener_fd, alive_r)
+        os.environ.update(env)
         warm(modules)
         from multiprocessing import forkserver
 
