@@ -387,6 +387,14 @@ def use_library_caches(cache: ArtifactCache | None) -> None:
         torch.compiler.config.force_disable_caches = True
 
 
+def use_library_caches_of(config: dict | None) -> ArtifactCache | None:
+    """use_library_caches for the cache a worker's plain-data config names (ArtifactCache.config()), before
+    its warm-ups (Inductor's probe of the CPU compiles into that folder); the cache, or None."""
+    cache = ArtifactCache.from_config(config)
+    use_library_caches(cache)
+    return cache
+
+
 @contextlib.contextmanager
 def library_caches(cache: ArtifactCache | None):
     """use_library_caches for an in-process run: the environment and torch's flag as they were after it."""

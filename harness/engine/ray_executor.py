@@ -74,11 +74,11 @@ class ExecutorActor:
         if cfg["extra_paths"]:
             os.environ["NORMDIFF_EXTRA_PATHS"] = cfg["extra_paths"]
         warnings.filterwarnings("ignore")  # library deprecation chatter is not a finding
-        from harness.engine.cache import ArtifactCache, library_cache_env
+        from harness.engine.cache import use_library_caches_of
         from harness.engine.execute import executor_from_config
         from harness.engine.warm import warm
 
-        os.environ.update(library_cache_env(ArtifactCache.from_config(cfg.get("cache"))))  # for the warm-ups too
+        use_library_caches_of(cfg.get("cache"))  # before the warm-ups, which compile into Inductor's folder
         warm(cfg["warm"])
         if cfg.get("threads"):
             import torch

@@ -292,11 +292,10 @@ class Runner:
         reset = False
         if w.group is None or not w.group.tasks:
             w.group, reset = self._next_group(w.last_structure, w.paths), True
+        if w.group is None and w.paths is not None and self.pending and self._widen(w):  # a bridge, its paths done
+            w.group, reset = self._next_group(w.last_structure, w.paths), True
         if w.group is None:
-            if w.paths is not None and self.pending and self._widen(w):  # a bridge with none of its paths left
-                w.group, reset = self._next_group(w.last_structure, w.paths), True
-        if w.group is None:
-            if w.paths is not None and self.pending:  # a bridge with none of its paths left
+            if w.paths is not None and self.pending:  # a bridge with nothing left to widen to, or warm workers here
                 self.workers.remove(w)
                 self.procs.retire(w)
                 self.procs.launch(1)  # a full worker takes its place

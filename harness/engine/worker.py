@@ -10,7 +10,7 @@ import time
 
 from harness.core.verdicts import Verdict
 from harness.spec import CaseSpec
-from harness.engine.cache import ArtifactCache, library_cache_env
+from harness.engine.cache import use_library_caches_of
 from harness.engine.execute import base_record, executor_from_config
 from harness.engine.stored import OUT_OF_MEMORY
 from harness.engine.warm import warm
@@ -38,7 +38,7 @@ def worker_main(conn, cfg: dict) -> None:
     faulthandler.enable(file=2, all_threads=False)  # a crash leaves its stack in the log (fd 2, whatever sys.stderr is)
     warnings.filterwarnings("ignore")  # library deprecation chatter is not a finding
     _watch_parent(os.getppid())
-    os.environ.update(library_cache_env(ArtifactCache.from_config(cfg.get("cache"))))  # a bridge's warm-ups too
+    use_library_caches_of(cfg.get("cache"))  # before the warm-ups: a bridge runs its own
     warm(cfg["warm"])  # no-op when forked from the warm forkserver
     if cfg.get("threads"):  # jobs share the cores; one thread each also keeps sums in one order
         import torch
