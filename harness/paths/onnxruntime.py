@@ -176,10 +176,11 @@ class OnnxRuntimePath(Path):
     def script_code(self) -> str:
         optimized = listing = ""
         if self.level != "ORT_DISABLE_ALL":  # the model after ORT's rewrites, to see which fusions fired
-            optimized = ('    optimized = tempfile.NamedTemporaryFile(suffix=".onnx", delete=False).name\n'
-                         "    options.optimized_model_filepath = optimized\n")
-            listing = ('    print("ONNX ops after ORT\'s optimizations:", '
-                       '", ".join(sorted({n.op_type for n in onnx.load(optimized).graph.node})))\n')
+            optimized = ("    optimized = tempfile.TemporaryDirectory()  # ORT writes the model it runs here\n"
+                         '    options.optimized_model_filepath = optimized.name + "/optimized.onnx"\n')
+            listing = ('    print("ONNX ops after ORT\'s optimizations:", ", ".join(sorted(\n'
+                       "        {n.op_type for n in onnx.load(options.optimized_model_filepath).graph.node})))\n"
+                       "    optimized.cleanup()\n")
         return f'''\
 def run_path(model, example, x):
     """{self.name}: {self.description}"""

@@ -9,6 +9,7 @@ chatter stays off the worker's log.
 """
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 
@@ -176,11 +177,15 @@ def test_repro_script_of_a_passing_case_exits_0(path, cli, tmp_path):
     script = tmp_path / "repro.py"
     proc = cli("repro", str(spec), "--path", path, "-o", str(script))
     assert proc.returncode == 0, proc.stderr
-    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    scratch = tmp_path / "tmp"  # the script's temporary folder: it removes the optimized model it reads back
+    scratch.mkdir()
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600, cwd=tmp_path,
+                         env={**os.environ, "TMPDIR": str(scratch)})
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     assert f"OK: {path} matches the FP64 reference" in run.stdout
     if path == "onnxruntime-fused":
         assert "ONNX ops after ORT's optimizations: LayerNormalization" in run.stdout
+    assert not list(scratch.rglob("*.onnx")), list(scratch.rglob("*"))
 
 
 def test_the_two_paths_share_one_export_of_the_runners_program_and_leave_it_unchanged(monkeypatch):
