@@ -39,15 +39,17 @@ def expected_keys(specs, paths):
     return {(CaseSpec.from_dict(s).case_id, p) for s in specs for p in paths}
 
 
-def start_cli(*args):
-    """The CLI in its own session, so the test can signal it and all its workers.
+def start_cli(*args, tmp=None):
+    """The CLI in its own session, so the test can signal it and all its workers; `tmp`: its TMPDIR,
+    where a killed run leaves its workers' log folder and multiprocessing's socket folder.
 
     It starts with Ctrl-C's default action, as a terminal's foreground job does: a process
     started with SIGINT ignored keeps ignoring it (POSIX, as for a shell's background job),
     and a test process under pytest-xdist may have it ignored (seen in full `make test` runs)."""
     previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # exec resets a handler to SIG_DFL
     try:
-        return subprocess.Popen([sys.executable, "-m", "harness", *args], cwd=ROOT, env=dict(os.environ, **ENV),
+        env = dict(os.environ, **ENV, **({"TMPDIR": str(tmp)} if tmp else {}))
+        return subprocess.Popen([sys.executable, "-m", "harness", *args], cwd=ROOT, env=env,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
     finally:
         signal.signal(signal.SIGINT, previous)
@@ -139,7 +141,9 @@ def started_run(tmp_path, paths: str, records: int):
     cases = write_cases(tmp_path, SLOW_SPECS)
     out = tmp_path / "out"
     results = str(out / "results.jsonl")
-    proc = start_cli("run", "--case", cases, "--paths", paths, "--out", str(out), "--jobs", "2")
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    proc = start_cli("run", "--case", cases, "--paths", paths, "--out", str(out), "--jobs", "2", tmp=scratch)
     wait_for_lines(results, records, proc)
     return cases, out, results, proc
 
