@@ -82,11 +82,49 @@ def test_ci_runs_the_tests_with_the_ray_and_zoo_extras_and_fails_without_ray():
     assert subprocess.run(["bash", "-n", os.path.join(ROOT, ".ci", "run")]).returncode == 0
 
 
+def normdiff_argvs(shell: str) -> list[list[str]]:
+    """Each `.venv/bin/normdiff …` command of a recipe, as its arguments (up to its `||`, `;`, `&&` or `}`)."""
+    return [shlex.split(m) for m in re.findall(r"\.venv/bin/normdiff ((?:[^|;&}])*)", shell)]
+
+
 def test_make_nightly_names_its_run_history(checkout):
     stamp(checkout)
-    lines = [line for line in make(checkout, "-n", "nightly").stdout.splitlines() if "bin/normdiff " in line]
-    argvs = [shlex.split(line.split("||")[0])[1:] for line in lines]
+    argvs = normdiff_argvs(make(checkout, "-n", "nightly").stdout)
     calls = [build_parser().parse_args(argv) for argv in argvs]
-    assert [c.command for c in calls] == ["run", "gate"]
-    assert "--history" in argvs[0] and calls[0].history == "reports/history.sqlite"  # named, not a default
+    assert [(c.command, c.suite) for c in calls if c.command == "run"] == [("run", ["nightly"]), ("run", ["zoo"])]
+    assert [c.command for c in calls] == ["run", "gate", "run", "gate"]  # the zoo's two when its extra is there
+    assert "--history" in argvs[0] and calls[0].history == calls[2].history == "reports/history.sqlite"
     assert calls[0].baseline == calls[1].baseline == "reports/baseline.json"  # known failures not attributed again
+
+
+# normdiff as the nightly's recipe sees it: each call logged, the ones matching FAIL exit with its code
+STAND_IN = """#!/bin/sh
+echo "$1 $2" >> "$(dirname "$0")/calls"
+case "$*" in {fail}) exit {code};; esac
+exit 0
+"""
+
+
+@pytest.mark.parametrize("fail, code, zoo, calls, ok", [
+    ("nothing", 1, True, ["run --suite", "gate reports/nightly/results.jsonl", "run --suite",
+                          "gate reports/zoo/results.jsonl"], True),
+    ("gate reports/nightly/*", 1, True, ["run --suite", "gate reports/nightly/results.jsonl", "run --suite",
+                                         "gate reports/zoo/results.jsonl"], False),
+    ("gate reports/zoo/*", 1, True, ["run --suite", "gate reports/nightly/results.jsonl", "run --suite",
+                                     "gate reports/zoo/results.jsonl"], False),
+    ("*--suite zoo*", 2, True, ["run --suite", "gate reports/nightly/results.jsonl", "run --suite"], False),
+    ("gate reports/nightly/*", 1, False, ["run --suite", "gate reports/nightly/results.jsonl"], False),
+])
+def test_make_nightly_runs_the_zoo_whatever_the_first_gate_says_and_fails_with_either_gate(
+        checkout, fail, code, zoo, calls, ok):
+    """A night with a regression in the nightly suite still runs and gates the zoo (its reports, its history);
+    the target fails when either gate fails or a run cannot be made, as a CI job should."""
+    stamp(checkout)
+    bin_ = checkout / ".venv" / "bin"
+    (bin_ / "normdiff").write_text(STAND_IN.format(fail=fail.replace(" ", "\\ "), code=code))
+    (bin_ / "python").write_text(f"#!/bin/sh\nexit {0 if zoo else 1}\n")  # the zoo extra's check
+    for name in ("normdiff", "python"):
+        (bin_ / name).chmod(0o755)
+    r = make(checkout, "nightly")
+    assert (bin_ / "calls").read_text().splitlines() == calls, r.stderr
+    assert (r.returncode == 0) == ok, r.stderr
