@@ -26,7 +26,7 @@ from harness.attribution.policy import Policy
 from harness.core.machine import cpu_features
 from harness.core.verdicts import Verdict
 from harness.engine import stored
-from harness.engine.cache import ArtifactCache, Origin, cacheable, restore_takes_build, use_library_caches_of
+from harness.engine.cache import ArtifactCache, Origin, cacheable, restore_takes_build
 from harness.engine.cases import CaseProblem, Cases, lift_problem
 from harness.engine.exports import ExportMemo, takes_exported
 from harness.oracle.compare import eager_row_errors, score
@@ -310,10 +310,11 @@ def encode_arrays(arrays: dict) -> dict:
                 "data": base64.b64encode(np.ascontiguousarray(a).tobytes()).decode()} for n, a in arrays.items()}
 
 
-def executor_from_config(cfg: dict) -> Executor:
-    """A worker's Executor (a process's or a Ray actor's) from the plain data its runner sends: the artifact
-    cache (and the libraries' own caches under it) and the attribution policy."""
-    return Executor(use_library_caches_of(cfg.get("cache")), policy=Policy.from_config(cfg.get("policy")))
+def executor_from_config(cfg: dict, cache: ArtifactCache | None) -> Executor:
+    """A worker's Executor (a process's or a Ray actor's) from the plain data its runner sends: the attribution
+    policy, with the artifact cache the worker set the libraries' own caches under (use_library_caches_of,
+    before its warm-ups)."""
+    return Executor(cache, policy=Policy.from_config(cfg.get("policy")))
 
 
 _DEFAULT: Executor | None = None

@@ -78,14 +78,14 @@ class ExecutorActor:
         from harness.engine.execute import executor_from_config
         from harness.engine.warm import warm
 
-        use_library_caches_of(cfg.get("cache"))  # before the warm-ups, which compile into Inductor's folder
+        cache = use_library_caches_of(cfg.get("cache"))  # before the warm-ups, which compile into Inductor's folder
         warm(cfg["warm"])
         if cfg.get("threads"):
             import torch
 
             torch.set_num_threads(cfg["threads"])
             os.environ["TVM_NUM_THREADS"] = str(cfg["threads"])
-        self.executor = executor_from_config(cfg)
+        self.executor = executor_from_config(cfg, cache)
         self.node = _ray().get_runtime_context().get_node_id()[:12]
 
     def ready(self) -> int:

@@ -38,7 +38,7 @@ def worker_main(conn, cfg: dict) -> None:
     faulthandler.enable(file=2, all_threads=False)  # a crash leaves its stack in the log (fd 2, whatever sys.stderr is)
     warnings.filterwarnings("ignore")  # library deprecation chatter is not a finding
     _watch_parent(os.getppid())
-    use_library_caches_of(cfg.get("cache"))  # before the warm-ups: a bridge runs its own
+    cache = use_library_caches_of(cfg.get("cache"))  # before the warm-ups: a bridge runs its own
     warm(cfg["warm"])  # no-op when forked from the warm forkserver
     if cfg.get("threads"):  # jobs share the cores; one thread each also keeps sums in one order
         import torch
@@ -48,7 +48,7 @@ def worker_main(conn, cfg: dict) -> None:
     limit = cfg.get("max_memory")
     if limit:
         limit_memory(limit)
-    executor = executor_from_config(cfg)
+    executor = executor_from_config(cfg, cache)
     conn.send(("ready", os.getpid()))
     while True:
         try:
