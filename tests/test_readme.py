@@ -1,7 +1,7 @@
 """README.md and docs/ cannot drift from the code: every `normdiff …` they show parses with the real parser
 and names suites, paths, bugs, classes and files that exist; every spec they show is a valid spec; every docs
-page is linked from the README and opens by saying what it is for; every relative link resolves; the README
-stays short. A few of the README's commands are run as a newcomer would run them."""
+page is linked from the README and opens by saying what it is for; every relative link resolves; no page sends
+the reader outside the repository; the README stays short. A few of the README's commands are run as a newcomer would run them."""
 from __future__ import annotations
 
 import argparse
@@ -136,6 +136,17 @@ def check_call(env: dict, argv: list[str]) -> None:
 
 def test_the_readme_is_short():
     assert len(text(README).splitlines()) <= README_MAX_LINES
+
+
+def test_the_docs_name_nothing_outside_the_repository():
+    """A user has the repository only: the contracts are docs/contracts.md, linked from the README."""
+    assert "docs/contracts.md" in {t.partition("#")[0] for t in LINK.findall(text(README))}
+    for page in PAGES:
+        body = text(page)
+        for target in re.findall(r"(?:\.\./)+[\w./-]*", body):
+            dest = os.path.normpath(os.path.join(os.path.dirname(page), target))
+            assert dest.startswith(ROOT + os.sep), f"{rel(page)} names {target}, outside the repository"
+        assert "DESIGN" not in body and "/shared/" not in body, f"{rel(page)} cites a file outside the repository"
 
 
 def test_the_readme_shows_every_use():
