@@ -29,7 +29,7 @@ from harness.search.strategies import Batch, case_specs, row_length
 
 
 # Compiled structures a worker keeps (the pool's default, 32, drops them all past that): shrinking comes back
-# to the small canonical structures again and again, and a recompose path's artifact holds about 0.4 MB.
+# to the small canonical structures again and again, and a recompose path's artifact is small.
 KEEP_STRUCTURES = 256
 
 
