@@ -1,7 +1,8 @@
 """README.md and docs/ cannot drift from the code: every `normdiff …` they show parses with the real parser
 and names suites, paths, bugs, classes and files that exist; every spec they show is a valid spec; every docs
 page is linked from the README and opens by saying what it is for; every relative link resolves; no page sends
-the reader outside the repository; the README stays short. A few of the README's commands are run as a newcomer would run them."""
+the reader outside the repository; the README stays short. A few of the README's commands are run as a newcomer
+would run them."""
 from __future__ import annotations
 
 import argparse

@@ -66,8 +66,8 @@ def add_command(subparsers) -> None:
                    help=f"seconds per execution (default {DEFAULT_TIMEOUT:g})")
     p.add_argument("--quiet", action="store_true", help="no progress lines (the final table still prints)")
     p.add_argument("--programs", action="store_true",
-                   help="draw norm programs (docs/contracts.md §7): canonical norms with mutations; --styles names bases "
-                        f"({', '.join(BASES)})")
+                   help="draw norm programs (docs/contracts.md §7): canonical norms with mutations; --styles "
+                        f"names bases ({', '.join(BASES)})")
     p.add_argument("--searches", type=int, default=None,
                    help="searches run at once, each with its own seed, one store (default: cores with --programs, else 1)")
     p.set_defaults(func=cmd_fuzz)
