@@ -193,3 +193,10 @@ def test_every_key_of_a_real_record_is_documented(tmp_path):
     assert [r["verdict"] for r in records] == ["pass", "pass"]
     undocumented = {k for r in records for k in r} - documented_record_keys()
     assert not undocumented, f"record keys missing from docs/contracts.md §4: {sorted(undocumented)}"
+
+
+def test_every_option_of_the_pytest_plugin_is_documented():
+    """§12 against the options the plugin registers (read from its source: importing it registers nothing)."""
+    with open(os.path.join(ROOT, "harness", "pytest_plugin.py"), encoding="utf-8") as fh:
+        registered = set(re.findall(r"addoption\(\s*\"(--normdiff-[\w-]+)\"", fh.read()))
+    assert registered and registered == set(re.findall(r"`(--normdiff-[\w-]+)", section(12)))
