@@ -297,3 +297,11 @@ def test_the_layout_names_every_module_of_the_tree():
             name = os.path.basename(module)[:-3]
             if name != "__init__":
                 assert re.search(rf"(?<![\w.]){name}\b", entry), f"docs/layout.md: {rel(module)} is not named"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=rel)
+def test_every_file_of_the_checkout_a_page_names_exists(page):
+    """A module renamed or moved is renamed in the pages that cite it (x/y.py and my_compiler.py are examples)."""
+    for name in set(re.findall(r"\b(?:harness|cases|tests)/[\w/]+\.py\b", text(page))):
+        if not re.search(r"\b(?:x/|y\.py|test_y\.py|my_compiler\.py)", name):
+            assert os.path.exists(os.path.join(ROOT, name)), f"{rel(page)} names {name}, which does not exist"
