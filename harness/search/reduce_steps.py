@@ -32,7 +32,7 @@ from harness.program.ir import (
     ones_value,
 )
 from harness.program.parse import parse
-from harness.search.reduce_text import render, render_statement
+from harness.search.reduce_text import render, render_expr, render_statement
 from harness.spec import CaseSpec, SpecError
 from harness.spec.keys import INPUT_KINDS
 from harness.spec.program_keys import program_case
@@ -141,6 +141,12 @@ def _op_name(e) -> str:
     return {Neg: "neg", Cast: "cast", Cat: "cat", Linear: "linear"}[type(e)]
 
 
+def _short(e) -> str:
+    """An operand as a step's message names it: its text, or its op when that is long."""
+    text = render_expr(e)
+    return text if len(text) <= 24 else f"its {_op_name(e)}"
+
+
 def program_of(spec: CaseSpec) -> Program:
     return parse(spec.program, case=program_case(spec))
 
@@ -213,7 +219,7 @@ def _program_steps(spec: CaseSpec):
                     continue
                 seen.add(child)
                 edited = dataclasses.replace(s, value=_replace(s.value, at, child))
-                out.append((f"folded {_op_name(node)} in `{render_statement(s)}`",
+                out.append((f"folded {_op_name(node)} in `{render_statement(s)}` into {_short(child)}",
                             statements[:k] + (edited,) + statements[k + 1:]))
     returned = types.get(id(statements[-1].value))
     for k, s in enumerate(statements[:-1]):
