@@ -52,13 +52,19 @@ def run_reduction(spec, path: str, *, timeout: float = DEFAULT_TIMEOUT, max_roun
     from harness.engine.pool import Pool
     from harness.modules import LIFT
 
+    refused = None
     with Pool([path, CONTROL], timeout=timeout, keep=KEEP_STRUCTURES) as pool:
         judge = Judge(pool.map, path)
-        form = program_form(spec, lambda s: pool.map([Task(s, LIFT)])[0])
-        record = check_target(spec, form, judge)
-        progress(f"{spec} on {path}: {record['verdict']}, {count_ops(form)} ops, {describe(record)}")
-        return reduce(form, record, judge, max_rounds=max_rounds, max_candidates=max_candidates, chunk=chunk,
-                      say=progress)
+        try:  # refused inside, raised once the workers are stopped gracefully
+            form = program_form(spec, lambda s: pool.map([Task(s, LIFT)])[0])
+            record = check_target(spec, form, judge)
+        except NotReducible as exc:
+            refused = exc
+        else:
+            progress(f"{spec} on {path}: {record['verdict']}, {count_ops(form)} ops, {describe(record)}")
+            return reduce(form, record, judge, max_rounds=max_rounds, max_candidates=max_candidates, chunk=chunk,
+                          say=progress)
+    raise refused
 
 
 def cmd_reduce(args) -> int:

@@ -1,0 +1,49 @@
+"""`normdiff reduce` from the command line: a norm with its neighbours reduces to at most half its ops, still
+failing on the path with the same verdict and passing on eager; a target that passes, and a path that is
+unknown, are one line and exit 2."""
+import json
+
+from harness.engine.execute import Executor
+from harness.search.reduce_steps import count_ops
+from harness.spec import CaseSpec
+
+PATH = "tvm-decompose"
+# The TVM seed's float16 layer norm, preceded by a residual add (of zeros) and followed by a scale (of ones)
+# and a cast: four ops, of which only the norm is the bug.
+NEIGHBOURS = {
+    "pattern": "layer_norm", "dtype": "float16", "shape": [2, 4096], "input": {"kind": "alternating", "amplitude": 0.25},
+    "inputs": {"r": {"kind": "constant", "value": 0.0}},
+    "program": "h = x + r\nn = F.layer_norm(h, (h.shape[-1],), w, b, eps)\no = n * s\nreturn o.float()",
+}
+
+
+def test_a_norm_with_its_neighbours_reduces_to_at_most_half_its_ops(cli, tmp_path):
+    target = tmp_path / "neighbours.json"
+    target.write_text(json.dumps(NEIGHBOURS))
+    out = tmp_path / "reduced.json"
+    r = cli("reduce", str(target), "--path", PATH, "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == ""
+    steps = [line for line in r.stderr.splitlines() if line.startswith("normdiff reduce: step ")]
+    assert steps and all(" ops left, max error " in line for line in steps)
+    reduced = CaseSpec.from_dict(json.loads(out.read_text()))
+    assert count_ops(reduced) * 2 <= count_ops(CaseSpec.from_dict(NEIGHBOURS))
+    executor = Executor()
+    assert executor.execute(reduced, PATH)["verdict"] == "inaccurate"
+    assert executor.execute(reduced, "eager")["verdict"] == "pass"
+
+
+def test_a_target_that_passes_is_one_line_and_exit_2(cli, tmp_path):
+    target = tmp_path / "passing.json"
+    target.write_text(json.dumps({"pattern": "layer_norm", "dtype": "float32", "shape": [2, 16]}))
+    r = cli("reduce", str(target), "--path", PATH)
+    assert r.returncode == 2 and r.stdout == ""
+    assert len(r.stderr.strip().splitlines()) == 1 and f"does not fail on {PATH}" in r.stderr
+
+
+def test_an_unknown_path_or_the_control_is_one_line_and_exit_2(cli, tmp_path):
+    target = tmp_path / "case.json"
+    target.write_text(json.dumps({"pattern": "layer_norm", "dtype": "float32", "shape": [2, 16]}))
+    for path, said in (("no-such-path", "unknown path"), ("eager", "control")):
+        r = cli("reduce", str(target), "--path", path)
+        assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and said in r.stderr
