@@ -18,14 +18,10 @@ from harness import paths
 from harness.core.errors import UsageError
 from harness.core.records import write_atomic
 from harness.core.verdicts import DEFAULT_TIMEOUT
-from harness.engine.plan import Task
 from harness.repro.resolve import DEFAULT_RESULTS, check_path, resolve
 from harness.search.reduce import (
-    CHUNK, CONTROL, MAX_CANDIDATES, MAX_ROUNDS, Judge, NotReducible, check_target, describe, program_form, reduce,
+    CHUNK, CONTROL, KEEP_STRUCTURES, MAX_CANDIDATES, MAX_ROUNDS, NotReducible, describe, reduce_failure, spec_text,
 )
-from harness.search.reduce_steps import count_ops
-
-KEEP_STRUCTURES = 64  # artifacts a worker keeps: a reduction revisits few structures
 
 
 def say(line: str) -> None:
@@ -41,29 +37,18 @@ def check_installed(path: str) -> None:
         raise UsageError(f"--path: {path} needs {', '.join(missing)}, which is not installed")
 
 
-def spec_text(spec) -> str:
-    """The reduced spec as a file holds it: the normalised spec's keys in their order, one per line."""
-    return "{" + ",\n ".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in spec.to_dict().items()) + "}\n"
-
-
 def run_reduction(spec, path: str, *, timeout: float = DEFAULT_TIMEOUT, max_rounds: int = MAX_ROUNDS,
                   max_candidates: int = MAX_CANDIDATES, chunk: int = CHUNK, progress=say):
     """Reduce `spec` on `path` on warm workers: the Outcome; NotReducible when it cannot be."""
     from harness.engine.pool import Pool
-    from harness.modules import LIFT
 
     refused = None
     with Pool([path, CONTROL], timeout=timeout, keep=KEEP_STRUCTURES) as pool:
-        judge = Judge(pool.map, path)
         try:  # refused inside, raised once the workers are stopped gracefully
-            form = program_form(spec, lambda s: pool.map([Task(s, LIFT)])[0])
-            record = check_target(spec, form, judge)
+            return reduce_failure(spec, path, pool.map, max_rounds=max_rounds, max_candidates=max_candidates,
+                                  chunk=chunk, say=progress)
         except NotReducible as exc:
             refused = exc
-        else:
-            progress(f"{spec} on {path}: {record['verdict']}, {count_ops(form)} ops, {describe(record)}")
-            return reduce(form, record, judge, max_rounds=max_rounds, max_candidates=max_candidates, chunk=chunk,
-                          say=progress)
     raise refused
 
 

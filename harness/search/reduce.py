@@ -19,6 +19,8 @@ deterministic.
 """
 from __future__ import annotations
 
+import json
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -32,6 +34,7 @@ MAX_ROUNDS = 40  # accepted steps at most
 MAX_CANDIDATES = 48  # judged per round at most (the smallest first)
 CHUNK = 6  # candidates judged in one batch: each path's worker takes them back to back
 CONTROL = "eager"  # the path that must keep passing
+KEEP_STRUCTURES = 64  # artifacts a worker keeps before it drops them all: every candidate is a structure of its own
 
 
 class NotReducible(Exception):
@@ -144,6 +147,46 @@ def check_target(target: CaseSpec, form: CaseSpec, judge: Judge) -> dict:
     return record
 
 
+def reduce_failure(spec: CaseSpec, path: str, run_tasks: Callable[[list[Task]], list[dict]], *,
+                   max_rounds: int = MAX_ROUNDS, max_candidates: int = MAX_CANDIDATES, chunk: int = CHUNK,
+                   say: Callable[[str], None] = lambda line: None) -> Outcome:
+    """Reduce case `spec` (a program, catalog or module case) failing on `path`, its executions run by
+    `run_tasks` (a warm pool's `map`): its program form checked, then reduced; NotReducible when it cannot be."""
+    from harness.modules import LIFT
+
+    judge = Judge(run_tasks, path)
+    form = program_form(spec, lambda s: run_tasks([Task(s, LIFT)])[0])
+    record = check_target(spec, form, judge)
+    say(f"{spec} on {path}: {record['verdict']}, {count_ops(form)} ops, {describe(record)}")
+    return reduce(form, record, judge, max_rounds=max_rounds, max_candidates=max_candidates, chunk=chunk, say=say)
+
+
+def spec_text(spec: CaseSpec) -> str:
+    """A reduced spec as a file holds it: the normalised spec's keys in their order, one per line."""
+    return "{" + ",\n ".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in spec.to_dict().items()) + "}\n"
+
+
+def reduced_file(folder: str, case_id: str, path: str) -> str:
+    """Where `harness.check(reduce=…)` and the pytest plugin keep the reduction of one failing execution."""
+    return os.path.join(folder, f"reduced-{case_id}-{path}.json")
+
+
+def reduce_into(folder: str, spec: CaseSpec, path: str, run_tasks: Callable[[list[Task]], list[dict]]) -> str:
+    """Reduce a failing execution and write the spec to `folder`: one line saying where and how small, or why
+    it was not reduced (the entry points' message)."""
+    from harness.core.records import write_atomic
+
+    try:
+        outcome = reduce_failure(spec, path, run_tasks)
+    except NotReducible as exc:
+        return f"not reduced: {exc}"
+    os.makedirs(folder, exist_ok=True)
+    file = reduced_file(folder, spec.case_id, path)
+    write_atomic(file, spec_text(outcome.spec))
+    before, after = outcome.ops
+    return f"reduced ({before} -> {after} ops, {describe(outcome.record)}): {file}"
+
+
 def reduce(start: CaseSpec, record: dict, judge: Judge, *, max_rounds: int = MAX_ROUNDS,
            max_candidates: int = MAX_CANDIDATES, chunk: int = CHUNK,
            say: Callable[[str], None] = lambda line: None) -> Outcome:
@@ -181,5 +224,6 @@ def _round(current: CaseSpec, target: dict, judge: Judge, max_candidates: int, c
     return None
 
 
-__all__ = ["CHUNK", "CONTROL", "Judge", "MAX_CANDIDATES", "MAX_ROUNDS", "NotReducible", "Outcome", "Step",
-           "check_target", "describe", "program_form", "reduce", "same_failure"]
+__all__ = ["CHUNK", "CONTROL", "KEEP_STRUCTURES", "Judge", "MAX_CANDIDATES", "MAX_ROUNDS", "NotReducible", "Outcome", "Step",
+           "check_target", "describe", "program_form", "reduce", "reduce_failure", "reduce_into", "reduced_file",
+           "same_failure", "spec_text"]
