@@ -262,7 +262,7 @@ def _spec_steps(spec: CaseSpec):
                 what = "the norm axis" if last else f"dim {d}"
                 out.append((f"shrank {what} from {n} to {m}", _resized(raw, d, n, m)))
     params = spec.params_dict
-    if params["kind"] != "ones":
+    if params["kind"] != "ones" and spec.param_shapes:  # a program that reads no parameter draws none
         out.append((f"parameters {params['kind']} -> ones", {**raw, "params": {"kind": "ones"}}))
     for name, value in sorted(params.get("values", {}).items()):
         values = {k: v for k, v in params["values"].items() if k != name}
