@@ -298,7 +298,7 @@ def candidates(spec: CaseSpec) -> list[Candidate]:
             continue
     own = size(spec)
     ranked = []
-    seen = {spec.case_id}
+    seen = {spec.case_id, with_program(spec, program_of(spec).statements).case_id}  # itself, re-rendered
     for i, c in enumerate(made):
         if c.spec.case_id in seen:
             continue

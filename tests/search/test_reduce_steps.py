@@ -69,3 +69,12 @@ def test_a_step_that_breaks_the_program_is_no_candidate():
     assert not any(w.startswith("shrank") for w in made)  # a literal view of 2x64 fits no other shape
     folded = made["folded mul in `return v.view(2, 64) * w` into v.view(2, 64)"]
     assert folded.program == "v = x.view(2, 8, 8)\nreturn v.view(2, 64)"
+
+
+def test_a_step_that_only_renders_the_program_again_is_no_candidate():
+    lifted = CaseSpec.from_dict({"pattern": "rms_norm", "dtype": "bfloat16", "shape": [1, 2],
+                                 "input": {"kind": "constant"}, "param_shapes": {"weight": [2]},
+                                 "program": "a = torch.rsqrt(x)\nm = weight * a\nreturn m"})
+    made = {c.what for c in candidates(lifted)}
+    assert not any(w.startswith("returned m ") for w in made)  # it returns m already
+    assert {w.split(" in ")[0] for w in made} == {"folded rsqrt", "folded mul"}  # returning a = folding the mul
