@@ -32,7 +32,12 @@ def check_installed(path: str) -> None:
     """UsageError unless every package the path runs is installed."""
     if path == CONTROL:
         raise UsageError(f"--path: {CONTROL} is the control a reduction keeps passing; name a compiled path")
-    missing = [d for d in paths.get(path).packages if paths.installed_version(d) is None]
+    try:
+        packages = paths.get(path).packages
+    except Exception as exc:  # noqa: BLE001 - a plug-in path that cannot be loaded is bad usage here
+        raise UsageError(f"--path: {path} cannot be loaded ({str(exc).splitlines()[0] if str(exc) else exc!r})") \
+            from None
+    missing = [d for d in packages if paths.installed_version(d) is None]
     if missing:
         raise UsageError(f"--path: {path} needs {', '.join(missing)}, which is not installed")
 

@@ -32,7 +32,7 @@ from harness.program.ir import (
     ones_value,
 )
 from harness.program.parse import parse
-from harness.search.reduce_text import render, render_expr, render_statement
+from harness.search.reduce_text import render_expr, render_program, render_statement
 from harness.spec import CaseSpec, SpecError
 from harness.spec.keys import INPUT_KINDS
 from harness.spec.program_keys import program_case
@@ -189,7 +189,7 @@ def with_program(spec: CaseSpec, statements) -> CaseSpec:
     """`spec` running `statements` (tidied), without the inputs and parameters they no longer read."""
     statements = tidy(statements)
     raw = spec.to_dict()
-    raw["program"] = render(statements)
+    raw["program"] = render_program(statements)
     read = set().union(*(_reads(s.value) for s in statements))
     if "inputs" in raw:
         raw["inputs"] = {n: o for n, o in raw["inputs"].items() if n in read}

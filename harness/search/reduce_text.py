@@ -21,7 +21,7 @@ _LEVEL = {"add": 1, "sub": 1, "mul": 2, "div": 2, "pow": 4}  # a unary minus: 3;
 _OPS = {o.name: o for o in ops.TABLE}
 
 
-def render(statements) -> str:
+def render_program(statements) -> str:
     """The source of a program's statements (Assign ... Return), one per line."""
     return "\n".join(render_statement(s) for s in statements)
 
@@ -32,7 +32,7 @@ def render_statement(statement) -> str:
     return f"return {render_expr(statement.value)}"
 
 
-def number(value) -> str:
+def number_literal(value) -> str:
     return repr(value)
 
 
@@ -90,7 +90,7 @@ def _reduce(e: Reduce) -> str:
     if e.keepdim:
         args.append("keepdim=True")
     if e.correction is not None:
-        args.append(f"correction={number(e.correction)}")
+        args.append(f"correction={number_literal(e.correction)}")
     return f"{_at(e.operand, 5)}.{e.op}({', '.join(args)})"
 
 
@@ -125,7 +125,7 @@ def render_expr(e) -> str:
     if isinstance(e, Name):
         return e.id
     if isinstance(e, Number):
-        return number(e.value)
+        return number_literal(e.value)
     if isinstance(e, DType):
         return f"torch.{e.name}"
     if isinstance(e, DTypeOf):

@@ -5,7 +5,7 @@ from cases.suites import suite
 from harness.oracle.twins import program_twin
 from harness.program.ir import BinOp, Name, Neg, Number, Return
 from harness.program.parse import parse
-from harness.search.reduce_text import render, render_expr
+from harness.search.reduce_text import render_expr, render_program
 from harness.spec.program_keys import program_case
 
 
@@ -26,7 +26,7 @@ def _shape(program):
 @pytest.mark.parametrize("spec", _programs(), ids=lambda s: s.case_id)
 def test_a_rendered_program_parses_back_to_its_ir(spec):
     program = parse(spec.program, case=program_case(spec))
-    again = parse(render(program.statements), case=program_case(spec))
+    again = parse(render_program(program.statements), case=program_case(spec))
     assert _shape(again) == _shape(program)
 
 
