@@ -268,7 +268,7 @@ def _spec_steps(spec: CaseSpec):
         values = {k: v for k, v in params["values"].items() if k != name}
         out.append((f"parameter {name} = {value:g} -> {ones_value(name):g}",
                     {**raw, "params": {"kind": "fill", "values": values}}))
-    objects = [("x", spec.input_dict, lambda r, o: {**r, "input": o})]
+    objects = [("x", spec.input_dict, lambda r, o: {**r, "input": o})] if "x" in program_of(spec).reads else []
     for name, obj in spec.inputs_dict.items():
         objects.append((name, obj, lambda r, o, name=name: {**r, "inputs": {**r["inputs"], name: o}}))
     for name, obj, put in objects:
