@@ -100,7 +100,8 @@ def _reads(e) -> set[str]:
 
 
 def tidy(statements) -> tuple:
-    """Statements with each `a = b` propagated into what follows, and the assignments nothing reads dropped."""
+    """Statements with each `a = b` propagated into what follows, a returned last assignment returned as its
+    value, and the assignments nothing reads dropped."""
     out = []
     renames: dict[str, str] = {}
     for s in statements:
@@ -111,6 +112,8 @@ def tidy(statements) -> tuple:
             renames[s.name] = value.id
             continue
         out.append(dataclasses.replace(s, value=value))
+    if len(out) > 1 and isinstance(out[-2], Assign) and out[-1].value == Name(out[-2].name):
+        out[-2:] = [dataclasses.replace(out[-1], value=out[-2].value)]  # `n = …; return n` is `return …`
     live: set[str] = set()
     kept = []
     for s in reversed(out):
