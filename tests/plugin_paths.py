@@ -71,3 +71,9 @@ class Float16StoragePath(Path):
             return Capture(found, index.get(returned), to_numpy(out), METHOD)
 
         return run
+
+
+class AbsentLibraryPath(Float16StoragePath):
+    """The same path, said to run a library that is not installed: what a command refuses to run on."""
+    name = "absent-library"
+    packages = ("normdiff-no-such-distribution",)

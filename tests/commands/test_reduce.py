@@ -47,3 +47,12 @@ def test_an_unknown_path_or_the_control_is_one_line_and_exit_2(cli, tmp_path):
     for path, said in (("no-such-path", "unknown path"), ("eager", "control")):
         r = cli("reduce", str(target), "--path", path)
         assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and said in r.stderr
+
+
+def test_a_path_that_is_not_installed_is_one_line_and_exit_2(cli, tmp_path):
+    target = tmp_path / "case.json"
+    target.write_text(json.dumps({"pattern": "layer_norm", "dtype": "float32", "shape": [2, 16]}))
+    r = cli("reduce", str(target), "--path", "absent-library",
+            env={"NORMDIFF_EXTRA_PATHS": "absent-library=tests.plugin_paths:AbsentLibraryPath"})
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+    assert "normdiff-no-such-distribution, which is not installed" in r.stderr
