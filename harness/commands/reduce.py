@@ -74,6 +74,9 @@ def cmd_reduce(args) -> int:
         raise UsageError(str(exc)) from None
     except RunnerError as exc:
         raise UsageError(f"reduce: {exc}") from None
+    except KeyboardInterrupt:
+        say("interrupted; nothing written")
+        return 130
     before, after = outcome.ops
     seconds = time.monotonic() - clock
     if not outcome.steps:

@@ -56,3 +56,21 @@ def test_a_path_that_is_not_installed_is_one_line_and_exit_2(cli, tmp_path):
             env={"NORMDIFF_EXTRA_PATHS": "absent-library=tests.plugin_paths:AbsentLibraryPath"})
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
     assert "normdiff-no-such-distribution, which is not installed" in r.stderr
+
+
+def test_an_interrupted_reduction_exits_130_and_writes_nothing(tmp_path):
+    import signal
+    import subprocess
+    import sys
+
+    from helpers import ROOT, seed
+
+    out = tmp_path / "reduced.json"
+    proc = subprocess.Popen([sys.executable, "-m", "harness", "reduce", seed("tvm-20909.json"), "--path", PATH,
+                             "-o", str(out)], cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    first = proc.stderr.readline()  # the target judged: the reduction is under way
+    assert f"on {PATH}: inaccurate" in first
+    proc.send_signal(signal.SIGINT)
+    rest = proc.stderr.read()
+    assert proc.wait(timeout=300) == 130, rest
+    assert "interrupted; nothing written" in rest and "Traceback" not in rest and not out.exists()
