@@ -5,7 +5,7 @@ import tempfile
 
 import pytest
 import zoo_library
-from helpers import ROOT, normdiff
+from helpers import ROOT, normdiff, normdiff_here
 
 HISTORY_NAME = "history.sqlite"  # harness.reports.history.HISTORY_FILE, and its -wal/-shm files
 CACHE_HOME = "NORMDIFF_TEST_CACHE_HOME"  # the session's cache home, made by the controller for its xdist workers
@@ -32,6 +32,13 @@ def pytest_unconfigure(config):
 def cli():
     """The real `normdiff` command line, in a fresh interpreter."""
     return normdiff
+
+
+@pytest.fixture
+def cli_here(tmp_path):
+    """The command line in this process, from tmp_path or `cwd` (helpers.normdiff_here): for usage errors.
+    Each command keeps a test through `cli`, the real command line in a fresh interpreter."""
+    return lambda *args, cwd=None: normdiff_here(*args, cwd=cwd or tmp_path)
 
 
 @pytest.fixture
