@@ -34,6 +34,17 @@ def cli():
     return normdiff
 
 
+@pytest.fixture(scope="session")
+def session_cache():
+    """The session's artifact cache, the one its command-line runs use ($XDG_CACHE_HOME/normdiff under the
+    session's cache home, shared by the xdist workers): for tests that need a path compiled, not a fresh
+    compile, so that a structure compiled once serves every test that asks for it. A test of the cache
+    itself (what is stored, hit, evicted) keeps a cache of its own under tmp_path."""
+    from harness.engine.cache import ArtifactCache, default_dir
+
+    return ArtifactCache(default_dir())
+
+
 @pytest.fixture
 def cli_here(tmp_path):
     """The command line in this process, from tmp_path or `cwd` (helpers.normdiff_here): for usage errors.
