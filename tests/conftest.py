@@ -47,8 +47,8 @@ def session_cache():
 
 @pytest.fixture
 def cli_here(tmp_path):
-    """The command line in this process, from tmp_path or `cwd` (helpers.normdiff_here): for usage errors.
-    Each command keeps a test through `cli`, the real command line in a fresh interpreter."""
+    """The command line in this process, from tmp_path or `cwd` (helpers.normdiff_here says for what).
+    Each command keeps tests through `cli`, the real command line in a fresh interpreter."""
     return lambda *args, cwd=None: normdiff_here(*args, cwd=cwd or tmp_path)
 
 

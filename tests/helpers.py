@@ -29,9 +29,10 @@ def normdiff(*args, cwd=None, timeout=900, env=None):
 
 def normdiff_here(*args, cwd) -> subprocess.CompletedProcess:
     """`harness.commands.main.main(args)` in this process, from the folder `cwd`, with what it prints and
-    its exit code in the shape `normdiff` returns: for tests of a usage error, which ends while the
-    arguments are read, before anything is written or run (a fresh interpreter only costs its start).
-    `cwd` is the test's own folder, so that a check that stopped refusing writes only there."""
+    its exit code in the shape `normdiff` returns. For tests of a usage error, which ends while the
+    arguments are read, before anything is written or run, and of a command told to do its work in this
+    process (--jobs 0) where the test runs the same work here anyway: a fresh interpreter would only add
+    its start (torch's import). `cwd` is the test's own folder: a check that stopped refusing writes there."""
     from harness.commands.main import main
 
     out, err = io.StringIO(), io.StringIO()
