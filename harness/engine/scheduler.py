@@ -27,7 +27,9 @@ IMPORT_SECONDS = {"executorch.exir": 3.0, "executorch.runtime": 0.01, "torch._dy
                   "onnxruntime": 0.04, "harness.paths.inductor:warm_up": 3.0,
                   "harness.paths._frontend_memo:install_decompositions": 0.01,
                   "harness.paths._frontend_memo:install_onnx_registry": 0.01,
-                  "harness.paths.executorch_xnnpack:warm_up": 10.0}
+                  "harness.paths.executorch_xnnpack:warm_up": 10.0,
+                  "iree.compiler": 0.3, "iree.runtime": 5.7, "iree.turbine.aot": 6.8, "openvino": 0.5,
+                  "openvino.frontend.pytorch": 0.15}
 
 
 def _address_space_gb() -> float:
