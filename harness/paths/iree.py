@@ -117,6 +117,15 @@ def run_main(loaded, arrays: tuple) -> np.ndarray:
     return host
 
 
+_DIAGNOSTIC = re.compile(r"^(?:<[^>]*>|[^:\s]*)(?::\d+)+: error: (.*)$", re.MULTILINE)
+
+
+def first_diagnostic(message: str) -> str | None:
+    """The first `error:` diagnostic of iree-compile's output, without its location; None if it has none."""
+    found = _DIAGNOSTIC.search(message)
+    return found.group(1).strip()[:400] if found else None
+
+
 _NO_LOWERING = re.compile(r"failed to legalize operation '(torch\.[\w.]+)'")
 
 
@@ -168,6 +177,9 @@ def run_path(model, example, x):
                 reason = unsupported_reason(str(exc))
                 if reason:
                     raise Unsupported(reason) from exc
+                diagnostic = first_diagnostic(str(exc))
+                if diagnostic:  # the tool's own first line says only that the tool failed
+                    raise RuntimeError(f"iree-compile: {diagnostic}") from exc
                 raise
             facts = {"iree_target_cpu": TARGET_CPU, "iree_reduction_dtypes": reduction_dtypes(mlir)}
         return self._prepared(vmfb, facts)

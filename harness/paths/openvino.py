@@ -26,8 +26,9 @@ Choices, written down (docs/paths.md says why):
 * `facts`: the runtime model's nodes (layerType:runtimePrecision, sorted,
   unique), whether the plugin fused an RMS or an MVN node, the compiled
   model's inference precision.
-* `unsupported`, with OpenVINO's words: an op its PyTorch frontend cannot
-  convert, or a node the CPU plugin has no implementation for.
+* `unsupported`, with OpenVINO's words: an op its PyTorch frontend has no
+  rule for, or a node the CPU plugin has no implementation for. A converter
+  or a transformation that throws is an `error` naming its failed check.
 """
 from __future__ import annotations
 
@@ -40,17 +41,21 @@ from harness.paths.base import Path, Prepared, Unsupported, example_args, input_
 
 
 def convert(module, args: tuple):
-    """ov.convert_model of the eval-mode module on its example arguments."""
+    """ov.convert_model of the eval-mode module on its example arguments, owning copies of its weights.
+
+    convert_model's default (share_weights=True) leaves the constants in the
+    torch parameters' memory, and the CPU plugin may run on them in place: a
+    compiled model that outlives its module then reads freed memory (seen as
+    errors of 1e+31 in a worker that had dropped the module).
+    """
     import openvino as ov
 
-    return ov.convert_model(module, example_input=args)
+    return ov.convert_model(module, example_input=args, share_weights=False)
 
 
-def compile_cpu(model, config: dict):
-    """The model compiled by the CPU plugin with `config` (inference precision hint, threads)."""
-    import openvino as ov
-
-    return ov.Core().compile_model(model, "CPU", config)
+def compile_cpu(core, model, config: dict):
+    """The model compiled by the CPU plugin of `core` (an ov.Core kept while the model runs) with `config`."""
+    return core.compile_model(model, "CPU", config)
 
 
 def runtime_nodes(compiled) -> list[str]:
@@ -89,15 +94,14 @@ def run_infer(compiled, arrays: tuple) -> np.ndarray:
 
 _REFUSED = (
     re.compile(r"(No conversion rule found for operations?:[^\n]*)"),
-    re.compile(r"(Model wasn't fully converted[^\n]*)"),
-    re.compile(r"(Unsupported operation[^\n]*)"),
-    re.compile(r"(Cannot create \w+ layer[^\n]*)"),
-    re.compile(r"(doesn't support[^\n]*)"),
+    re.compile(r"(Unsupported operation of type: [^\n]*)"),
 )
+_FAILED_OPS = re.compile(r"Conversion is failed for: ([^\n]*)")
+_CHECK = re.compile(r"(Check '[^\n]*)")
 
 
 def unsupported_reason(message: str) -> str | None:
-    """Why OpenVINO refuses the model, in its own words, if its error says so; None for any other failure."""
+    """Why OpenVINO refuses the model (an op it has no rule or no CPU node for), in its own words; else None."""
     for pattern in _REFUSED:
         found = pattern.search(message)
         if found:
@@ -105,9 +109,43 @@ def unsupported_reason(message: str) -> str | None:
     return None
 
 
-def _refused(exc: Exception) -> Exception:
+def failure_summary(message: str) -> str | None:
+    """The op a conversion failed on and the first check that failed, where OpenVINO's error names them."""
+    checks = [c for c in _CHECK.findall(message) if not c.startswith("Check 'false'")]  # 'false': the report's own
+    if not checks:
+        return None
+    ops = _FAILED_OPS.search(message)
+    where = f"converting {ops.group(1).strip()}: " if ops else ""
+    return f"openvino: {where}{checks[0].strip()}"[:400]
+
+
+def _refused(exc: Exception) -> Exception | None:
+    """Unsupported for a refusal; a RuntimeError naming the failed check for another failure (its first line
+    says only where OpenVINO caught it); None: the exception says it itself."""
     reason = unsupported_reason(str(exc))
-    return Unsupported(reason) if reason else exc
+    if reason:
+        return Unsupported(reason)
+    summary = failure_summary(str(exc))
+    return RuntimeError(summary) if summary else None
+
+
+def _reraise(exc: Exception):
+    replacement = _refused(exc)
+    if replacement is None:
+        raise exc
+    raise replacement from exc
+
+
+_CORES: list = []
+
+
+def _core():
+    """The process's one ov.Core: its CPU plugin outlives every model compiled with it."""
+    import openvino as ov
+
+    if not _CORES:
+        _CORES.append(ov.Core())
+    return _CORES[0]
 
 
 class OpenVinoPath(Path):
@@ -141,7 +179,8 @@ CONFIG = {self.config()!r}
 
 def run_path(model, example, x):
     """{self.name}: {self.description}"""
-    compiled = compile_cpu(convert(model, example), CONFIG)
+    core = ov.Core()
+    compiled = compile_cpu(core, convert(model, example), CONFIG)
     print("OpenVINO runtime nodes (layerType:runtimePrecision):", ", ".join(runtime_nodes(compiled)))
     return run_infer(compiled, x)
 '''
@@ -154,12 +193,13 @@ def run_path(model, example, x):
                 with torch.no_grad():
                     model = convert(module, example_args(example))
             except Exception as exc:  # noqa: BLE001 - sorted into unsupported or an export error
-                raise _refused(exc) from exc
+                _reraise(exc)
+        core = _core()
         with stage("compile"):
             try:
-                compiled = compile_cpu(model, self.config())
+                compiled = compile_cpu(core, model, self.config())
             except Exception as exc:  # noqa: BLE001 - sorted into unsupported or a compile error
-                raise _refused(exc) from exc
+                _reraise(exc)
             facts = self._facts(compiled)
         return Prepared(lambda x: run_infer(compiled, input_arrays(x)), facts, built=compiled)
 
@@ -184,9 +224,7 @@ def run_path(model, example, x):
         """The exported blob imported by the CPU plugin with the same config."""
         import io
 
-        import openvino as ov
-
-        compiled = ov.Core().import_model(io.BytesIO(data), "CPU", self.config())
+        compiled = _core().import_model(io.BytesIO(data), "CPU", self.config())
         return Prepared(lambda x: run_infer(compiled, input_arrays(x)), {}, built=compiled)
 
 

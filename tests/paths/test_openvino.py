@@ -64,7 +64,9 @@ def test_every_16_bit_pattern_crosses_the_plugin_exactly(dtype):
 
     bits = np.arange(2**16, dtype=np.uint16).reshape(256, 256)
     x = torch.from_numpy(bits.view(np.int16)).view(torch.bfloat16 if dtype is ml_dtypes.bfloat16 else torch.float16)
-    compiled = ovpath.compile_cpu(ovpath.convert(torch.nn.Identity(), (x,)), {"INFERENCE_NUM_THREADS": 1})
+    import openvino as ov
+
+    compiled = ovpath.compile_cpu(ov.Core(), ovpath.convert(torch.nn.Identity(), (x,)), {"INFERENCE_NUM_THREADS": 1})
     out = ovpath.run_infer(compiled, (bits.view(dtype),))
     assert out.dtype == np.dtype(dtype)
     np.testing.assert_array_equal(out.view(np.uint16), bits)
