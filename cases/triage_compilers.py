@@ -28,7 +28,15 @@ def _half_reduction(r) -> bool:
     return bool({"f16", "bf16"} & set((r.get("facts") or {}).get("iree_reduction_dtypes") or ()))
 
 
+def _pattern(r) -> str:
+    """The norm a record runs: a module case's lifted pattern, else its spec's."""
+    return r.get("lifted_pattern") or _case(r)["pattern"]
+
+
 def _module_norm(r, pattern: str) -> bool:
+    """The norm op itself (nn.LayerNorm, F.layer_norm in a library's class), not one written out."""
+    if _case(r).get("class"):
+        return f"F.{pattern}(" in (r.get("program") or "")
     return _case(r)["pattern"] == pattern and _case(r).get("style", "module") == "module"
 
 
@@ -96,13 +104,21 @@ COMPILER_RULES: tuple[Rule, ...] = (
                                            "bf16): the RMS fusion does not match this norm (facts.ov_fused_rms "
                                            "false), so the decomposed chain, its float32 upcast included, runs "
                                            "in bf16 (Reduce:bf16); the report asks to fuse it",
-         lambda r: _ov_wrong(r) and _case(r)["pattern"] == "rms_norm" and "Reduce:bf16" in _ov_nodes(r)
+         lambda r: _ov_wrong(r) and _pattern(r) == "rms_norm" and "Reduce:bf16" in _ov_nodes(r)
          and not r["facts"].get("ov_fused_rms"), cpu=BF16_CPUS),
     Rule("new", "by design as documented (bf16 inference precision runs the model in bf16, the default on CPUs "
                 "with native bf16 and the hint of openvino-bf16): a layer norm written with a float32 upcast is "
                 "not fused into MVN, and its mean and variance run in bf16 (Reduce:bf16)",
-         lambda r: _ov_wrong(r) and _case(r)["pattern"] == "layer_norm" and "Reduce:bf16" in _ov_nodes(r),
+         lambda r: _ov_wrong(r) and _pattern(r) == "layer_norm" and "Reduce:bf16" in _ov_nodes(r),
          cpu=BF16_CPUS),
+    Rule("new", "by design as documented (bf16 inference precision): the conditioning Linear of an adaptive norm "
+                "runs as FullyConnected:bf16 even in a float32 or float16 model, so its scale and shift carry "
+                "bf16's 8 bits into the norm's output",
+         lambda r: _ov_wrong(r) and "FullyConnected:bf16" in _ov_nodes(r), cpu=BF16_CPUS),
+    Rule("new", "by design as documented (bf16 inference precision): a bfloat16 layer/group norm is fused into "
+                "one MVN node whose normalized output is rounded to bf16 before the affine Multiply/Add "
+                "(Eltwise:bf16): two roundings where torch's bfloat16 kernels round once",
+         lambda r: _ov_wrong(r) and "MVN:bf16" in _ov_nodes(r), cpu=BF16_CPUS),
     Rule("new", "eval batch_norm in float16/bfloat16 runs as Multiply/Add whose scale and shift are folded "
                 "from the running statistics in the model's reduced dtype before the plugin converts them to f32 "
                 "(runtime nodes: only f32 Eltwise after Converts): marginal, 1.5-4x eager",
