@@ -28,8 +28,8 @@ IMPORT_SECONDS = {"executorch.exir": 3.0, "executorch.runtime": 0.01, "torch._dy
                   "harness.paths._frontend_memo:install_decompositions": 0.01,
                   "harness.paths._frontend_memo:install_onnx_registry": 0.01,
                   "harness.paths.executorch_xnnpack:warm_up": 10.0,
-                  "iree.compiler": 0.3, "iree.runtime": 5.7, "iree.turbine.aot": 6.8, "openvino": 0.5,
-                  "openvino.frontend.pytorch": 0.15}
+                  "iree.compiler": 0.2, "iree.runtime": 2.2, "iree.turbine.aot": 4.1, "openvino": 0.3,
+                  "openvino.frontend.pytorch": 0.02}
 
 
 def _address_space_gb() -> float:
