@@ -41,11 +41,11 @@ def test_a_target_that_passes_is_one_line_and_exit_2(cli, tmp_path):
     assert len(r.stderr.strip().splitlines()) == 1 and f"does not fail on {PATH}" in r.stderr
 
 
-def test_an_unknown_path_or_the_control_is_one_line_and_exit_2(cli, tmp_path):
+def test_an_unknown_path_or_the_control_is_one_line_and_exit_2(cli_here, tmp_path):
     target = tmp_path / "case.json"
     target.write_text(json.dumps({"pattern": "layer_norm", "dtype": "float32", "shape": [2, 16]}))
     for path, said in (("no-such-path", "unknown path"), ("eager", "control")):
-        r = cli("reduce", str(target), "--path", path)
+        r = cli_here("reduce", str(target), "--path", path)
         assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and said in r.stderr
 
 
@@ -59,6 +59,9 @@ def test_a_path_that_is_not_installed_is_one_line_and_exit_2(cli, tmp_path):
 
 
 def test_an_interrupted_reduction_exits_130_and_writes_nothing(tmp_path):
+    """Ctrl-C as a terminal sends it (the whole group), to a process started with Ctrl-C's default action
+    (one started with SIGINT ignored, as a shell's background job is, keeps ignoring it)."""
+    import os
     import signal
     import subprocess
     import sys
@@ -66,11 +69,15 @@ def test_an_interrupted_reduction_exits_130_and_writes_nothing(tmp_path):
     from helpers import ROOT, seed
 
     out = tmp_path / "reduced.json"
-    proc = subprocess.Popen([sys.executable, "-m", "harness", "reduce", seed("tvm-20909.json"), "--path", PATH,
-                             "-o", str(out)], cwd=ROOT, stderr=subprocess.PIPE, text=True)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)  # exec resets a handler to SIG_DFL
+    try:
+        proc = subprocess.Popen([sys.executable, "-m", "harness", "reduce", seed("tvm-20909.json"), "--path", PATH,
+                                 "-o", str(out)], cwd=ROOT, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     first = proc.stderr.readline()  # the target judged: the reduction is under way
     assert f"on {PATH}: inaccurate" in first
-    proc.send_signal(signal.SIGINT)
+    os.killpg(proc.pid, signal.SIGINT)
     rest = proc.stderr.read()
     assert proc.wait(timeout=300) == 130, rest
     assert "interrupted; nothing written" in rest and "Traceback" not in rest and not out.exists()
