@@ -67,7 +67,7 @@ def labelled(stages) -> list[ProgramStage]:
 
 def program_stages(spec: CaseSpec, inputs, module_case=None) -> list[ProgramStage]:
     """Every stage of the case's program in program order, norms opened into their parts; a module case's
-    program is its lifted one (`module_case`: harness.modules.resolve.ModuleCase)."""
+    program is its lifted one (`module_case`: harness.modules.module_case.ModuleCase)."""
     if module_case is not None:
         text, info, arrays = module_case.resolved.source, module_case.case, module_case.reference_arrays(inputs)
     else:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.core.dtypes import name_of
+from harness.core.eps import TORCH_NORM_EPS
 from harness.modules.load import Unliftable
 from harness.program import ops
 
@@ -275,11 +276,11 @@ def _norm(kind, tuple_out=False):
             text = f"F.group_norm({x.text}, {_num(groups)}, {lf.text(w)}, {lf.text(b)}, {_num(eps)})"
         elif kind == "group_norm":
             groups, w, b = node.args[1], _arg(node, 2, "weight"), _arg(node, 3, "bias")
-            eps = _arg(node, 4, "eps", 1e-5)
+            eps = _arg(node, 4, "eps", TORCH_NORM_EPS)
             text = f"F.group_norm({x.text}, {_num(groups)}, {lf.text(w)}, {lf.text(b)}, {_num(eps)})"
         elif kind == "layer_norm":
             shape, w, b = node.args[1], _arg(node, 2, "weight"), _arg(node, 3, "bias")
-            eps = _arg(node, 4, "eps", 1e-5)
+            eps = _arg(node, 4, "eps", TORCH_NORM_EPS)
             text = f"F.layer_norm({x.text}, {_shape_text(shape)}, {lf.text(w)}, {lf.text(b)}, {_num(eps)})"
         else:
             shape, w, eps = node.args[1], _arg(node, 2, "weight"), _arg(node, 3, "eps")

@@ -70,7 +70,7 @@ def _parse(source: str, inputs: tuple, params: tuple, case) -> Program:
             raise
         raise ProgramError(f"program: {str(e).splitlines()[0] if str(e) else 'unreadable'}") from None
     if case is not None:
-        from harness.program.check import check
+        from harness.program.typecheck import check
         check(program, case)
     return program
 

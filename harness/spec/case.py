@@ -14,6 +14,7 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from harness.core.dtypes import DTYPES
+from harness.core.eps import spec_eps
 from harness.spec.keys import (
     AFFINES, CASTS, INPUT_KINDS, KEYS, LAYOUTS, PARAM_KINDS, PATTERNS, PROGRAM_KEYS, STYLES, RANGES,
     SpecError, choice, fail, integer, kinded, number,
@@ -127,7 +128,7 @@ class CaseSpec:
         if pattern in ("group_norm", "instance_norm", "batch_norm") and affine == "weight":
             fail("affine", f"torch's {pattern} module has weight and bias together; use 'none' or 'weight_bias'")
 
-        eps = number("eps", raw.get("eps", 1e-6 if pattern == "rms_norm" else 1e-5))
+        eps = number("eps", raw.get("eps", spec_eps(pattern)))
         if eps < 0:
             fail("eps", f"must be >= 0, got {eps!r}")
 

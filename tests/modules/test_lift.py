@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 
 from harness.engine.cases import Cases, CaseProblem
-from harness.modules.resolve import Resolved, resolve
+from harness.modules.module_case import Resolved, resolve
 from harness.program import evaluate
 from harness.oracle.inputs import make_inputs
 from harness.spec import CaseSpec

@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from harness.modules import check, load, state
+from harness.modules import lift_check, load, state
 from harness.modules.lift import input_names, lift
 from harness.program import ProgramCase, ProgramError, parse
 
@@ -154,15 +154,15 @@ class ModuleCase:
 
         tensors = [to_torch(a) for a in self.call_arrays(inputs)]
         with torch.no_grad():
-            out, why = check.module_float64(self.module, tensors, self.resolved.keywords)
+            out, why = lift_check.module_float64(self.module, tensors, self.resolved.keywords)
         if out is None:
             return {"lift_check": None, "lift_check_over_bound": None, "lift_note": f"not checked: {why}"}
-        rel, share = check.compare(np.asarray(evaluation.out, dtype=np.float64), evaluation.bound, out)
+        rel, share = lift_check.compare(np.asarray(evaluation.out, dtype=np.float64), evaluation.bound, out)
         return {"lift_check": rel, "lift_check_over_bound": share, "lift_note": None}
 
 
 @dataclass
-class Built:
+class BuiltModule:
     """A module case's class built, its parameters redrawn, before any export: what lifting starts from."""
     module: object
     called: tuple[str, ...]
@@ -170,7 +170,7 @@ class Built:
     names: dict  # state name -> program name
 
 
-def build_case(spec) -> Built:
+def build_case(spec) -> BuiltModule:
     """Import and build `spec`'s class, redraw its parameters (ModuleSpecError for a bad spec)."""
     module = load.build(spec)
     forward = load.forward_names(module, spec)
@@ -178,10 +178,10 @@ def build_case(spec) -> Built:
     inputs_taken = set(input_names(called, {}).values())
     names = state.state_names(module, inputs_taken)
     state.redraw(module, spec, names)
-    return Built(module, called, keywords, names)
+    return BuiltModule(module, called, keywords, names)
 
 
-def resolve(spec, built: Built | None = None) -> ModuleCase:
+def resolve(spec, built: BuiltModule | None = None) -> ModuleCase:
     """Import, build, redraw, export and lift `spec`'s class (ModuleSpecError, Unliftable, or a StageError
     of the export)."""
     import torch
@@ -206,7 +206,7 @@ def resolve(spec, built: Built | None = None) -> ModuleCase:
     return case
 
 
-def restore(spec, built: Built, resolved: Resolved, refusal=None) -> ModuleCase:
+def restore(spec, built: BuiltModule, resolved: Resolved, refusal=None) -> ModuleCase:
     """The ModuleCase of a class built and a lifted program made before (by `resolve`, or kept on disk);
     `refusal()` gives torch's own error when the module does not run so built (then the check is right)."""
     try:
