@@ -1,11 +1,12 @@
 """One module case resolved in a worker: the module built, its parameters set, exported and lifted.
 
 `resolve(spec)` gives a ModuleCase: the plain-data `Resolved` (the lifted
-program and how its names map onto the module's: what crosses a process
-boundary and what `normdiff lift` prints), and what the executor needs in
-this process: a fresh module for each path (built again, deterministic), the
-example tensors in the forward's order, the parameter values as the
-reference reads them, and the lift check of one input.
+program's text and how its names map onto the module's: what crosses a process
+boundary and what `normdiff lift` prints), the lifted Program itself (built as
+IR by the lifter, or parsed once from a kept Resolved), and what the executor
+needs in this process: a fresh module for each path (built again,
+deterministic), the example tensors in the forward's order, the parameter
+values as the reference reads them, and the lift check of one input.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import numpy as np
 
 from harness.modules import lift_check, load, state
 from harness.modules.lift import input_names, lift
-from harness.program import ProgramCase, ProgramError, parse
+from harness.program import Program, ProgramCase, ProgramError, check, parse
 
 
 @dataclass(frozen=True)
@@ -83,13 +84,20 @@ class _Keywords:
 class ModuleCase:
     """A resolved module case in this worker."""
 
-    def __init__(self, spec, resolved: Resolved, module, names: dict[str, str]):
+    def __init__(self, spec, resolved: Resolved, module, names: dict[str, str], program: Program | None = None):
+        """`program`: the lifted Program as the lifter built it; None parses `resolved.source` (a kept lift).
+        Either way it is checked against the case here (a ProgramError when it does not check)."""
         self.spec = spec
         self.resolved = resolved
         self.module = module
         self.names = names  # state name -> program name
-        self.program = parse(resolved.source, case=resolved.program_case(spec))
         self.case = resolved.program_case(spec)
+        if program is None:
+            self.program = parse(resolved.source, case=self.case)
+        else:
+            check(program, self.case)
+            self.program = program
+        self._params = None
         self.digest = self._digest()
         self.exported = None  # the ExportedProgram `resolve` lifted (None: restored from a kept lift)
 
@@ -117,8 +125,11 @@ class ModuleCase:
         return _Keywords(module, len(r.called) - len(r.keywords), r.keywords)
 
     def param_arrays(self) -> dict[str, np.ndarray]:
-        read = {state_name: prog for prog, state_name, _ in self.resolved.params}
-        return state.arrays(self.module, read)
+        """{program name: value} of the parameters the program reads (read once: this module is never run)."""
+        if self._params is None:
+            read = {state_name: prog for prog, state_name, _ in self.resolved.params}
+            self._params = state.arrays(self.module, read)
+        return self._params
 
     def constant_values(self) -> dict[str, float | None]:
         """{program name: its value where every element holds it, else None} of the parameters read."""
@@ -200,17 +211,18 @@ def resolve(spec, built: BuiltModule | None = None) -> ModuleCase:
     prefix = "inner." if keywords else ""
     lifted = lift(ep, spec.cls, called, {prefix + k: v for k, v in names.items()})
     resolved = Resolved(spec.cls, lifted.source, lifted.pattern, called, keywords, lifted.inputs,
-                        _read_params(lifted, module, names, prefix), lifted.ops)
-    case = restore(spec, built, resolved, refusal=lambda: _eager_refusal(callee, example))
+                        _read_params(lifted, module, names), lifted.ops)
+    case = restore(spec, built, resolved, refusal=lambda: _eager_refusal(callee, example), program=lifted.program)
     case.exported = ep
     return case
 
 
-def restore(spec, built: BuiltModule, resolved: Resolved, refusal=None) -> ModuleCase:
-    """The ModuleCase of a class built and a lifted program made before (by `resolve`, or kept on disk);
-    `refusal()` gives torch's own error when the module does not run so built (then the check is right)."""
+def restore(spec, built: BuiltModule, resolved: Resolved, refusal=None, program: Program | None = None) -> ModuleCase:
+    """The ModuleCase of a class built and a lifted program made before (by `resolve`, with its `program`
+    built as IR, or kept on disk: then parsed from its source); `refusal()` gives torch's own error when the
+    module does not run so built (then the check is right)."""
     try:
-        return ModuleCase(spec, resolved, built.module, built.names)
+        return ModuleCase(spec, resolved, built.module, built.names, program)
     except ProgramError as exc:
         refused = refusal() if refusal is not None else None
         if refused:  # torch's own rule: the program's check is right, the class does not run so built
@@ -233,10 +245,9 @@ def _eager_refusal(module, example) -> str | None:
     return None
 
 
-def _read_params(lifted, module, names, prefix) -> tuple:
+def _read_params(lifted, module, names) -> tuple:
     """(program name, state name, shape) of the parameters the lifted program reads."""
-    program = parse(lifted.source, inputs=tuple(p for p, _ in lifted.inputs), params=tuple(names.values()))
     shapes = {n: tuple(t.shape) for n, t in state.floating_state(module).items()}
     by_prog = {v: k for k, v in names.items()}
-    return tuple((p, by_prog[p], shapes[by_prog[p]]) for p in program.params)
+    return tuple((p, by_prog[p], shapes[by_prog[p]]) for p in lifted.program.params)
 

@@ -18,7 +18,7 @@ import numpy as np
 
 from harness.core.dtypes import narrowest, promote
 from harness.spec import CaseSpec, program_case
-from harness.program import evaluate, parse
+from harness.program import evaluate
 from harness.oracle.inputs import Inputs
 from harness.oracle.witness_error import program_witnesses
 
@@ -83,8 +83,7 @@ def _broadcast_channel(v: np.ndarray, shape: tuple[int, ...], axis: int) -> np.n
 
 def program_reference(spec: CaseSpec, inputs: Inputs) -> Reference:
     """The FP64 interpretation of a program case, with its running error bound, intermediates and witnesses."""
-    case = program_case(spec)
-    program = parse(spec.program, case=case)
+    case, program = program_case(spec), spec.parsed_program
     arrays = {**inputs.arrays, **inputs.params}
     return evaluation_reference(evaluate(program, case, arrays),
                                 witnesses=program_witnesses(spec.case_id, program, case, arrays))
