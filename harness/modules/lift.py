@@ -20,7 +20,7 @@ from harness.modules.lift_ops import Lifter, Val
 from harness.modules.load import Unliftable
 from harness.modules.names import unique
 from harness.program.ir import Program, Return
-from harness.program.render import program_of
+from harness.program.render import program_from_ir
 
 
 @dataclass(frozen=True)
@@ -114,7 +114,7 @@ def lift(ep, owner: str, called: tuple[str, ...], state_names: dict[str, str]) -
     if not isinstance(result, Val):
         raise Unliftable(f"class {owner}: its forward returns a number, not a tensor")
     statements = (*lifter.statements, Return(result.expr, len(lifter.statements) + 1))
-    program = program_of(statements, tuple(names[f] for f in called), tuple(state_names.values()))
+    program = program_from_ir(statements, tuple(names[f] for f in called), tuple(state_names.values()))
     params = tuple(sorted(set(lifter.params)))
     return Lifted(program, lifter.pattern(), tuple((names[f], f) for f in called), params, tuple(lifter.ops))
 

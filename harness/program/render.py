@@ -4,7 +4,7 @@ A program built as IR (the lifter's) is shown as text and handed on as a
 spec's `program` key; the text must parse back to the very IR it came from,
 so each node has one spelling (the method form where there is one, F.* for
 the functionals, torch.* for the other functions) and parentheses go exactly
-where Python's precedence needs them. `parse(render(p)) == p` for a program
+where Python's precedence needs them. `parse(render_program(p)) == p` for a program
 whose source is its rendering (tests/program/test_render.py checks it over
 the styles, the fuzzer's programs and the lifter's).
 """
@@ -25,7 +25,7 @@ _LEVEL = {"add": 1, "sub": 1, "mul": 2, "div": 2}  # pow: 4; a unary minus: 3; a
 _SPELLING = {"float": ".float()", "half": ".half()", "bfloat16": ".bfloat16()"}
 
 
-def program_of(statements, inputs=("x",), params=()) -> Program:
+def program_from_ir(statements, inputs=("x",), params=()) -> Program:
     """The Program of statements built as IR (the lifter's): its source is their rendering, its reads what
     `parse` of that source against `inputs` and `params` finds, so parse(program.source) gives it back."""
     inputs = ("x",) + tuple(sorted(n for n in inputs if n != "x"))
@@ -35,7 +35,7 @@ def program_of(statements, inputs=("x",), params=()) -> Program:
     for s in statements:
         read |= names_read(s.value)
     reads = tuple(n for n in inputs + params + ("eps",) if n in read)
-    source = render(statements)
+    source = render_program(statements)
     if len(source) > MAX_SOURCE:  # the language's limit holds for a program built as IR too
         raise ProgramError(f"program: longer than {MAX_SOURCE} characters")
     return Program(source, statements, reads, inputs, params)
@@ -57,7 +57,7 @@ def names_read(e) -> set[str]:
     return out
 
 
-def render(statements) -> str:
+def render_program(statements) -> str:
     """The text of a program's statements (Assign and Return), one a line."""
     return "\n".join(render_statement(s) for s in statements)
 
@@ -70,7 +70,7 @@ def render_statement(statement) -> str:
     raise TypeError(f"not a statement: {statement!r}")
 
 
-def number(value) -> str:
+def number_literal(value) -> str:
     """A number literal as Python writes it back (1e-05, 64, -1.0); non-finite numbers have no literal."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"not a number: {value!r}")
@@ -107,7 +107,7 @@ def _binop(e: BinOp) -> str:
 
 
 def _dims(dims) -> str:
-    return number(dims[0]) if len(dims) == 1 else "[" + ", ".join(number(d) for d in dims) + "]"
+    return number_literal(dims[0]) if len(dims) == 1 else "[" + ", ".join(number_literal(d) for d in dims) + "]"
 
 
 def _optional(e) -> str:
@@ -141,7 +141,7 @@ def render_expr(e) -> str:
     if isinstance(e, Name):
         return e.id
     if isinstance(e, Number):
-        return number(e.value)
+        return number_literal(e.value)
     if isinstance(e, ShapeOf):
         return f"{e.name}.shape[{e.index}]"
     if isinstance(e, BinOp):
@@ -163,14 +163,14 @@ def render_expr(e) -> str:
         if e.keepdim:
             args.append("keepdim=True")
         if e.correction is not None:
-            args.append(f"correction={number(e.correction)}")
+            args.append(f"correction={number_literal(e.correction)}")
         return f"{_postfix(e.operand)}.{e.op}({', '.join(args)})"
     if isinstance(e, ShapeOp):
         if e.op == "index":
             return f"{_postfix(e.operand)}[{', '.join(e.args)}]"
         return f"{_postfix(e.operand)}.{e.op}({', '.join(render_expr(a) for a in e.args)})"
     if isinstance(e, Cat):
-        return f"torch.cat([{', '.join(render_expr(t) for t in e.tensors)}], {number(e.dim)})"
+        return f"torch.cat([{', '.join(render_expr(t) for t in e.tensors)}], {number_literal(e.dim)})"
     if isinstance(e, Linear):
         bias = f", {render_expr(e.bias)}" if e.bias is not None else ""
         return f"F.linear({render_expr(e.operand)}, {render_expr(e.weight)}{bias})"

@@ -1,4 +1,4 @@
-"""The renderer: IR -> program text, which parses back to the very IR (parse(render(p)) == p)."""
+"""The renderer: IR -> program text, which parses back to the very IR (parse(render_program(p)) == p)."""
 import dataclasses
 
 import pytest
@@ -6,19 +6,19 @@ from hypothesis import HealthCheck, given, settings
 
 from harness.program import ProgramError, parse
 from harness.program.ir import Assign, BinOp, Name, Neg, Number, Return, Unary
-from harness.program.render import names_read, program_of, render, render_expr
+from harness.program.render import names_read, program_from_ir, render_expr, render_program
 from harness.program.styles import CASTS, STYLE_PATTERNS, style_program
 from harness.search.programs import skeleton_source, skeletons
 
 
 def _round_trip(source: str, **kw):
-    """A parsed program p, and q = parse(render(p)): the same statements (lines aside), and q a fixed point."""
+    """A parsed program p, and q = parse(render_program(p)): the same statements (lines aside), and q a fixed point."""
     p = parse(source, **kw)
-    q = parse(render(p.statements), inputs=p.inputs, params=p.param_names)
+    q = parse(render_program(p.statements), inputs=p.inputs, params=p.param_names)
     assert [dataclasses.replace(s, line=0) for s in q.statements] == [dataclasses.replace(s, line=0)
                                                                      for s in p.statements]
     assert q.reads == p.reads
-    assert parse(render(q.statements), inputs=q.inputs, params=q.param_names) == q
+    assert parse(render_program(q.statements), inputs=q.inputs, params=q.param_names) == q
     return p, q
 
 
@@ -83,7 +83,7 @@ def test_parentheses_go_where_precedence_needs_them_and_nowhere_else():
 def test_a_program_built_as_ir_is_what_its_source_parses_to():
     statements = (Assign("h", BinOp("mul", Name("x"), Name("gamma")), 7),
                   Return(BinOp("add", Name("h"), Name("y")), 9))
-    p = program_of(statements, inputs=("x", "y"), params=("gamma", "w"))
+    p = program_from_ir(statements, inputs=("x", "y"), params=("gamma", "w"))
     assert p.source == "h = x * gamma\nreturn h + y"
     assert [s.line for s in p.statements] == [1, 2]
     assert p.reads == ("x", "y", "gamma") and p.params == ("gamma",) and p.extra_inputs == ("y",)
@@ -96,4 +96,4 @@ def test_a_number_without_a_literal_and_a_program_over_the_limit_are_refused():
         render_expr(Number(float("inf")))
     long = tuple(Assign(f"h{i}", BinOp("add", Name("x"), Number(i)), i) for i in range(2000))
     with pytest.raises(ProgramError, match="longer than"):
-        program_of(long + (Return(Name("x"), 2001),))
+        program_from_ir(long + (Return(Name("x"), 2001),))
