@@ -1,7 +1,7 @@
 """The FP64 reference of a program: exact math in float64 plus a running error bound.
 
 Each tensor value carries its FP64 value (no intermediate rounding), the
-dtype torch computes it in (check.py's rules: explicit casts, promotion with
+dtype torch computes it in (typecheck.py's rules: explicit casts, promotion with
 0-dim and Python-number priority, reductions keeping their dtype) and `err`,
 a bound on how far a correct implementation's value may be from it
 (bounds.py: first-order propagation plus one rounding per op into its dtype).
