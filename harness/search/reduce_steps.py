@@ -12,7 +12,7 @@ Every step is a new program spec one edit away from the current one:
 * inputs: a simpler kind (constant, alternating, uniform, normal), a kind's
   default parameters, seed 0.
 
-Steps are edits of the IR (harness/program/ir.py), rendered back to text for
+Steps are edits of the IR (harness/program/ir.py), rendered (harness/program/render.py) for
 the candidate's spec, which parses and checks it like any program: a step
 that breaks the program (a view of a literal size after a shrink) is a spec
 error and no candidate. After an edit, an assignment of a bare name is
@@ -26,13 +26,12 @@ import dataclasses
 import math
 from dataclasses import dataclass
 
-from harness.program.check import TensorType, TypeWalker, type_env
+from harness.program.typecheck import TensorType, TypeWalker, type_env
 from harness.program.ir import (
     Assign, BinOp, Cast, Cat, DTypeOf, Linear, Name, Neg, Norm, Program, Reduce, Return, ShapeOf, ShapeOp, Unary,
     ones_value,
 )
-from harness.program.parse import parse
-from harness.search.reduce_text import render_expr, render_program, render_statement
+from harness.program.render import names_read, render_expr, render_program, render_statement
 from harness.spec import CaseSpec, SpecError
 from harness.spec.keys import INPUT_KINDS
 from harness.spec.program_keys import program_case
@@ -95,10 +94,6 @@ def _rename(e, old: str, new: str):
     return e
 
 
-def _reads(e) -> set[str]:
-    return {n.id if isinstance(n, Name) else n.name for _, n in _nodes(e) if isinstance(n, (Name, ShapeOf, DTypeOf))}
-
-
 def tidy(statements) -> tuple:
     """Statements with each `a = b` propagated into what follows, a returned last assignment returned as its
     value, and the assignments nothing reads dropped."""
@@ -119,7 +114,7 @@ def tidy(statements) -> tuple:
     for s in reversed(out):
         if isinstance(s, Return) or s.name in live:
             kept.append(s)
-            live |= _reads(s.value)
+            live |= names_read(s.value)
     return tuple(reversed(kept))
 
 
@@ -151,7 +146,7 @@ def _short(e) -> str:
 
 
 def program_of(spec: CaseSpec) -> Program:
-    return parse(spec.program, case=program_case(spec))
+    return spec.parsed_program
 
 
 def _typed(spec: CaseSpec):
@@ -193,7 +188,7 @@ def with_program(spec: CaseSpec, statements) -> CaseSpec:
     statements = tidy(statements)
     raw = spec.to_dict()
     raw["program"] = render_program(statements)
-    read = set().union(*(_reads(s.value) for s in statements))
+    read = set().union(*(names_read(s.value) for s in statements))
     if "inputs" in raw:
         raw["inputs"] = {n: o for n, o in raw["inputs"].items() if n in read}
         if not raw["inputs"]:
