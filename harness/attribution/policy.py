@@ -11,7 +11,9 @@ null, and its facts say why.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+
+from harness.core.records import Attribution, Record
 
 SKIPPED = "skipped: a known failure of the baseline (run --attribute to attribute it)"
 
@@ -23,15 +25,15 @@ class Policy:
     known: dict = field(default_factory=dict)
     every: bool = False
 
-    def wants(self, record: dict) -> bool:
+    def wants(self, record: Record) -> bool:
         """Whether this failing record gets an attribution."""
         if self.every:
             return True
-        return record["verdict"] not in self.known.get((record["case_id"], record["path"]), ())
+        return record.verdict not in self.known.get(record.key, ())
 
-    def skip(self, record: dict) -> None:
-        record.update(attribution=None, first_stage_over=None)
-        record.setdefault("facts", {})["attribution"] = SKIPPED
+    def skip(self, record: Record) -> Record:
+        """`record` with its attribution skipped, and a fact saying why."""
+        return replace(record.with_fact("attribution", SKIPPED), attribution=Attribution(None, None))
 
     # -- plain data for the workers -------------------------------------------------
     def config(self) -> dict:

@@ -36,17 +36,17 @@ from typing import Callable, Iterable
 
 from harness import paths
 from harness.core.errors import UsageError
-from harness.core.records import ResultsWriter, read_results
+from harness.core.records import Record, ResultsWriter, read_results
 from harness.spec import CaseSpec
+from harness.core.memory import default_max_memory_gb
 from harness.core.verdicts import DEFAULT_TIMEOUT
 from harness.attribution.policy import Policy
 from harness.engine.cache import ArtifactCache, library_caches
-from harness.engine.execute import Executor, base_record
+from harness.engine.execute import Executor, started
 from harness.engine.lock import folder_lock
 from harness.engine.plan import Task, plan
 from harness.engine.preflight import preflight, unresolved_record
 from harness.modules import LIFT
-from harness.engine.procs import default_max_memory_gb
 from harness.engine.progress import Progress
 from harness.engine.scheduler import Runner
 
@@ -54,7 +54,7 @@ from harness.engine.scheduler import Runner
 def run(specs: list[CaseSpec], path_names: list[str], out_dir: str, *, jobs: int | None = None,
         timeout: float = DEFAULT_TIMEOUT, resume: bool = False, progress: bool = True,
         max_memory: float | None = None, cache: ArtifactCache | None = None, executor: str = "local",
-        address: str | None = None, policy: Policy | None = None) -> list[dict]:
+        address: str | None = None, policy: Policy | None = None) -> list[Record]:
     """Run specs × paths, appending records to out_dir/results.jsonl; return this run's records.
 
     The folder is locked for the run (FolderBusy, a UsageError, if another
@@ -75,7 +75,9 @@ def run(specs: list[CaseSpec], path_names: list[str], out_dir: str, *, jobs: int
         results_path = os.path.join(out_dir, "results.jsonl")
         tasks = plan(specs, path_names)
         if jobs is None and executor == "local":
-            jobs = os.cpu_count() or 1
+            jobs = default_jobs()
+        if max_memory is None and jobs:  # the run's share per worker, for the preflight's fewer workers too
+            max_memory = default_max_memory_gb(jobs)
         options = dict(timeout=timeout, max_memory=max_memory, cache=cache, executor=executor, address=address,
                        policy=policy)
         digests: dict[str, str] = {}
@@ -84,7 +86,7 @@ def run(specs: list[CaseSpec], path_names: list[str], out_dir: str, *, jobs: int
         unresolved = preflight(specs, lambda lift, on: execute_tasks(lift, on, jobs=_lift_jobs(jobs, lift),
                                                                      path_names=[LIFT, *path_names], **options),
                                single=len(specs) == 1, digests=digests)
-        done_now = [unresolved_record(base_record(t.spec, t.path), unresolved[t.spec.structure_key()])
+        done_now = [unresolved_record(started(t.spec, t.path), unresolved[t.spec.structure_key()])
                     for t in tasks if t.spec.is_module and t.spec.structure_key() in unresolved]
         tasks = [t for t in tasks if not (t.spec.is_module and t.spec.structure_key() in unresolved)]
         done: set = set()
@@ -97,11 +99,11 @@ def run(specs: list[CaseSpec], path_names: list[str], out_dir: str, *, jobs: int
         elif os.path.exists(results_path):
             os.remove(results_path)
         if resume:
-            done_now = [r for r in done_now if (r["case_id"], r["path"]) not in done]
-        records: list[dict] = []
+            done_now = [r for r in done_now if r.key not in done]
+        records: list[Record] = []
         bar = Progress(len(tasks) + len(done_now), progress)
         with ResultsWriter(results_path) as writer, _sigterm_as_interrupt():
-            def on_record(record: dict) -> None:
+            def on_record(record: Record) -> None:
                 writer.write(record)
                 records.append(record)
                 bar.update(record)
@@ -114,6 +116,11 @@ def run(specs: list[CaseSpec], path_names: list[str], out_dir: str, *, jobs: int
             finally:
                 bar.close()
         return records
+
+
+def default_jobs() -> int:
+    """The local workers of a run not told how many: one per core (the Ray executor asks its cluster)."""
+    return os.cpu_count() or 1
 
 
 def _lift_jobs(jobs: int | None, tasks: list[Task]) -> int | None:
@@ -131,7 +138,7 @@ def _check_versions(records: list[dict], where: str) -> None:
                                  f"{now[name]} is installed; run without --resume to start afresh")
 
 
-def execute_tasks(tasks: list[Task], on_record: Callable[[dict], None], *, jobs: int | None,
+def execute_tasks(tasks: list[Task], on_record: Callable[[Record], None], *, jobs: int | None,
                   timeout: float = DEFAULT_TIMEOUT, path_names: Iterable[str] | None = None,
                   max_memory: float | None = None, cache: ArtifactCache | None = None,
                   executor: str = "local", address: str | None = None, policy: Policy | None = None,

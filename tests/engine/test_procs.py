@@ -3,7 +3,8 @@ import os
 
 import pytest
 
-from harness.engine.procs import Procs, default_max_memory_gb
+from harness.core.memory import default_max_memory_gb
+from harness.engine.procs import Procs
 
 
 def test_the_default_limit_is_a_share_of_the_machine_and_at_least_two_gb():
