@@ -21,7 +21,7 @@ from dataclasses import replace
 import numpy as np
 
 from harness import paths
-from harness.attribution import ATTRIBUTED, annotate
+from harness.attribution import annotate
 from harness.attribution.policy import Policy
 from harness.core.machine import cpu_features
 from harness.core.records import PROVENANCE, Record, Resolution
@@ -243,15 +243,12 @@ class Executor:
                 record = record.scored(result, run_seconds=time.perf_counter() - run_start,
                                        eager_max_abs_err=result.max_abs_err if path_name == "eager" else None)
         record = replace(record, seconds=round(time.perf_counter() - start, 6))
-        if attribute and record.verdict in ATTRIBUTED:  # a wrong output was scored: which stage lost it (passes pay nothing)
-            record = self._attribute(record, spec, path, out, setup)
-        return record
+        # a wrong output: which stage lost it, if the policy says so (passes pay nothing)
+        return self.policy.apply(record, attribute, lambda r: self._attribute(r, spec, path, out, setup))
 
     def _attribute(self, record: Record, spec: CaseSpec, path, out, setup) -> Record:
-        """The attribution of a failing record: skipped for a known failure (the policy), else the one the
-        cache keeps for this very execution, else computed (and kept)."""
-        if not self.policy.wants(record):
-            return self.policy.skip(record)
+        """The attribution of a failing record: the one the cache keeps for this very execution, else
+        computed (and kept)."""
         start = time.perf_counter()
         salt = setup.module_case.digest if setup.module_case is not None else ""
         key = stored.attribution_key(self.cache, path, spec, salt, record.verdict, out) if self.cache else None

@@ -13,7 +13,8 @@ import shutil
 import pytest
 
 from harness.commands.main import main
-from harness.core.records import ResultsWriter, read_results
+from harness.core.records import Record, ResultsWriter, read_results
+from harness.core.verdicts import Verdict
 
 OLD = os.path.join(os.path.dirname(__file__), "records_2a754ea")
 
@@ -23,9 +24,12 @@ def old(name: str) -> str:
         return fh.read()
 
 
-def test_old_results_round_trip_byte_for_byte(tmp_path):
-    records = read_results(os.path.join(OLD, "results.jsonl"))
-    assert len(records) == 12
+def test_old_results_round_trip_byte_for_byte_through_the_typed_record(tmp_path):
+    records = [Record.from_dict(d) for d in read_results(os.path.join(OLD, "results.jsonl"))]
+    assert len(records) == 12 and not any(r.extra for r in records)  # every key of the old format is typed
+    assert {r.verdict for r in records} == {Verdict.PASS, Verdict.INACCURATE, Verdict.DTYPE_MISMATCH,
+                                            Verdict.CRASH, Verdict.ERROR}
+    assert sum(r.lift is not None for r in records) == 7 and sum(r.attribution is not None for r in records) == 2
     out = tmp_path / "results.jsonl"
     with ResultsWriter(str(out)) as writer:
         for record in records:
