@@ -66,25 +66,27 @@ def cmd_run(args) -> int:
     cache = cache_arg(args)
     jobs = executor_arg(args)
     policy = policy_arg(args)
-    with folder_lock(args.out):
-        try:
-            run(specs, path_names, args.out, jobs=jobs, timeout=args.timeout,
-                resume=args.resume, progress=not args.quiet, max_memory=args.max_memory, cache=cache,
-                executor=args.executor, address=args.address, policy=policy)
-        except KeyboardInterrupt:
-            kept = len(read_results(results)) if os.path.exists(results) else 0
-            _report(args.out, history)
-            print(f"normdiff: interrupted; {kept} records kept in {results}; "
-                  "run again with --resume to finish", file=sys.stderr)
-            return 130
-        except RunnerError as exc:
-            _report(args.out, history)
-            print(f"normdiff: error: {exc}", file=sys.stderr)
-            return 1
-        wanted = {(s.case_id, p) for s in specs for p in path_names}
-        mine = [r for r in latest_per_execution(read_results(results)) if (r["case_id"], r["path"]) in wanted]
-        _record_history(history, mine, "run", args.out)
+    wanted = {(s.case_id, p) for s in specs for p in path_names}
+    mine: list[dict] = []
+
+    def finish(finished: bool) -> None:  # under the run's folder lock (harness.engine.run)
+        if finished:
+            mine.extend(r for r in latest_per_execution(read_results(results)) if (r["case_id"], r["path"]) in wanted)
+            _record_history(history, mine, "run", args.out)
         _report(args.out, history)
+
+    try:
+        run(specs, path_names, args.out, jobs=jobs, timeout=args.timeout,
+            resume=args.resume, progress=not args.quiet, max_memory=args.max_memory, cache=cache,
+            executor=args.executor, address=args.address, policy=policy, finish=finish)
+    except KeyboardInterrupt:
+        kept = len(read_results(results)) if os.path.exists(results) else 0
+        print(f"normdiff: interrupted; {kept} records kept in {results}; "
+              "run again with --resume to finish", file=sys.stderr)
+        return 130
+    except RunnerError as exc:
+        print(f"normdiff: error: {exc}", file=sys.stderr)
+        return 1
     bad = [r for r in mine if r["verdict"] != Verdict.PASS]
     missing = len(wanted) - len(mine)
     print(f"normdiff: {len(mine)} executions, {len(bad)} not passing"
