@@ -332,9 +332,11 @@ class Record(Mapping):
     def __len__(self) -> int:
         return len(self._view)
 
-    def __eq__(self, other):
+    def __eq__(self, other):  # as its JSON object: equal to another Record, or to the dict read back of it
         if isinstance(other, Record):
             return self.to_dict() == other.to_dict()
+        if isinstance(other, Mapping):
+            return self.to_dict() == dict(other)
         return NotImplemented
 
     __hash__ = None
