@@ -4,7 +4,7 @@ Each worker's address space is capped (`run --max-memory GB`), so a case
 that allocates without bound fails in its worker, as one record, not the
 machine. The default shares DEFAULT_MEMORY_FRACTION of the machine between
 the jobs, never below MIN_MEMORY_GB (a warm worker with torch, TVM and
-ExecuTorch imported already maps about 1.2 GB).
+ExecuTorch imported already maps most of that before its first case).
 """
 from __future__ import annotations
 
