@@ -97,7 +97,7 @@ def write_atomic(path: str, text: str, mode: int = 0o666) -> str:
 
 # -- the record of one execution ----------------------------------------------------------------------------
 
-# The keys every record has, in their order on disk (DESIGN §4, docs/contracts.md), before the optional ones.
+# The keys every record has, in their order on disk (docs/contracts.md §4), before the optional ones.
 BASE_KEYS = ("case_id", "case", "path", "verdict", "stage", "message", "max_abs_err", "max_rel_err", "max_ulp",
              "worst_row", "eager_max_abs_err", "out_dtype", "expected_dtype", "seconds", "versions", "cpu",
              "structure_key", "cache_hit", "prepare_seconds", "run_seconds", "facts", "artifact_cache")
@@ -107,7 +107,7 @@ PROVENANCE = ("seconds", "prepare_seconds", "run_seconds", "attribution_seconds"
 
 
 @dataclass(frozen=True)
-class Score:
+class OutputScore:
     """One output scored against its FP64 reference (harness.oracle.compare): a record carries one per output.
 
     `max_abs_err` … `out_dtype` are base keys (null in a record with no score); the last three are on disk only
@@ -125,7 +125,7 @@ class Score:
     EXTRA = ("max_err_over_tol", "unstable", "rows_over")  # after rounding_dtype
 
     @classmethod
-    def of(cls, scored) -> "Score":
+    def of(cls, scored) -> "OutputScore":
         """The score of harness.oracle.compare.score (any object with these attributes)."""
         return cls(**{f.name: getattr(scored, f.name) for f in fields(cls)})
 
@@ -195,7 +195,7 @@ class Record(Mapping):
     verdict: Verdict | str | None = None
     stage: str | None = None
     message: str = ""
-    scores: tuple[Score, ...] = ()  # one per output, in output order; empty when nothing was scored
+    scores: tuple[OutputScore, ...] = ()  # one per output, in output order; empty when nothing was scored
     eager_max_abs_err: Any = None
     expected_dtype: str | None = None
     seconds: float = 0.0
@@ -236,7 +236,7 @@ class Record(Mapping):
 
     def scored(self, score, *, run_seconds: float, eager_max_abs_err=None) -> "Record":
         """This record with the score of its output (harness.oracle.compare.score: verdict, message, errors)."""
-        return replace(self, verdict=score.verdict, message=score.message, scores=(Score.of(score),),
+        return replace(self, verdict=score.verdict, message=score.message, scores=(OutputScore.of(score),),
                        expected_dtype=score.expected_dtype, run_seconds=round(run_seconds, 6),
                        eager_max_abs_err=(self.eager_max_abs_err if eager_max_abs_err is None
                                           else eager_max_abs_err))
@@ -246,7 +246,7 @@ class Record(Mapping):
 
     # -- reading --------------------------------------------------------------------------------------------
     @property
-    def score(self) -> Score | None:
+    def score(self) -> OutputScore | None:
         """The score of the (first) output; None when nothing was scored."""
         return self.scores[0] if self.scores else None
 
@@ -260,7 +260,7 @@ class Record(Mapping):
         flat = score.to_dict() if score is not None else {}
         out = {"case_id": self.case_id, "case": self.case, "path": self.path, "verdict": self.verdict,
                "stage": self.stage, "message": self.message}
-        out.update({k: flat.get(k) for k in Score.FLAT[:4]})
+        out.update({k: flat.get(k) for k in OutputScore.FLAT[:4]})
         out["eager_max_abs_err"] = self.eager_max_abs_err
         out["out_dtype"] = flat.get("out_dtype")
         out.update(expected_dtype=self.expected_dtype, seconds=self.seconds, versions=self.versions, cpu=self.cpu,
@@ -273,7 +273,7 @@ class Record(Mapping):
         if self.rounding_dtype is not None:
             out["rounding_dtype"] = self.rounding_dtype
         if score is not None:
-            out.update((k, flat[k]) for k in Score.EXTRA)
+            out.update((k, flat[k]) for k in OutputScore.EXTRA)
             if len(self.scores) > 1:  # several outputs: the first flat as for one, every one listed
                 out["outputs"] = [s.to_dict() for s in self.scores]
         for name in ("signal", "log_tail"):
@@ -291,17 +291,17 @@ class Record(Mapping):
     def from_dict(cls, d: dict) -> "Record":
         """The Record of a JSON object `to_dict` wrote, or a file of an earlier version wrote (keys this
         version does not know are kept in `extra`, written back after the others)."""
-        known = {"case_id", "case", "path", "outputs", *BASE_KEYS, *Score.EXTRA, *LiftCheck.KEYS, *Resolution.KEYS,
-                 "rounding_dtype", "signal", "log_tail", "attribution", "first_stage_over", "attribution_note",
-                 "attribution_seconds", "memory_limit_gb", "ray_node"}
+        known = {"outputs", *BASE_KEYS, *OutputScore.EXTRA, *LiftCheck.KEYS, *Resolution.KEYS, "rounding_dtype",
+                 "signal", "log_tail", "attribution", "first_stage_over", "attribution_note", "attribution_seconds",
+                 "memory_limit_gb", "ray_node"}
         verdict = d.get("verdict")
         if isinstance(verdict, str) and verdict in Verdict._value2member_map_:
             verdict = Verdict(verdict)
-        scores: tuple[Score, ...] = ()
+        scores: tuple[OutputScore, ...] = ()
         if isinstance(d.get("outputs"), list):
-            scores = tuple(Score(**s) for s in d["outputs"])
+            scores = tuple(OutputScore(**s) for s in d["outputs"])
         elif "max_err_over_tol" in d:
-            scores = (Score(**{k: d.get(k) for k in Score.FLAT + Score.EXTRA}),)
+            scores = (OutputScore(**{k: d.get(k) for k in OutputScore.FLAT + OutputScore.EXTRA}),)
         attribution = None
         if "attribution" in d or "first_stage_over" in d:
             attribution = Attribution(d.get("attribution"), d.get("first_stage_over"), d.get("attribution_note"),

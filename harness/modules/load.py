@@ -90,7 +90,8 @@ def build(spec):
         module = module.to(torch_dtype(spec.weight_dtype))
     except Exception as exc:  # noqa: BLE001
         if is_out_of_memory(exc):
-            raise ModuleOutOfMemory(f"class {spec.cls}: .to({spec.weight_dtype}) ran out of memory ({_line(exc)})") from None
+            raise ModuleOutOfMemory(f"class {spec.cls}: .to({spec.weight_dtype}) ran out of memory "
+                                    f"({_line(exc)})") from None
         raise ModuleSpecError(f"class {spec.cls}: .to({spec.weight_dtype}) failed ({_line(exc)})") from None
     return module.eval()
 

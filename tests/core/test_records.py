@@ -48,7 +48,7 @@ import json  # noqa: E402
 import pickle  # noqa: E402
 from dataclasses import replace  # noqa: E402
 
-from harness.core.records import (BASE_KEYS, Attribution, LiftCheck, Record, ResultsWriter, Score,  # noqa: E402
+from harness.core.records import (BASE_KEYS, Attribution, LiftCheck, Record, ResultsWriter, OutputScore,  # noqa: E402
                                   dumps, read_results)
 from harness.core.verdicts import Verdict  # noqa: E402
 from harness.spec import CaseSpec  # noqa: E402
@@ -79,7 +79,7 @@ def test_a_scored_record_carries_its_score_flat_after_the_rounding_dtype():
     d = r.to_dict()
     assert list(d)[-4:] == ["rounding_dtype", "max_err_over_tol", "unstable", "rows_over"]
     assert (d["max_abs_err"], d["worst_row"], d["out_dtype"], d["run_seconds"]) == (0.5, 1, "float16", 0.012346)
-    assert r.score == Score.of(Scored()) and "outputs" not in d
+    assert r.score == OutputScore.of(Scored()) and "outputs" not in d
 
 
 def test_several_outputs_keep_the_first_flat_and_list_every_one():
