@@ -35,7 +35,7 @@ attributions. It prints on stdout (details go to stderr):
     limit_ratio: R  shard_cold_s: C  shard_ideal_s: I  shard_executions: E
                                   (the nightly shard, cold: its wall time from its process's start to its
                                    last record over the ideal: export+compile+run seconds of each distinct
-                                   structure plus run seconds of the rest, / jobs; or "limit_ratio: skipped")
+                                   structure plus run seconds of the rest, / jobs; or "limit_ratio: skipped (…)")
     fixed_start_s: S  torch_in_parent_s: T  forkserver_warm_s: F  inductor_warm_up_s: P
         first_execution_s: X  start_idle_core_s: D
                                   (the same run: until its forkserver's workers could start; see bench_shard)
@@ -275,11 +275,14 @@ def main(argv=None) -> int:
     whole = sum(r.get("seconds") or 0.0 for r in records)
     log(f"sample: ideal {ideal:.1f} s (export+compile+run only), cold over it {cold_wall / ideal:.2f}; with "
         f"reference and scoring {whole / args.jobs:.1f} s, ratio {cold_wall / (whole / args.jobs):.2f}")
-    shard = None
+    shard, shard_note = None, "--no-shard"
     if not args.no_shard:
         log(f"shard: the {SHARD[0]}/{SHARD[1]} shard of the nightly suite, cold, a fresh process … (load average "
             + " ".join(f"{v:.2f}" for v in os.getloadavg()) + ")")
-        shard = run_shard(names, args.jobs, os.path.join(args.out, "shard"), log=log)
+        try:
+            shard = run_shard(names, args.jobs, os.path.join(args.out, "shard"), log=log)
+        except RuntimeError as exc:  # the run failed: the other figures still stand
+            shard_note = f"failed: {exc}"
     compile_cold, compile_warm = compile_seconds(records), compile_seconds(warm)
     print(f"naive_exec_per_s: {naive_rate:.3f}")
     print(f"runner_exec_per_s: {runner_rate:.3f}")
@@ -289,7 +292,7 @@ def main(argv=None) -> int:
         print(shard.line())
         print(shard.start.line())
     else:
-        print("limit_ratio: skipped (--no-shard)")
+        print(f"limit_ratio: skipped ({shard_note})")
     print(f"cold_s: {cold_wall:.1f}  warm_s: {warm_wall:.1f}  warm_speedup: {cold_wall / warm_wall:.1f}")
     print(f"compile_cold_s: {compile_cold:.1f}  compile_warm_s: {compile_warm:.2f}  "
           f"compile_speedup: {compile_cold / max(compile_warm, 1e-6):.0f}")

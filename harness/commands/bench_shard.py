@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 SUITE = "nightly"
 SHARD = (1, 2)  # the nightly job's own split; see the module's docstring for why this size
+TIMELINE = "timeline.json"  # beside the shard's results: t0, `import torch`, each record's arrival, the warm-ups
 POLL_SECONDS = 0.05  # how often results.jsonl is read while the shard runs: the timeline's resolution
 BASELINE = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
                         "reports", "baseline.json")
@@ -199,6 +200,8 @@ def run_shard(names: list[str], jobs: int, out: str, shard: tuple[int, int] = SH
                 warm_lines = [json.loads(line) for line in fh if line.strip()]
         inductor = frozenset(e for e in paths.get("inductor").warm_imports if ":" in e) \
             if "inductor" in paths.names() else frozenset()
+        with open(os.path.join(out, TIMELINE), "w", encoding="utf-8") as fh:  # to see later who waited when
+            json.dump({"t0": t0, "torch": torch_times, "arrivals": arrivals, "warm_ups": warm_lines}, fh)
         timeline = spans(records, arrivals)
         start = fixed_start(t0, torch_times, warm_lines, timeline, jobs, inductor)
         if log:
