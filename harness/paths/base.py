@@ -262,7 +262,8 @@ class Path:
         for bit against the path's own (a difference makes the attribution
         approximate, as do the `changes` it lists). One build serves every
         case of the structure. The default raises IntermediatesUnavailable:
-        the record then says the path runs as one call.
+        the record then says the path runs as one call. A path implementing
+        it declares `has_intermediates` once its script can read them too.
         """
         raise IntermediatesUnavailable(f"path {self.name!r} does not expose its intermediates (a compiled "
                                        "library or a delegated program runs as one call)")
