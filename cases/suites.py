@@ -3,9 +3,9 @@
 A suite is a deterministic list of specs; `normdiff cases --suite NAME`
 prints it as JSON lines.
 
-* `smoke`: about 30 hand-picked cases, every pattern and style, every dtype,
+* `smoke`: hand-picked cases, every pattern and style, every dtype,
   cast style and input kind, the two seeds, a row over 65,504 elements;
-  under two minutes on every path.
+  small enough for `make run` on every path.
 * `nightly`: every (pattern, style, cast) × dtype structure crossed with every
   input variant (benign and adversarial), the remaining structure factors
   (mixed weight dtype, rank, layout, affine, parameters) covered pairwise,

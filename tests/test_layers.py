@@ -1,6 +1,6 @@
 """Nothing imports upward: every import of harness/ and cases/ against the layers of the house.
 
-The layers, bottom to top (DESIGN §6, the working rules):
+The layers, bottom to top (docs/layout.md, the working rules):
 
     core, program, spec, oracle, paths, modules, attribution, engine, reports, repro, search, benchmark, commands
 

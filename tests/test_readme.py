@@ -1,7 +1,8 @@
 """README.md and docs/ cannot drift from the code: every `normdiff …` they show parses with the real parser
 and names suites, paths, bugs, classes and files that exist; every spec they show is a valid spec; every docs
-page is linked from the README and opens by saying what it is for; every relative link resolves; the README
-stays short. A few of the README's commands are run as a newcomer would run them."""
+page is linked from the README and opens by saying what it is for; every relative link resolves; no page sends
+the reader outside the repository; docs/layout.md names every module; the README stays short. A few of the README's commands are run as a newcomer
+would run them."""
 from __future__ import annotations
 
 import argparse
@@ -138,6 +139,17 @@ def test_the_readme_is_short():
     assert len(text(README).splitlines()) <= README_MAX_LINES
 
 
+def test_the_docs_name_nothing_outside_the_repository():
+    """A user has the repository only: the contracts are docs/contracts.md, linked from the README."""
+    assert "docs/contracts.md" in {t.partition("#")[0] for t in LINK.findall(text(README))}
+    for page in PAGES:
+        body = text(page)
+        for target in re.findall(r"(?:\.\./)+[\w./-]*", body):
+            dest = os.path.normpath(os.path.join(os.path.dirname(page), target))
+            assert dest.startswith(ROOT + os.sep), f"{rel(page)} names {target}, outside the repository"
+        assert "DESIGN" not in body and "/shared/" not in body, f"{rel(page)} cites a file outside the repository"
+
+
 def test_the_readme_shows_every_use():
     commands = {argv[0] for _, argv in README_CALLS}
     assert {"run", "gate", "fuzz", "repro", "bugs", "lift"} <= commands
@@ -258,3 +270,38 @@ def test_the_readmes_lift_runs_on_the_users_class(cli):
     assert r.returncode == 0, r.stderr
     printed = CaseSpec.from_dict(json.loads(r.stdout))
     assert printed.style == "program" and "rsqrt" in printed.program
+
+
+def layout_tree() -> dict[str, str]:
+    """docs/layout.md's tree: {folder ("harness/core", "cases"): the text of its entry}."""
+    (tree,) = [b for b in blocks(os.path.join(ROOT, "docs", "layout.md"), "") if b.startswith("Makefile")]
+    entries: dict[str, str] = {}
+    current = None
+    for line in tree.splitlines():
+        m = re.match(r"^( {0,2})(\S+)/\s", line)
+        if m:
+            current = ("harness/" if m.group(1) else "") + m.group(2)
+            entries[current] = line
+        elif current and line.startswith(" " * 15):
+            entries[current] += " " + line.strip()
+    return entries
+
+
+def test_the_layout_names_every_module_of_the_tree():
+    """docs/layout.md says what each package holds: every module of harness/ and cases/ is named in its entry."""
+    tree = layout_tree()
+    packages = [p for p in glob.glob(os.path.join(ROOT, "harness", "*", "")) if glob.glob(os.path.join(p, "*.py"))]
+    for folder in [*packages, os.path.join(ROOT, "cases", "")]:
+        entry = tree[os.path.relpath(folder, ROOT)]
+        for module in glob.glob(os.path.join(folder, "*.py")):
+            name = os.path.basename(module)[:-3]
+            if name != "__init__":
+                assert re.search(rf"(?<![\w.]){name}\b", entry), f"docs/layout.md: {rel(module)} is not named"
+
+
+@pytest.mark.parametrize("page", PAGES, ids=rel)
+def test_every_file_of_the_checkout_a_page_names_exists(page):
+    """A module renamed or moved is renamed in the pages that cite it (x/y.py and my_compiler.py are examples)."""
+    for name in set(re.findall(r"\b(?:harness|cases|tests)/[\w/]+\.py\b", text(page))):
+        if not re.search(r"\b(?:x/|y\.py|test_y\.py|my_compiler\.py)", name):
+            assert os.path.exists(os.path.join(ROOT, name)), f"{rel(page)} names {name}, which does not exist"

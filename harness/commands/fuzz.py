@@ -29,7 +29,7 @@ from harness.search.strategies import Batch, case_specs, row_length
 
 
 # Compiled structures a worker keeps (the pool's default, 32, drops them all past that): shrinking comes back
-# to the small canonical structures again and again, and a recompose path's artifact holds about 0.4 MB.
+# to the small canonical structures again and again, and a recompose path's artifact is small.
 KEEP_STRUCTURES = 256
 
 
@@ -42,7 +42,7 @@ def _csv(text: str | None) -> list[str] | None:
 
 def add_command(subparsers) -> None:
     p = subparsers.add_parser("fuzz", help="hypothesis search for failing specs, each shrunk to a minimal one")
-    p.add_argument("--paths", help="comma-separated paths to fuzz (default: every registered path); "
+    p.add_argument("--paths", help="comma-separated paths to fuzz (default: every built-in path); "
                                    "eager always runs as the baseline")
     budget = p.add_mutually_exclusive_group()
     budget.add_argument("--max-examples", type=int, help=f"search examples in all (default {DEFAULT_EXAMPLES})")
@@ -66,8 +66,8 @@ def add_command(subparsers) -> None:
                    help=f"seconds per execution (default {DEFAULT_TIMEOUT:g})")
     p.add_argument("--quiet", action="store_true", help="no progress lines (the final table still prints)")
     p.add_argument("--programs", action="store_true",
-                   help="draw norm programs (DESIGN §7): canonical norms with mutations; --styles names bases "
-                        f"({', '.join(BASES)})")
+                   help="draw norm programs (docs/contracts.md §7): canonical norms with mutations; --styles "
+                        f"names bases ({', '.join(BASES)})")
     p.add_argument("--searches", type=int, default=None,
                    help="searches run at once, each with its own seed, one store (default: cores with --programs, else 1)")
     p.set_defaults(func=cmd_fuzz)

@@ -39,7 +39,8 @@ def cmd_lift(args) -> int:
 
 
 def add_command(subparsers) -> None:
-    p = subparsers.add_parser("lift", help="print a norm class's lifted program as a ready program spec (§7)")
+    p = subparsers.add_parser("lift", help="print a norm class's lifted program as a ready program spec "
+                                           "(docs/contracts.md §7)")
     p.add_argument("cls", metavar="PKG.MOD:CLASS", help="the class, importable from PYTHONPATH")
     add_module_options(p, with_class=False)
     p.add_argument("--jobs", type=int, default=1, help="1: lift in a worker process (default); 0: in this one")

@@ -1,4 +1,4 @@
-"""The command line (DESIGN §5): `normdiff COMMAND …`, same as `python -m harness …`.
+"""The command line (docs/contracts.md §5): `normdiff COMMAND …`, same as `python -m harness …`.
 
 Bad usage or a bad spec is one line on stderr and exit 2, checked before
 anything is written. Data goes to files; messages go to stderr. Each command

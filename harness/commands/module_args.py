@@ -11,7 +11,7 @@ def add_module_options(p, with_class: bool) -> None:
     """--init, --dtype, --shape, … (and --class for `run`)."""
     if with_class:
         p.add_argument("--class", dest="cls", metavar="PKG.MOD:CLASS",
-                       help="run a module case (DESIGN §8) built from the flags below, without a spec file")
+                       help="run a module case (docs/contracts.md §8) built from the flags below, without a spec file")
     p.add_argument("--init", metavar="JSON", help="the constructor's keyword arguments, as a JSON object")
     p.add_argument("--dtype", default="float32", help="the input dtype (default float32)")
     p.add_argument("--weight-dtype", metavar="DTYPE", help="the module's dtype (default: --dtype)")

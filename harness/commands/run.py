@@ -209,7 +209,8 @@ def add_command(subparsers) -> None:
     p.add_argument("--suite", action="append", help="a named suite (repeatable); default smoke")
     p.add_argument("--case", nargs="+", action="extend", metavar="FILE.json",
                    help="spec files: a JSON object, a JSON list, or JSON lines")
-    p.add_argument("--paths", help="comma-separated path names (default: every registered path)")
+    p.add_argument("--paths",
+                   help="comma-separated path names (default: every built-in path; plug-in paths when named)")
     p.add_argument("--out", default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})")
     p.add_argument("--jobs", type=int, default=None, help="worker processes (default: cores; 0 = in-process)")
     p.add_argument("--shard", help="run part K of N, e.g. 2/4 (a case's structure stays in one part)")

@@ -217,7 +217,7 @@ def dump_baseline(entries) -> str:
     for n, e in enumerate(items):
         keys = ENTRY_KEYS[:5] + (("flaky",) if e.flaky else ()) + (("cpu",) if e.cpu else ()) + ENTRY_KEYS[5:]
         fields = [f'"{k}": {json.dumps(list(v) if isinstance(v := getattr(e, k), tuple) else v)}'
-                  for k in keys]  # "flaky" and "cpu" only when set; case in DESIGN order
+                  for k in keys]  # "flaky" and "cpu" only when set; case in the spec's key order
         body = ",\n      ".join(fields)
         lines.append("    {\n      " + body + "\n    }" + ("," if n < len(items) - 1 else ""))
     lines += ["  ]", "}"]

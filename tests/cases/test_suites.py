@@ -91,7 +91,7 @@ def test_nightly_holds_every_pair_of_structure_factors_the_full_product_holds(ni
 def test_nightly_is_a_subset_of_full_and_keeps_its_compile_budget(nightly, full):
     ids = {s.case_id for s in full}
     assert {s.case_id for s in nightly} <= ids and len(ids) > 10 * len(nightly)
-    # compiles dominate a run: about 7 CPU-seconds per structure over the 8 first paths; the near-miss
+    # compiles dominate a run, one per structure and path (their cost: docs/measurements.md); the near-miss
     # programs (every entry in float16 and float32) add their own structures on top
     catalog = [s for s in nightly if s.program is None]
     programs = [s for s in nightly if s.program is not None]

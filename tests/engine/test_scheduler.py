@@ -102,7 +102,7 @@ def test_a_bridge_starts_with_the_family_with_most_tasks_per_second_of_imports()
     runner = Runner(jobs=2)
     runner.pending = _groups(("eager", 1, 4), ("onnxruntime", 1, 4), ("onnxruntime-fused", 1, 4),
                              ("executorch", 1, 4))
-    # ONNX's imports are cheap and cover eager's: 12 tasks, where eager alone had 4 (0.08 s of work on the bench)
+    # ONNX's imports are cheap and cover eager's: 12 tasks, where eager alone had 4 (too little to fill the wait)
     assert runner._family(set(), set()) == ["eager", "onnxruntime", "onnxruntime-fused"]
     assert runner._family({"eager", "onnxruntime", "onnxruntime-fused"}, set()) == ["eager", "executorch"]
     runner.pending = _groups(("eager", 1, 4))

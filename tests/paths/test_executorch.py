@@ -251,7 +251,7 @@ def test_channels_last_portable_kernels_refuse(pattern, kernel):
 
 def test_executorch_reads_its_edge_dialect_table_with_ruamel_s_c_parser():
     """executorch.exir parses edge.yaml on import (YAML(typ="safe")): with ruamel.yaml.clib installed that is
-    the C parser, ≈ 3× faster (≈ 1 s less for every process that imports executorch), with the same table."""
+    the C parser, faster for every process that imports executorch, with the same table."""
     from importlib import resources
 
     import executorch.exir.dialects.edge as edge

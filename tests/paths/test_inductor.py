@@ -4,8 +4,8 @@ Known-good cases pass on both; the bfloat16 Qwen norm where Inductor skips
 eager's intermediate rounding (and so lands closer to FP64) passes on
 `inductor`, and `inductor-emulate` keeps that rounding; each prepare is its
 own compile, with its own config, even for two paths on one structure.
-The first compile in a process warms Inductor up (about 12 s); later ones
-take about a second.
+The first compile in a process warms Inductor up; later ones cost a fraction
+of it.
 """
 from __future__ import annotations
 
