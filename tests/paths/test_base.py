@@ -122,10 +122,17 @@ def _live(path: str, spec: CaseSpec):
 
 def _scripted(path: str, spec: CaseSpec) -> np.ndarray:
     """The script's run_path on the case, from the script's own text (its main() not run)."""
-    namespace = {"__name__": "repro_script"}
-    exec(compile(repro_script.render(spec, path), f"repro-{path}.py", "exec"), namespace)  # noqa: S102
-    example = tuple(namespace["to_torch"](a, spec.layout) for a in namespace["INPUTS"])
-    return namespace["run_path"](namespace["model"], example, namespace["INPUTS"])
+    import types
+
+    # a module of its own, importable while it runs, as a script's __main__ is (strict exports look its classes up)
+    module = types.ModuleType(f"repro_script_{path.replace('-', '_')}")
+    sys.modules[module.__name__] = module
+    try:
+        exec(compile(repro_script.render(spec, path), f"repro-{path}.py", "exec"), module.__dict__)  # noqa: S102
+        example = tuple(module.to_torch(a, spec.layout) for a in module.INPUTS)
+        return module.run_path(module.model, example, module.INPUTS)
+    finally:
+        del sys.modules[module.__name__]
 
 
 @pytest.mark.slow
