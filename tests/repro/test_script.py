@@ -35,7 +35,7 @@ from helpers import ROOT
 # The standard library: a script may import any of it (it runs wherever Python does).
 STANDARD = set(sys.stdlib_module_names)
 # A distribution's import name where the two differ.
-IMPORT_NAMES = {"apache-tvm": "tvm"}
+IMPORT_NAMES = {"apache-tvm": "tvm", "iree-base-compiler": "iree", "iree-base-runtime": "iree", "iree-turbine": "iree"}
 
 
 def _specs_every_input_kind():
