@@ -71,3 +71,12 @@ class Float16StoragePath(Path):
             return Capture(found, index.get(returned), to_numpy(out), METHOD)
 
         return run
+
+
+class PerCasePath(Float16StoragePath):
+    """As Float16StoragePath, with an artifact per case: its own `structure_key` (the face's hook)."""
+
+    name = "float16-storage-per-case"
+
+    def structure_key(self, spec) -> str:
+        return f"case-{spec.case_id}"
