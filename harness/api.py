@@ -1,5 +1,6 @@
 """normdiff from Python: `harness.check(...)` runs cases (a module case from a notebook or a test) and returns
-their records.
+their records: `harness.core.records.Record`s, each also read as the mapping of its keys on disk, whose
+verdict is a `Verdict` (a StrEnum: equal to the string a results file holds).
 
     import harness
     records = harness.check("mypkg.norms:RMSNorm", init={"hidden_size": 64}, dtype="bfloat16",
@@ -15,6 +16,10 @@ from __future__ import annotations
 
 import os
 import tempfile
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from harness.core.records import Record
 
 
 def _spec(target, init, dtype, shape, **keys):
@@ -33,7 +38,7 @@ def _spec(target, init, dtype, shape, **keys):
 def check(target, *, init: dict | None = None, dtype: str = "float32", shape=(2, 8, 64), inputs: dict | None = None,
           input: dict | None = None, params: dict | None = None, seed: int | None = None, pattern: str | None = None,
           weight_dtype: str | None = None, paths=None, jobs: int | None = None, timeout: float | None = None,
-          out: str | None = None, cache: bool = True, reduce: str | None = None) -> list[dict]:
+          out: str | None = None, cache: bool = True, reduce: str | None = None) -> list[Record]:
     """The records of `target` on `paths` (default every built-in path).
 
     `target` is a spec (dict or CaseSpec; a list of them runs them all), an
@@ -72,7 +77,7 @@ def check(target, *, init: dict | None = None, dtype: str = "float32", shape=(2,
     return records
 
 
-def _reduce_failures(records: list[dict], specs, folder: str, timeout: float) -> None:
+def _reduce_failures(records: list[Record], specs, folder: str, timeout: float) -> None:
     """Each failure on a compiled path reduced into `folder`, on warm workers (the path's and eager's)."""
     import sys
 

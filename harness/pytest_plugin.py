@@ -26,6 +26,7 @@ import pytest
 
 from harness.commands.common import load_specs, paths_arg
 from harness.core.errors import UsageError
+from harness.core.records import Record
 from harness.core.verdicts import DEFAULT_TIMEOUT, VERDICTS, Verdict
 from harness.reports import baseline as gate
 
@@ -38,8 +39,8 @@ class VerdictFailure(Exception):
 
     verdict = ""
 
-    def __init__(self, record: dict):
-        super().__init__(f"{record['verdict']}: {record.get('message', '')}")
+    def __init__(self, record: Record):
+        super().__init__(f"{record.verdict}: {record.message}")
         self.record = record
         self.reduced = ""  # with --normdiff-reduce: where the reduced spec is, or why there is none
 
@@ -149,8 +150,8 @@ class NormdiffItem(pytest.Item):
         for key in ("case_id", "verdict", "max_abs_err", "max_ulp", "max_err_over_tol"):
             value = record.get(key)  # plain str (a Verdict is a StrEnum): xdist sends properties over execnet
             self.user_properties.append((key, str(value) if isinstance(value, str) else value))
-        if record["verdict"] != Verdict.PASS:
-            failure = FAILURES.get(record["verdict"], VerdictFailure)(record)
+        if record.verdict != Verdict.PASS:
+            failure = FAILURES.get(record.verdict, VerdictFailure)(record)
             folder = self.config.getoption("normdiff_reduce")
             if folder and self.entry is None and self.path_name != "eager":
                 from harness.search.reduce import reduce_into

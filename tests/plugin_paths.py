@@ -73,6 +73,15 @@ class Float16StoragePath(Path):
         return run
 
 
+class PerCasePath(Float16StoragePath):
+    """As Float16StoragePath, with an artifact per case: its own `structure_key` (the face's hook)."""
+
+    name = "float16-storage-per-case"
+
+    def structure_key(self, spec) -> str:
+        return f"case-{spec.case_id}"
+
+
 class AbsentLibraryPath(Float16StoragePath):
     """The same path, said to run a library that is not installed: what a command refuses to run on."""
     name = "absent-library"

@@ -2,6 +2,7 @@
 import pytest
 
 import harness
+from harness.core.verdicts import Verdict
 from user_norms import GatedRMSNorm, LlamaRMSNorm
 
 
@@ -17,6 +18,7 @@ def test_the_seed_bug_on_the_llama_norm_from_python():
     (record,) = harness.check("user_norms:LlamaRMSNorm", init={"hidden_size": 32}, dtype="bfloat16",
                               shape=(2, 32), params={"kind": "normal"}, paths=["executorch-recompose"], jobs=1)
     assert record["verdict"] == "dtype_mismatch" and record["out_dtype"] == "float32"
+    assert record.verdict is Verdict.DTYPE_MISMATCH and record.score.out_dtype == "float32"  # typed, and a str
 
 
 def test_a_bad_class_is_a_value_error_with_the_command_lines_line():

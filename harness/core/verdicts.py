@@ -47,8 +47,3 @@ GATE_FAILS = frozenset({Status.NEW_FAIL, Status.FIXED, Status.MISSING})
 
 DEFAULT_TIMEOUT = 300.0  # seconds per execution, the first compile of its structure included
 DEFAULT_OUT = "reports/latest"  # where run, merge and bugs --check write unless told otherwise
-# Each worker's address-space limit unless `run --max-memory GB` says otherwise: this
-# fraction of the machine's memory shared by the jobs, never below MIN_MEMORY_GB (a warm
-# worker with torch, TVM and ExecuTorch imported already maps most of that before its first case).
-DEFAULT_MEMORY_FRACTION = 0.6
-MIN_MEMORY_GB = 2.0

@@ -80,25 +80,6 @@ def max_bytes_from_env() -> int:
     return int(gb * 2**30)
 
 
-def cacheable(path) -> bool:
-    """Whether `path` overrides both artifact() and restore() (the defaults mean "not cacheable")."""
-    from harness.paths.base import Path
-
-    cls = type(path)
-    return cls.artifact is not Path.artifact and cls.restore is not Path.restore
-
-
-def restore_takes_build(path) -> bool:
-    """Whether `path.restore` accepts the keyword `build` (the case's module builder: () -> (module,
-    example)), for an artifact that runs on the module's own parameters (Inductor's precompiled function)."""
-    import inspect
-
-    try:
-        return "build" in inspect.signature(path.restore).parameters
-    except (TypeError, ValueError):
-        return False
-
-
 def _normdiff_version() -> str:
     try:
         return importlib.metadata.version("normdiff")
@@ -169,7 +150,7 @@ def _cpu_digest() -> str:
 
 
 @dataclass
-class Entry:
+class CacheEntry:
     data: bytes
     facts: dict
 
@@ -243,7 +224,7 @@ class ArtifactCache:
         return os.path.join(self.root, f"v{ENTRY_FORMAT}", key[:2], key)
 
     # -- reading -----------------------------------------------------------------
-    def get(self, key: str) -> Entry | None:
+    def get(self, key: str) -> CacheEntry | None:
         """The entry for `key`, or None (missing; a bad one is deleted on the way)."""
         target = self.file_of(key)
         try:
@@ -343,7 +324,7 @@ class ArtifactCache:
         return removed
 
 
-def _parse(raw: bytes, key: str) -> Entry | None:
+def _parse(raw: bytes, key: str) -> CacheEntry | None:
     """The entry in `raw` if it is whole and is the one for `key`, else None."""
     if not raw.startswith(MAGIC):
         return None
@@ -361,7 +342,7 @@ def _parse(raw: bytes, key: str) -> Entry | None:
             or header.get("sha256") != hashlib.sha256(data).hexdigest()):
         return None
     facts = header.get("facts")
-    return Entry(data, facts if isinstance(facts, dict) else {})
+    return CacheEntry(data, facts if isinstance(facts, dict) else {})
 
 
 def library_cache_env(cache: ArtifactCache | None) -> dict[str, str]:

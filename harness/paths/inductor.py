@@ -16,7 +16,7 @@ Choices, written down:
   shared by every instance of a module class, and its guards look neither at
   the Inductor config nor at which torch.compile call made the entry: without
   a reset, `inductor-emulate` would silently reuse `inductor`'s kernels for
-  the same structure (checked: same forward, second compile 1 ms), and after
+  the same structure, and after
   the recompile limit a new structure would silently run eager. So each
   prepare resets Dynamo and compiles one OptimizedModule with dynamic=False
   (no automatic dynamic shapes). One artifact is live at a time: a prepared
@@ -40,9 +40,8 @@ Choices, written down:
   same Dynamo capture, the same Inductor with the same config, its result a
   function that can be saved. `artifact` saves it (guards, Dynamo's bytecode,
   Inductor's bundled output) and `restore` loads it onto a freshly built
-  module, so a warm run skips Dynamo's tracing as well as Inductor (measured:
-  ≈ 0.02 s a structure against 0.3-0.8 s for a traced compile whose Inductor
-  caches hit). It is called without Dynamo in between; its guards are checked
+  module, so a warm run skips Dynamo's tracing as well as Inductor, which
+  costs far more than the load even when Inductor's caches hit. It is called without Dynamo in between; its guards are checked
   on every call, and a miss is an error. A forward with a graph break, forward
   hooks, or the caches off (--no-cache: precompiling needs them) takes the
   plain torch.compile above, as the repro script does, and is not kept.
@@ -54,7 +53,6 @@ Choices, written down:
 """
 from __future__ import annotations
 
-import contextlib
 import threading
 
 from harness.core.tensors import to_numpy, to_torch
@@ -64,6 +62,37 @@ from harness.paths.base import Path, Prepared, example_args, input_arrays, stage
 # last reset, and a lock so a compile and a run are not interleaved across threads.
 _LIVE = {"generation": 0}
 _LOCK = threading.RLock()
+
+
+# -- the pipeline: what prepare and run call, and the repro scripts paste (one definition) ----------------------
+
+def precision_config(emulate: bool):
+    """The Inductor config a compile runs under: emulate_precision_casts=True if `emulate`, else unchanged."""
+    import contextlib
+
+    import torch._inductor.config
+
+    return torch._inductor.config.patch(emulate_precision_casts=True) if emulate else contextlib.nullcontext()
+
+
+def inductor_compiled(model, example, emulate: bool):
+    """torch.compile(model, dynamic=False), Dynamo reset first, compiled by a first call on `example` (the
+    tuple of its input tensors) under precision_config(emulate)."""
+    import torch
+
+    torch._dynamo.reset()  # a fresh compile: nothing reused from another torch.compile
+    compiled = torch.compile(model, dynamic=False)
+    with precision_config(emulate), torch.no_grad():
+        compiled(*example)
+    return compiled
+
+
+def inductor_output(compiled, example):
+    """The compiled module's output on `example` as NumPy, recompiling forbidden (a guard miss is an error)."""
+    import torch
+
+    with torch.no_grad(), torch.compiler.set_stance("fail_on_recompile"):
+        return to_numpy(compiled(*example))
 
 
 def _reset() -> None:
@@ -96,7 +125,7 @@ def _cache_status(before: dict, after: dict, kind: str) -> str:
 
 
 def warm_up_loader() -> None:
-    """What loading a precompiled function first pays in a process (`restore`; measured ≈ 1.3 s): the CPU's
+    """What loading a precompiled function first pays in a process (`restore`): the CPU's
     vector ISA, probed by compiling and loading test programs, and the loader's imports. Kept by torch in
     the process (functools caches), so forked workers start with it."""
     from torch._inductor import cpu_vec_isa
@@ -108,7 +137,7 @@ def warm_up_loader() -> None:
 
 def warm_up() -> None:
     """What Inductor's first compile in a process pays besides its imports, paid once by the warm process
-    workers fork from (measured ≈ 3-5 s per worker): the loader's warm-up (above); the hash of torch's own
+    workers fork from: the loader's warm-up (above); the hash of torch's own
     sources its cache keys hold; the C++ builder's imports."""
     import torch.utils.cpp_extension  # noqa: F401 - the builder's setuptools and distutils imports
     from torch._inductor.codecache import torch_key
@@ -136,39 +165,25 @@ class InductorPath(Path):
     warm_imports = ("torch", "torch.export", "torch._dynamo", "torch._inductor.compile_fx",
                     "harness.paths.inductor:warm_up")
     restore_warm_ups = ("harness.paths.inductor:warm_up_loader",)
-    script_imports = ""
     emulate = False
     cache_facts = ("inductor_fx_graph_cache", "inductor_aot_autograd_cache", "inductor_precompiled")
+    # The script takes the plain compile (a precompile is the same Dynamo capture and Inductor, saved).
+    pipeline = (precision_config, inductor_compiled, inductor_output)
+    artifact_cacheable = True
+    restore_takes_build = True
 
-    def _config(self):
-        import torch._inductor.config as inductor_config
-
-        if self.emulate:
-            return inductor_config.patch(emulate_precision_casts=True)
-        return contextlib.nullcontext()
-
-    def script_code(self) -> str:
-        patch = ("torch._inductor.config.patch(emulate_precision_casts=True), "
-                 if self.emulate else "")
+    def script_calls(self) -> str:
         return f'''\
 def run_path(model, example, x):
     """{self.name}: {self.description}"""
-    torch._dynamo.reset()  # a fresh compile: nothing reused from another torch.compile
-    compiled = torch.compile(model, dynamic=False)
-    with {patch}torch.no_grad():
-        compiled(*example)  # the first call traces and compiles
-    with torch.no_grad(), torch.compiler.set_stance("fail_on_recompile"):
-        return to_numpy(compiled(*example))
+    return inductor_output(inductor_compiled(model, example, {self.emulate!r}), example)
 '''
 
     def _compile(self, module, args) -> tuple:
-        """A freshly compiled OptimizedModule (compiled on `args`) and its generation."""
-        import torch
-
-        _reset()
-        compiled = torch.compile(module, dynamic=False)
-        with self._config(), torch.no_grad():
-            compiled(*args)
+        """A freshly compiled OptimizedModule (compiled on `args`) and its generation (inductor_compiled resets
+        Dynamo: a new generation)."""
+        compiled = inductor_compiled(module, args, self.emulate)
+        _LIVE["generation"] += 1
         return compiled, _LIVE["generation"]
 
     def _precompile(self, module, args):
@@ -184,7 +199,7 @@ def run_path(model, example, x):
 
         _reset()
         try:
-            with dynamo_config.patch(enable_aot_compile=True), self._config(), torch.no_grad():
+            with dynamo_config.patch(enable_aot_compile=True), precision_config(self.emulate), torch.no_grad():
                 compiled = torch.compile(module, dynamic=False, fullgraph=True)
                 compiled._aot_compile([ModelInput(args, {}, [])])
         except Exception:  # noqa: BLE001 - a graph break, or a failure the plain compile will report as its own
@@ -213,15 +228,12 @@ def run_path(model, example, x):
         layout = spec.layout
 
         def run_fn(x):
-            import torch
-
             inputs = tuple(to_torch(a, layout) for a in input_arrays(x))
             with _LOCK:
                 if state["generation"] != _LIVE["generation"]:
                     # another prepare reset Dynamo since: compile this case again, as it was
                     state["compiled"], state["generation"] = self._compile(module, args)
-                with torch.no_grad(), torch.compiler.set_stance("fail_on_recompile"):
-                    return to_numpy(state["compiled"](*inputs))
+                return inductor_output(state["compiled"], inputs)
 
         return Prepared(run_fn, facts)
 
