@@ -68,8 +68,8 @@ class Procs:
     """Starts, feeds, watches and stops worker processes; turns deaths and hangs into records."""
 
     # Tasks a busy worker may hold behind its current one, waiting in its pipe: it starts the next as soon
-    # as it sends a record, not after this process has read the record and answered (measured on the
-    # nightly's warm run: workers busy 1.3 of 2 cores while executions took ≈ 4 ms each).
+    # as it sends a record, not after this process has read the record and answered: when
+    # executions take milliseconds, that round trip would idle the workers (docs/measurements.md).
     lookahead = 1
 
     def __init__(self, path_names: Iterable[str], timeout: float, start_method: str = "forkserver",
@@ -114,7 +114,7 @@ class Procs:
     def _library_env(self) -> dict[str, str]:
         """The libraries' cache environment the workers will set (harness.engine.cache), for the forkserver's
         warm-ups too: Inductor's probe of the CPU's vector ISA compiles test programs into Inductor's cache
-        folder (measured: 8.0 s into an empty one, 1.3 s when they are there), which is then the run's
+        folder (seconds into an empty one, far less when they are there), which is then the run's
         cache, kept with it from night to night, not torch's default under /tmp."""
         from harness.engine.cache import ArtifactCache, library_cache_env
 
