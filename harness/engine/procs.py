@@ -48,7 +48,7 @@ class Worker:
     group: Group | None = None  # Runner: the group it works through
     tag: object = None  # Pool: where the record goes
     structures: set = field(default_factory=set)  # Pool: artifacts it holds
-    last_structure: str = ""  # Runner: the spec structure of its last task (its export is still held)
+    last_structure: str = ""  # Runner: the group structure key of its last task (its export is still held)
     paths: frozenset | None = None  # a bridge: the only paths it imported for (None: every path)
     queued: deque = field(default_factory=deque)  # tasks sent behind `task`, not started yet (Procs.lookahead)
 
