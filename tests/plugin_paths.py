@@ -1,4 +1,4 @@
-"""An out-of-tree path written only against the public plug-in face (DESIGN §6), intermediates hook included.
+"""An out-of-tree path written only against the public plug-in face (docs/contracts.md §6), intermediates hook included.
 
 `Float16StoragePath` is a small "compiler" with a precision bug of its own:
 it runs the exported graph node by node and stores every float32 value a

@@ -28,7 +28,7 @@ BUILT_SIZE = 8
 def _runner(path, spec, inputs, module_case=None):
     """run(x) -> Capture: the path's graph of (path, structure) with its intermediates exposed, built once.
 
-    The path builds it (`Path.intermediates`, DESIGN §6); one that cannot
+    The path builds it (`Path.intermediates`, docs/contracts.md §6); one that cannot
     raises IntermediatesUnavailable, and the record says why.
     """
     from harness.core.tensors import to_torch

@@ -6,7 +6,7 @@ A failure the baseline already knows (the verdict its entry expects, or any
 verdict of a flaky entry) is no news to a nightly, so a run given the
 baseline (`run --baseline FILE`) skips it unless asked for every failure
 (`run --attribute`). Without a baseline every failure is new. A skipped
-record keeps the keys `attribution` and `first_stage_over` (DESIGN §4),
+record keeps the keys `attribution` and `first_stage_over` (docs/contracts.md §4),
 null, and its facts say why. A task may also not ask for it (`Task.attribute`:
 fuzz's search and shrinking need verdicts only); `Policy.apply` weighs both.
 """

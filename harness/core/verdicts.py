@@ -1,7 +1,7 @@
 """The verdicts of an execution and the statuses of the gate, defined once.
 
 Both are `StrEnum`s: a member *is* its string, so records stay plain JSON
-with the very strings of DESIGN §3 and comparisons with strings read from a
+with the very strings of docs/contracts.md §3 and comparisons with strings read from a
 results file just work.
 """
 from __future__ import annotations
@@ -10,7 +10,7 @@ from enum import StrEnum
 
 
 class Verdict(StrEnum):
-    """What one execution of a case on a path gave (DESIGN §3)."""
+    """What one execution of a case on a path gave (docs/contracts.md §3)."""
 
     PASS = "pass"
     INACCURATE = "inaccurate"

@@ -1,7 +1,7 @@
 """A case made concrete in a worker: its inputs, its FP64 reference, and the module every path compiles.
 
 A catalog or program case is built from its spec alone. A module case
-(DESIGN §8) is resolved here once per structure and worker (the class
+(docs/contracts.md §8) is resolved here once per structure and worker (the class
 imported, built, exported and lifted: harness.modules.module_case); its inputs
 take the module's parameters, its reference is the lifted program's, and its
 record carries the lifted source and the lift check. What cannot be resolved

@@ -1,4 +1,4 @@
-"""One execution: a case through one path, scored, as a result record (DESIGN §4).
+"""One execution: a case through one path, scored, as a result record (docs/contracts.md §4).
 
 `Executor` keeps prepared artifacts keyed by (path, structure key), so cases
 that differ only in their input reuse one compiled artifact; a worker process

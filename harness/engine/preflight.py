@@ -1,4 +1,4 @@
-"""Module cases resolved in workers before any path runs (DESIGN §8).
+"""Module cases resolved in workers before any path runs (docs/contracts.md §8).
 
 Each module structure is imported, built, exported and lifted once, on the
 run's own workers (a class is user code: never in this process), under the

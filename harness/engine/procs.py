@@ -48,7 +48,7 @@ class Worker:
     group: Group | None = None  # Runner: the group it works through
     tag: object = None  # Pool: where the record goes
     structures: set = field(default_factory=set)  # Pool: artifacts it holds
-    last_structure: str = ""  # Runner: the spec structure of its last task (its export is still held)
+    last_structure: str = ""  # Runner: the group structure key of its last task (its export is still held)
     paths: frozenset | None = None  # a bridge: the only paths it imported for (None: every path)
     queued: deque = field(default_factory=deque)  # tasks sent behind `task`, not started yet (Procs.lookahead)
 
@@ -68,8 +68,8 @@ class Procs:
     """Starts, feeds, watches and stops worker processes; turns deaths and hangs into records."""
 
     # Tasks a busy worker may hold behind its current one, waiting in its pipe: it starts the next as soon
-    # as it sends a record, not after this process has read the record and answered (measured on the
-    # nightly's warm run: workers busy 1.3 of 2 cores while executions took ≈ 4 ms each).
+    # as it sends a record, not after this process has read the record and answered: when
+    # executions take milliseconds, that round trip would idle the workers (docs/measurements.md).
     lookahead = 1
 
     def __init__(self, path_names: Iterable[str], timeout: float, start_method: str = "forkserver",
@@ -114,7 +114,7 @@ class Procs:
     def _library_env(self) -> dict[str, str]:
         """The libraries' cache environment the workers will set (harness.engine.cache), for the forkserver's
         warm-ups too: Inductor's probe of the CPU's vector ISA compiles test programs into Inductor's cache
-        folder (measured: 8.0 s into an empty one, 1.3 s when they are there), which is then the run's
+        folder (seconds into an empty one, far less when they are there), which is then the run's
         cache, kept with it from night to night, not torch's default under /tmp."""
         from harness.engine.cache import ArtifactCache, library_cache_env
 

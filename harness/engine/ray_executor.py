@@ -1,4 +1,4 @@
-"""`run --executor ray`: the same run on a Ray cluster (DESIGN §5).
+"""`run --executor ray`: the same run on a Ray cluster (docs/contracts.md §5).
 
 Why it is built this way:
 

@@ -1,4 +1,4 @@
-"""The `tvm` and `tvm-decompose` paths (DESIGN §2).
+"""The `tvm` and `tvm-decompose` paths (docs/contracts.md §2).
 
     torch.export.export
       -> tvm.relax.frontend.torch.from_exported_program      (stage "compile", step "import")

@@ -19,7 +19,7 @@ def test_a_known_failure_with_its_expected_verdict_is_skipped_and_says_so():
     known = rec("inaccurate")
     assert not policy.wants(known)
     known = policy.skip(known)
-    assert known["attribution"] is None and known["first_stage_over"] is None  # DESIGN §4 keys kept
+    assert known["attribution"] is None and known["first_stage_over"] is None  # docs/contracts.md §4 keys kept
     assert known["facts"]["attribution"] == SKIPPED
 
 
