@@ -18,6 +18,7 @@ from harness import paths
 from harness.core.errors import UsageError
 from harness.core.records import write_atomic
 from harness.core.verdicts import DEFAULT_TIMEOUT
+from harness.engine.cache import ArtifactCache, default_dir, max_bytes_from_env
 from harness.repro.resolve import DEFAULT_RESULTS, check_path, resolve
 from harness.search.reduce import (
     CHUNK, CONTROL, KEEP_STRUCTURES, MAX_CANDIDATES, MAX_ROUNDS, NotReducible, describe, reduce_failure, spec_text,
@@ -43,12 +44,15 @@ def check_installed(path: str) -> None:
 
 
 def run_reduction(spec, path: str, *, timeout: float = DEFAULT_TIMEOUT, max_rounds: int = MAX_ROUNDS,
-                  max_candidates: int = MAX_CANDIDATES, chunk: int = CHUNK, progress=say):
-    """Reduce `spec` on `path` on warm workers: the Outcome; NotReducible when it cannot be."""
+                  max_candidates: int = MAX_CANDIDATES, chunk: int = CHUNK, progress=say, cache=None):
+    """Reduce `spec` on `path` on warm workers: the Outcome; NotReducible when it cannot be.
+
+    `cache` is the persistent artifact cache: a reduction's candidates share most structures with the
+    previous reduction of the same target, so a second run restores instead of compiling."""
     from harness.engine.pool import Pool
 
     refused = None
-    with Pool([path, CONTROL], timeout=timeout, keep=KEEP_STRUCTURES) as pool:
+    with Pool([path, CONTROL], timeout=timeout, keep=KEEP_STRUCTURES, cache=cache) as pool:
         try:  # refused inside, raised once the workers are stopped gracefully
             return reduce_failure(spec, path, pool.map, max_rounds=max_rounds, max_candidates=max_candidates,
                                   chunk=chunk, say=progress)
@@ -69,7 +73,8 @@ def cmd_reduce(args) -> int:
     clock = time.monotonic()
     try:
         outcome = run_reduction(spec, path, timeout=args.timeout, max_rounds=args.max_rounds,
-                                max_candidates=args.max_candidates, progress=say if not args.quiet else lambda _: None)
+                                max_candidates=args.max_candidates, progress=say if not args.quiet else lambda _: None,
+                                cache=ArtifactCache(default_dir(), max_bytes_from_env()))
     except NotReducible as exc:
         raise UsageError(str(exc)) from None
     except RunnerError as exc:

@@ -7,6 +7,7 @@ from typing import Iterable
 from harness.spec import CaseSpec
 from harness.core.records import Record
 from harness.core.verdicts import DEFAULT_TIMEOUT
+from harness.engine.cache import ArtifactCache
 from harness.engine.plan import Task, structure_of
 from harness.engine.procs import Procs, RunnerError, Worker
 
@@ -21,8 +22,10 @@ class Pool:
     """
 
     def __init__(self, path_names: Iterable[str], timeout: float = DEFAULT_TIMEOUT,
-                 start_method: str = "forkserver", keep: int = 32, max_memory: float | None = None):
+                 start_method: str = "forkserver", keep: int = 32, max_memory: float | None = None,
+                 cache: "ArtifactCache | None" = None):
         self.path_names = list(dict.fromkeys(path_names))
+        self.cache = cache  # the persistent artifact cache the workers read and fill (None: none)
         self.max_memory = max_memory  # GB per worker (None: unbounded)
         self.timeout = timeout
         self.start_method = start_method
@@ -31,7 +34,8 @@ class Pool:
         self.lanes: dict[str, Worker] = {}
 
     def __enter__(self) -> "Pool":
-        self.procs = Procs(self.path_names, self.timeout, self.start_method, self.max_memory)
+        self.procs = Procs(self.path_names, self.timeout, self.start_method, self.max_memory,
+                           cache=self.cache.config() if self.cache is not None else None)
         try:
             for name in self.path_names:
                 self.lanes[name] = self.procs.start()
