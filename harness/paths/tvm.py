@@ -263,6 +263,7 @@ class TvmDecomposePath(TvmPath):
     (seed: apache/tvm#20909)."""
 
     name = "tvm-decompose"
+    control_path = "tvm"
     description = ("torch.export -> from_exported_program -> DecomposeOpsForTraining -> "
                    "tvm.compile(target='llvm') -> Relax VM")
     decompose = "DecomposeOpsForTraining"
@@ -278,6 +279,7 @@ class TvmDecomposeInferencePath(TvmPath):
     """
 
     name = "tvm-decompose-inference"
+    control_path = "tvm"
     description = ("torch.export -> from_exported_program -> DecomposeOpsForInference -> "
                    "tvm.compile(target='llvm') -> Relax VM")
     decompose = "DecomposeOpsForInference"
