@@ -121,7 +121,7 @@ def float32_inside(spec: CaseSpec) -> tuple[CaseSpec | None, str]:
                                         "bias .float(), F.layer_norm, the result cast back"
     found = _program_of(spec)
     if found is None:
-        return None, f"a {spec.pattern} case has no program to compute in float32 (the program language has no " \
+        return None, f"this {spec.pattern} case has no program to compute in float32 (the program language has no " \
                      f"{spec.pattern})"
     program, shapes = found
     out_dtype = reference(spec, make_inputs(spec)).out_dtype

@@ -143,11 +143,11 @@ def run_script(folder: str, timeout: float = SCRIPT_TIMEOUT) -> tuple[int, str]:
     return done.returncode, "\n".join(lines)
 
 
-def rewrite_of(path: str) -> str:
-    """The step a path adds to its control path (from their descriptions), or the path's own description."""
+def rewrite_of(path: str) -> str | None:
+    """The step a path adds to its control path (from their descriptions), or None for a path without one."""
     runner = paths.get(path)
     if not runner.control_path:
-        return runner.description.split(" -> ")[-1] if " -> " in runner.description else runner.description
+        return None
     base = paths.get(runner.control_path).description.split(" -> ")
     added = [step for step in runner.description.split(" -> ") if step not in base]
     return added[0] if added else runner.description
@@ -171,7 +171,9 @@ def outcome(record: dict) -> str:
 
 
 def title(draft: Draft, record: dict) -> str:
-    return f"[{draft.path}] {rewrite_of(draft.path)}: {_norm(draft.spec)} {record['verdict']}, {outcome(record)}"
+    rewrite = rewrite_of(draft.path)
+    return (f"[{draft.path}] " + (f"{rewrite}: " if rewrite else "")
+            + f"{_norm(draft.spec)} {record['verdict']}, {outcome(record)}")
 
 
 def _first(values: np.ndarray) -> str:
