@@ -149,8 +149,9 @@ def rewrite_of(path: str) -> str | None:
     if not runner.control_path:
         return None
     base = paths.get(runner.control_path).description.split(" -> ")
-    added = [step for step in runner.description.split(" -> ") if step not in base]
-    return added[0] if added else runner.description
+    steps = runner.description.split(" -> ")
+    added = [step for step in steps[:-1] if step not in base]  # the last step is how the result runs
+    return " -> ".join(added) or (steps[-1] if steps[-1] not in base else runner.description)
 
 
 def _norm(spec: CaseSpec) -> str:
