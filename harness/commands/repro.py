@@ -47,7 +47,7 @@ def cmd_report(args) -> int:
     if os.path.exists(folder) and not os.path.isdir(folder):
         raise UsageError(f"-o: {folder} is a file; --report writes a folder")
     try:
-        records = report.run_drafts([draft], jobs=2, timeout=DEFAULT_TIMEOUT)
+        records = report.run_drafts([draft], jobs=os.cpu_count() or 1, timeout=DEFAULT_TIMEOUT)
     except KeyboardInterrupt:
         print("normdiff: interrupted", file=sys.stderr)
         return 130

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from cases.bug import Bug
 from harness import paths
 from harness.core.dtypes import np_dtype
 from harness.core.errors import UsageError
@@ -56,7 +57,7 @@ class Draft:
     target: str
     spec: CaseSpec
     path: str
-    bug: object
+    bug: Bug | None
     controls: tuple[Control, ...]
     lifted_from: str | None = None  # a module case's class: the spec is its lifted program
 
