@@ -2,7 +2,7 @@
 
 Two entries here, through the real command line: a compile error on TVM and
 an inaccurate rewrite on ExecuTorch; every entry is a manual run (`normdiff
-bugs --drafts DIR`, figures in docs/measurements.md).
+bugs --drafts DIR`, figures in docs/bugs-and-repro.md).
 """
 from __future__ import annotations
 
