@@ -71,3 +71,10 @@ class Float16StoragePath(Path):
             return Capture(found, index.get(returned), to_numpy(out), METHOD)
 
         return run
+
+
+class AbsentLibraryPath(Float16StoragePath):
+    """The same path declaring a library no machine has installed: what `repro --report` refuses in one line."""
+
+    name = "absent-library"
+    packages = ("torch", "normdiff-absent-library")

@@ -18,7 +18,6 @@ the user's code, and the verdict is the module's.
 from __future__ import annotations
 
 import datetime
-import importlib.metadata
 import json
 import os
 import platform
@@ -69,10 +68,8 @@ class Draft:
 def check_installed(path: str) -> None:
     """UsageError (one line) unless every distribution `path` runs on is installed."""
     for dist in paths.get(path).packages:
-        try:
-            importlib.metadata.version(dist)
-        except importlib.metadata.PackageNotFoundError:
-            raise UsageError(f"path {path} is not installed here (needs the {dist} package)") from None
+        if paths.installed_version(dist) is None:
+            raise UsageError(f"path {path} is not installed here (needs the {dist} package)")
 
 
 def lifted(spec: CaseSpec, timeout: float = DEFAULT_TIMEOUT) -> CaseSpec:

@@ -70,3 +70,12 @@ def test_a_target_that_passes_is_one_line_and_exit_2(tmp_path):
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "passes on tvm" in done.stderr and "nothing to report" in done.stderr
     assert not os.path.exists(tmp_path / "r")
+
+
+def test_a_path_that_is_not_installed_is_one_line_and_exit_2(tmp_path):
+    done = normdiff("repro", "tvm-20909", "--path", "absent-library", "--report", "-o", str(tmp_path / "r"),
+                    env={"NORMDIFF_EXTRA_PATHS": "absent-library=tests.plugin_paths:AbsentLibraryPath"})
+    assert done.returncode == 2
+    assert done.stderr == ("normdiff: error: path absent-library is not installed here "
+                           "(needs the normdiff-absent-library package)\n")
+    assert not os.path.exists(tmp_path / "r")
