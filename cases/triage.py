@@ -13,37 +13,12 @@ where the cause is.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
-from typing import Callable
 
 from cases import nearmiss
 from harness.core.verdicts import Verdict
 
-Record = dict
-
-
-@dataclass(frozen=True)
-class Rule:
-    upstream: str                      # "owner/repo#N" or "new"
-    reason: str                        # one line
-    match: Callable[[Record], bool]
-    cpu: tuple[str, ...] = ()          # it matches only records of a CPU with one of these (an entry's "cpu")
-
-
-def _case(r: Record) -> dict:
-    return r["case"]
-
-
-def _on(*paths: str):
-    return lambda r: r["path"] in paths
-
-
-def _msg(r: Record) -> str:
-    return r.get("message") or ""
-
-
-def _half(r: Record) -> bool:
-    return _case(r)["dtype"] in ("float16", "bfloat16")
+from cases._triage_record import Record, Rule, _case, _half, _msg, _on  # noqa: F401 (re-exported)
+from cases.triage_compilers import COMPILER_RULES
 
 
 def _spatial(r: Record) -> int:
@@ -323,7 +298,7 @@ RULES: tuple[Rule, ...] = (
                 "pytorch/executorch#16727 fixed in group_norm)",
          lambda r: r["path"] in ET_RUNTIME and _case(r)["pattern"] in ("group_norm", "instance_norm") and _half(r)
          and r["verdict"] in (Verdict.INACCURATE, Verdict.NONFINITE)),
-)
+) + COMPILER_RULES
 
 
 def rule_of(record: Record) -> Rule | None:

@@ -5,7 +5,7 @@ import tempfile
 
 import pytest
 import zoo_library
-from helpers import ROOT, normdiff
+from helpers import ROOT, normdiff, normdiff_here
 
 HISTORY_NAME = "history.sqlite"  # harness.reports.history.HISTORY_FILE, and its -wal/-shm files
 CACHE_HOME = "NORMDIFF_TEST_CACHE_HOME"  # the session's cache home, made by the controller for its xdist workers
@@ -32,6 +32,24 @@ def pytest_unconfigure(config):
 def cli():
     """The real `normdiff` command line, in a fresh interpreter."""
     return normdiff
+
+
+@pytest.fixture(scope="session")
+def session_cache():
+    """The session's artifact cache, the one its command-line runs use ($XDG_CACHE_HOME/normdiff under the
+    session's cache home, shared by the xdist workers): for tests that need a path compiled, not a fresh
+    compile, so that a structure compiled once serves every test that asks for it. A test of the cache
+    itself (what is stored, hit, evicted) keeps a cache of its own under tmp_path."""
+    from harness.engine.cache import ArtifactCache, default_dir
+
+    return ArtifactCache(default_dir())
+
+
+@pytest.fixture
+def cli_here(tmp_path):
+    """The command line in this process, from tmp_path or `cwd` (helpers.normdiff_here says for what).
+    Each command keeps tests through `cli`, the real command line in a fresh interpreter."""
+    return lambda *args, cwd=None: normdiff_here(*args, cwd=cwd or tmp_path)
 
 
 @pytest.fixture

@@ -5,6 +5,8 @@ path), never from one another.
 """
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
 import subprocess
@@ -23,6 +25,23 @@ def normdiff(*args, cwd=None, timeout=900, env=None):
     full_env = dict(os.environ, **(env or {}))
     return subprocess.run([sys.executable, "-m", "harness", *args], cwd=cwd or ROOT,
                           capture_output=True, text=True, timeout=timeout, env=full_env)
+
+
+def normdiff_here(*args, cwd) -> subprocess.CompletedProcess:
+    """`harness.commands.main.main(args)` in this process, from the folder `cwd`, with what it prints and
+    its exit code in the shape `normdiff` returns. For tests of a usage error, which ends while the
+    arguments are read, before anything is written or run, and of a command told to do its work in this
+    process (--jobs 0) where the test runs the same work here anyway: a fresh interpreter would only add
+    its start (torch's import). `cwd` is the test's own folder: a check that stopped refusing writes there."""
+    from harness.commands.main import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.chdir(cwd), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(list(args))
+        except SystemExit as exc:  # argparse's --help and --version
+            code = exc.code
+    return subprocess.CompletedProcess(["normdiff", *args], code, out.getvalue(), err.getvalue())
 
 
 def seed(name: str) -> str:

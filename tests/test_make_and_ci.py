@@ -5,6 +5,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 import tomllib
 
 import pytest
@@ -80,6 +81,38 @@ def test_ci_runs_the_tests_with_the_ray_and_zoo_extras_and_fails_without_ray():
     assert argv[1] == "test" and "EXTRAS=ray,zoo" in argv[2:]
     assert re.search(r"^export NORMDIFF_REQUIRE_RAY=1$", text, re.M)  # tests/engine/test_ray.py: a missing Ray fails
     assert subprocess.run(["bash", "-n", os.path.join(ROOT, ".ci", "run")]).returncode == 0
+
+
+# A test file that imports what Inductor imports (torch.utils.mkldnn: torch.jit.script_method's
+# DeprecationWarning, once per method) and deprecates something of its own.
+TINY_TEST = """import warnings
+
+import torch.utils.mkldnn
+
+
+def test_ours():
+    warnings.warn("a deprecation of our own", DeprecationWarning)
+"""
+
+
+def test_make_tests_output_opens_without_torchs_deprecation_warnings(checkout, tmp_path):
+    """`make test`'s pytest command, with this repository's pytest configuration, on one tiny test file: no
+    DeprecationWarning before its first result line, none of torch's anywhere, and ours still reported."""
+    stamp(checkout)
+    (recipe,) = [ln for ln in make(checkout, "-n", "test", "JOBS=1").stdout.splitlines() if " -m pytest " in ln]
+    args = shlex.split(recipe.split(" -m pytest ", 1)[1])
+    assert "-n" in args  # as the Makefile runs it: in pytest-xdist's worker processes
+    (tmp_path / "tiny").mkdir()
+    (tmp_path / "tiny" / "test_tiny.py").write_text(TINY_TEST)
+    r = subprocess.run([sys.executable, "-m", "pytest", *args, "-c", os.path.join(ROOT, "pyproject.toml"),
+                        "--rootdir", str(tmp_path / "tiny"), "-p", "no:cacheprovider", str(tmp_path / "tiny")],
+                       cwd=tmp_path / "tiny", capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0 and "1 passed" in r.stdout, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    first = next(i for i, ln in enumerate(lines) if ln.startswith("."))
+    assert not any("DeprecationWarning" in ln for ln in lines[:first] + r.stderr.splitlines()), r.stdout + r.stderr
+    assert "script_method" not in r.stdout + r.stderr
+    assert "DeprecationWarning: a deprecation of our own" in r.stdout  # the filter is torch's alone
 
 
 def normdiff_argvs(shell: str) -> list[list[str]]:

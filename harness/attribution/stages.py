@@ -14,9 +14,9 @@ from typing import NamedTuple
 
 from harness.attribution.match import canonical
 from harness.spec import CaseSpec, program_case
-from harness.oracle.twins import PROGRAM_NAMES, TWIN_PATTERNS, style_case
+from harness.oracle.twins import PROGRAM_NAMES, TWIN_PATTERNS, parsed_style_case
 from harness.paths.base import IntermediatesUnavailable
-from harness.program import ProgramCase, parse
+from harness.program import Program, ProgramCase, parse
 from harness.program.expand import evaluate_expanded, is_part
 
 
@@ -30,17 +30,17 @@ class ProgramStage(NamedTuple):
     part: bool  # a norm's part (one way to compute it), not a stage the program writes
 
 
-def case_program(spec: CaseSpec) -> tuple[str, ProgramCase]:
-    """(program text, ProgramCase) of a case; IntermediatesUnavailable if its pattern has no program."""
+def case_program(spec: CaseSpec) -> tuple[Program, ProgramCase]:
+    """(Program, ProgramCase) of a case; IntermediatesUnavailable if its pattern has no program."""
     if spec.program is not None:
-        return spec.program, program_case(spec)
+        return spec.parsed_program, program_case(spec)
     if spec.pattern in TWIN_PATTERNS:
-        return style_case(spec)
+        return parsed_style_case(spec)
     if spec.pattern == "group_norm":
         w, b = ("w" if spec.affine != "none" else "None"), ("b" if spec.affine == "weight_bias" else "None")
         params = {name: (spec.shape[1],) for name in ("w", "b")}
-        return (f"return F.group_norm(x, {spec.groups}, {w}, {b}, eps)",
-                ProgramCase(spec.dtype, tuple(spec.shape), spec.weight_dtype, (), params, spec.eps))
+        case = ProgramCase(spec.dtype, tuple(spec.shape), spec.weight_dtype, (), params, spec.eps)
+        return parse(f"return F.group_norm(x, {spec.groups}, {w}, {b}, eps)", case=case), case
     raise IntermediatesUnavailable(f"no program for the {spec.pattern} module (running statistics or per-instance norms "
                       "are not in the program language)")
 
@@ -67,11 +67,11 @@ def labelled(stages) -> list[ProgramStage]:
 
 def program_stages(spec: CaseSpec, inputs, module_case=None) -> list[ProgramStage]:
     """Every stage of the case's program in program order, norms opened into their parts; a module case's
-    program is its lifted one (`module_case`: harness.modules.resolve.ModuleCase)."""
+    program is its lifted one (`module_case`: harness.modules.module_case.ModuleCase)."""
     if module_case is not None:
-        text, info, arrays = module_case.resolved.source, module_case.case, module_case.reference_arrays(inputs)
+        program, info, arrays = module_case.program, module_case.case, module_case.reference_arrays(inputs)
     else:
-        text, info = case_program(spec)
+        program, info = case_program(spec)
         arrays = case_arrays(spec, inputs)
-    evaluation = evaluate_expanded(parse(text, case=info), info, arrays)
+    evaluation = evaluate_expanded(program, info, arrays)
     return labelled(evaluation.stages)

@@ -1,7 +1,7 @@
 """A program computed in NumPy by a rendering: the one kernel every program implementation of the benchmark runs.
 
 A `Rendering` says how an implementation computes a program case: the order
-its reductions accumulate in (a harness.program.witness.Accumulation, the
+its reductions accumulate in (a harness.program.witness_run.Accumulation, the
 witnesses' or one they never use), an IR rewrite (harness.benchmark.rewrites)
 and the knobs a wrong lowering turns. `RenderWalker` is the program witness
 walker with those knobs, so a rendering differs from a correct run of the
@@ -18,11 +18,12 @@ import numpy as np
 
 from harness.core.dtypes import cast, name_of, np_dtype
 from harness.program import evaluate
-from harness.program.check import RMS_DEFAULT_EPS, check
+from harness.core.eps import torch_norm_eps
+from harness.program.typecheck import check
 from harness.program.ir import BinOp, Cast, Program, ProgramCase
 from harness.program.walk import is_scalar
 from harness.program.accumulate import Accumulation
-from harness.program.witness import DEFAULT_EPS, NumpyWalker, environment, to_end
+from harness.program.witness_run import NumpyWalker, environment, to_end
 from harness.benchmark import rewrites
 
 PAIRWISE = Accumulation("pairwise two-pass")
@@ -154,7 +155,7 @@ class RenderWalker(NumpyWalker):
             dtype, shape = self.dtype(a), a.shape
             self.took_moments = self.reduced = True
             x = to_end(np.asarray(a).astype(self.COMPUTE), (a.ndim - 2,))
-            e = (RMS_DEFAULT_EPS if node.kind == "rms_norm" else DEFAULT_EPS) if eps is None else eps
+            e = torch_norm_eps(node.kind, eps)
             with np.errstate(all="ignore"):
                 y = self.normalized(x, node.kind != "rms_norm", float(e))
                 y = np.moveaxis(y.reshape(shape[:-2] + shape[-1:] + shape[-2:-1]), -1, -2)

@@ -2,7 +2,7 @@
 
 A catalog or program case is built from its spec alone. A module case
 (DESIGN §8) is resolved here once per structure and worker (the class
-imported, built, exported and lifted: harness.modules.resolve); its inputs
+imported, built, exported and lifted: harness.modules.module_case); its inputs
 take the module's parameters, its reference is the lifted program's, and its
 record carries the lifted source and the lift check. What cannot be resolved
 is a CaseProblem: the record's verdict, stage and message.
@@ -17,7 +17,7 @@ from typing import Any, Callable
 from harness.core.verdicts import Verdict
 from harness.oracle.inputs import Inputs, make_inputs
 from harness.oracle.reference import Reference, evaluation_reference, reference
-from harness.oracle.witness import program_witnesses
+from harness.oracle.witness_error import program_witnesses
 from harness.paths.base import StageError, first_line
 
 MODULE_MEMO = 4  # module structures a worker keeps resolved (groups of one structure follow each other)
@@ -85,9 +85,9 @@ class Cases:
         return case
 
     def _resolve(self, spec):
-        """harness.modules.resolve.resolve, its lifted program read from the cache when kept there (the class
+        """harness.modules.module_case.resolve, its lifted program read from the cache when kept there (the class
         is built either way: the paths and the lift check need it, and its code is part of the key)."""
-        from harness.modules.resolve import Resolved, build_case, resolve, restore
+        from harness.modules.module_case import Resolved, build_case, resolve, restore
 
         if self.cache is None:
             return resolve(spec)
@@ -155,7 +155,7 @@ def _catalog_build(spec, inputs):
 def lift_problem(record: dict) -> CaseProblem | None:
     """The lift check's verdict on a module case's record: an `error` at stage `lift` when the lifted program
     and the module's own float64 run disagree by more than LIFT_SHARE of the bound anywhere."""
-    from harness.modules.check import LIFT_SHARE
+    from harness.modules.lift_check import LIFT_SHARE
 
     share = record.get("lift_check_over_bound")
     if share is None or share <= LIFT_SHARE:

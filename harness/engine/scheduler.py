@@ -27,7 +27,9 @@ IMPORT_SECONDS = {"executorch.exir": 3.0, "executorch.runtime": 0.01, "torch._dy
                   "onnxruntime": 0.04, "harness.paths.inductor:warm_up": 3.0,
                   "harness.paths._frontend_memo:install_decompositions": 0.01,
                   "harness.paths._frontend_memo:install_onnx_registry": 0.01,
-                  "harness.paths.executorch_xnnpack:warm_up": 10.0}
+                  "harness.paths.executorch_xnnpack:warm_up": 10.0,
+                  "iree.compiler": 0.2, "iree.runtime": 2.2, "iree.turbine.aot": 4.1, "openvino": 0.3,
+                  "openvino.frontend.pytorch": 0.02}
 
 
 def _address_space_gb() -> float:

@@ -6,9 +6,10 @@ exported ATen graph is *lifted* into a program of the language (DESIGN §7),
 which gives the FP64 reference and its bound exactly as a program does; the
 paths compile the module itself. Modules: load (import the class, build it
 from `init`), names (the lifted program's names for inputs and parameters),
-state (redraw and read the parameters), lift and lift_ops (ATen graph ->
-program text), check (the lifted program against the module's own float64
-run), resolve (all of it for one spec, as plain data).
+state (redraw and read the parameters), lift, lift_ops and lift_shapes (ATen
+graph -> program IR), lift_check (the lifted program against the module's own
+float64 run), module_case (all of it for one spec: ModuleCase, and Resolved as
+plain data).
 """
 from harness.modules.load import ModuleSpecError, Unliftable
 

@@ -1,14 +1,15 @@
 """Lift a module's torch.export graph into a norm program (DESIGN §7, §8).
 
 One statement per computing node, in graph order, named after the node
-(`to`, `pow_1`, `mean`, …), written with the language's spellings of the op
-table (harness/program/ops.py: each op lists the ATen ops that compute it);
+(`to`, `pow_1`, `mean`, …), built as the IR of the op table's ops
+(harness/program/ops.py: each op lists the ATen ops that compute it);
 layout-free nodes (asserts, clones, detach) are dropped, and what the
 language cannot hold (an op it has no entry for, a tensor constant, a second
 output, a buffer the forward writes) is an Unliftable naming the op and the
-class. The text is then parsed and checked like any program, so a lifted
-program is a program: it gives the FP64 reference and the bound, and
-`normdiff lift` prints it as a ready §7 spec.
+class. The Program is then checked against its case like any program, so a
+lifted program is a program: it gives the FP64 reference and the bound. Its
+text (harness.program.render) is only shown: `normdiff lift` prints it as a
+ready §7 spec, and it parses back to the very same Program.
 """
 from __future__ import annotations
 
@@ -18,16 +19,22 @@ from harness.modules.handlers import HANDLERS, SKIP
 from harness.modules.lift_ops import Lifter, Val
 from harness.modules.load import Unliftable
 from harness.modules.names import unique
+from harness.program.ir import Program, Return
+from harness.program.render import program_from_ir
 
 
 @dataclass(frozen=True)
 class Lifted:
     """A lifted program and how its names map onto the module's."""
-    source: str
+    program: Program                                # built as IR; its source is its rendering
     pattern: str                                    # the norm family the program shows, or "program"
     inputs: tuple[tuple[str, str], ...]             # (program name, forward name), x first
     params: tuple[tuple[str, str], ...]             # (program name, state name) of what it reads
     ops: tuple[str, ...]                            # the ATen ops of the graph, in order (for the record)
+
+    @property
+    def source(self) -> str:
+        return self.program.source
 
 
 def _user_output(ep, owner):
@@ -106,10 +113,10 @@ def lift(ep, owner: str, called: tuple[str, ...], state_names: dict[str, str]) -
     result = lifter.value(output)
     if not isinstance(result, Val):
         raise Unliftable(f"class {owner}: its forward returns a number, not a tensor")
-    lifter.lines.append(f"return {result.text}")
+    statements = (*lifter.statements, Return(result.expr, len(lifter.statements) + 1))
+    program = program_from_ir(statements, tuple(names[f] for f in called), tuple(state_names.values()))
     params = tuple(sorted(set(lifter.params)))
-    return Lifted("\n".join(lifter.lines), lifter.pattern(), tuple((names[f], f) for f in called), params,
-                  tuple(lifter.ops))
+    return Lifted(program, lifter.pattern(), tuple((names[f], f) for f in called), params, tuple(lifter.ops))
 
 
 def _meta(ep, placeholder: str):

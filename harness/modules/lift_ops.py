@@ -1,8 +1,10 @@
 """The lifter's handlers: each ATen op of an exported graph written in the program language's spellings.
 
 A handler reads a node's arguments (earlier nodes' values, Python numbers,
-lists, dtypes) and appends the statement that computes the node, or records
-that the node is another value already there (a clone, a contiguous copy).
+lists, dtypes) and appends the statement that computes the node, an IR node
+of harness.program.ir (never text: harness.program.render writes it for
+display), or records that the node is another value already there (a clone,
+a contiguous copy).
 Shapes come from the node's metadata (torch.export's static shapes), so a
 view or a slice is written with the sizes it had. The op table
 (harness/program/ops.py) says which ATen ops compute each op of the language.
@@ -14,8 +16,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from harness.core.dtypes import name_of
+from harness.core.eps import TORCH_NORM_EPS
 from harness.modules.load import Unliftable
 from harness.program import ops
+from harness.program.ir import (
+    Assign, BinOp, Cast, DType, Linear, Name, Neg, Norm, Number, Reduce, ShapeOp, Unary,
+)
 
 SKIP = frozenset({"_assert_tensor_metadata", "_assert_scalar", "_assert_async", "sym_constrain_range",
                   "sym_constrain_range_for_size", "_assert_tensor_metadata_default"})
@@ -24,9 +30,13 @@ _FLOATS = ("float32", "float16", "bfloat16")
 
 @dataclass(frozen=True)
 class Val:
-    """A tensor of the program: the expression (a name) that holds it and torch.export's fake value."""
-    text: str
+    """A tensor of the program: the name that holds it and torch.export's fake value."""
+    name: str
     meta: Any
+
+    @property
+    def expr(self) -> Name:
+        return Name(self.name)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -37,20 +47,27 @@ class Val:
         return name_of(self.meta.dtype)
 
 
-def _num(v) -> str:
+def _num(v) -> Number:
+    """A Python number of the graph (an int, a float, a SymInt made concrete) as the IR's Number."""
+    import math
+
     if isinstance(v, bool):
         raise TypeError("a bool")
-    return repr(float(v)) if isinstance(v, float) else repr(int(v))
+    value = float(v) if isinstance(v, float) else int(v)
+    if not math.isfinite(value):
+        raise TypeError(f"{value!r} has no literal")
+    return Number(value)
 
 
 class Lifter:
-    """Walks the graph's nodes, keeping each one's value and the program's lines."""
+    """Walks the graph's nodes, keeping each one's value and the program's statements (IR)."""
 
     def __init__(self, owner: str, ep):
         self.owner = owner
         self.ep = ep
         self.env: dict[str, Any] = {}
-        self.lines: list[str] = []
+        self.statements: list[Assign] = []
+        self.assigned: dict[str, Any] = {}  # program name -> the expression assigned to it
         self.params: list[tuple[str, str]] = []
         self.ops: list[str] = []
         self.taken: set[str] = set()
@@ -77,19 +94,28 @@ class Lifter:
             return name_of(arg)
         return arg
 
-    def text(self, arg) -> str:
+    def expr(self, arg):
+        """The IR of an argument: a tensor's Name, a Number, or None."""
         v = self.value(arg)
         if isinstance(v, Val):
-            return v.text
+            return v.expr
         if v is None:
-            return "None"
+            return None
         if isinstance(v, (int, float)) and not isinstance(v, bool):
-            return _num(v)
+            try:
+                return _num(v)
+            except TypeError:
+                pass
         raise Unliftable(f"class {self.owner}: an argument {v!r} is outside the program language")
 
-    def emit(self, node, expr: str) -> Val:
+    def assign(self, name: str, expr) -> None:
+        """One statement: `name = expr`."""
+        self.statements.append(Assign(name, expr, len(self.statements) + 1))
+        self.assigned[name] = expr
+
+    def emit(self, node, expr) -> Val:
         name = _fresh(node.name, self.taken)
-        self.lines.append(f"{name} = {expr}")
+        self.assign(name, expr)
         val = Val(name, node.meta["val"])
         self.env[node.name] = val
         return val
@@ -102,6 +128,13 @@ class Lifter:
         if not isinstance(v, Val):
             self.fail(node, "takes a number where the language needs a tensor")
         return v
+
+    def is_statistic(self, arg) -> bool:
+        """Whether the value is a mean or a sum the program computed (a Reduce): what a centred or shifted
+        value subtracts or adds."""
+        v = self.value(arg)
+        expr = self.assigned.get(v.name) if isinstance(v, Val) else None
+        return isinstance(expr, Reduce) and expr.op in ("mean", "sum")
 
     def pattern(self) -> str:
         """The family the program shows: its F.* norm, else by its statistics, else "program"."""
@@ -134,48 +167,39 @@ def _arg(node, i, name, default=None):
 
 # -- elementwise ----------------------------------------------------------------------------------------
 def _unary(op):
-    entry = ops.get(op)
-    spell = f"F.{op}" if any(f.startswith("nn.functional.") for f in entry.functions) else f"torch.{op}"
-
     def handle(lf: Lifter, node):
-        lf.emit(node, f"{spell}({lf.tensor(node, node.args[0]).text})")
+        lf.emit(node, Unary(op, lf.tensor(node, node.args[0]).expr))
     return handle
 
 
 def _binary(op):
-    symbol = ops.get(op).extra["operator"]
-
     def handle(lf: Lifter, node):
         a, b = node.args[0], node.args[1]
         alpha = node.kwargs.get("alpha", 1)
         if node.kwargs.get("rounding_mode") is not None:
             lf.fail(node, "rounds its quotient (rounding_mode), which the language cannot write")
-        right = lf.text(b) if alpha == 1 else f"({lf.text(b)} * {_num(alpha)})"
+
+        def scaled(arg):
+            return lf.expr(arg) if alpha == 1 else BinOp("mul", lf.expr(arg), _num(alpha))
         if "rsub" in str(node.target):  # rsub(a, b) = b - alpha * a
-            left, right = lf.text(b), (lf.text(a) if alpha == 1 else f"({lf.text(a)} * {_num(alpha)})")
-            lf.emit(node, f"{left} - {right}")
+            lf.emit(node, BinOp("sub", lf.expr(b), scaled(a)))
             return
-        if op in ("sub", "add") and _is_stat(lf, b):
+        if op in ("sub", "add") and lf.is_statistic(b):
             lf.kinds.append("centered" if op == "sub" else op)
-        lf.emit(node, f"{lf.text(a)} {symbol} {right}")
+        lf.emit(node, BinOp(op, lf.expr(a), scaled(b)))
     return handle
 
 
-def _is_stat(lf, arg) -> bool:
-    v = lf.value(arg)
-    return isinstance(v, Val) and v.text.startswith(("mean", "sum"))
-
-
 def _neg(lf, node):
-    lf.emit(node, f"-{lf.tensor(node, node.args[0]).text}")
+    lf.emit(node, Neg(lf.tensor(node, node.args[0]).expr))
 
 
 def _pow(lf, node):
     target = str(node.target)
     if target.endswith(".Scalar"):  # pow.Scalar(k, t) = k ** t
-        lf.emit(node, f"{lf.text(node.args[0])} ** {lf.tensor(node, node.args[1]).text}")
+        lf.emit(node, BinOp("pow", lf.expr(node.args[0]), lf.tensor(node, node.args[1]).expr))
     else:
-        lf.emit(node, f"{lf.tensor(node, node.args[0]).text} ** {lf.text(node.args[1])}")
+        lf.emit(node, BinOp("pow", lf.tensor(node, node.args[0]).expr, lf.expr(node.args[1])))
 
 
 # -- casts ----------------------------------------------------------------------------------------------
@@ -186,7 +210,10 @@ def _cast(lf: Lifter, node):
     out = name_of(node.meta["val"].dtype)
     if "type_as" in str(node.target):
         other = lf.tensor(node, node.args[1])
-        lf.emit(node, f"{src.text}.type_as({other.text})") if other.dtype != src.dtype else lf.alias(node, node.args[0])
+        if other.dtype != src.dtype:
+            lf.emit(node, Cast(src.expr, "type_as", like=other.expr))
+        else:
+            lf.alias(node, node.args[0])
         return
     if out not in _FLOATS:
         lf.fail(node, f"casts to {out} (the language holds float32, float16 and bfloat16)")
@@ -194,38 +221,36 @@ def _cast(lf: Lifter, node):
     if out == src.dtype:
         lf.alias(node, node.args[0])
         return
-    fmt = ", memory_format=torch.contiguous_format" if contiguous else ""
-    lf.emit(node, f"{src.text}.to(torch.{out}{fmt})")
+    lf.emit(node, Cast(src.expr, "to", DType(out), contiguous=contiguous))
+
+
+def to(expr, dtype: str) -> Cast:
+    """expr.to(torch.<dtype>)."""
+    return Cast(expr, "to", DType(dtype))
 
 
 # -- reductions -----------------------------------------------------------------------------------------
-def _dims(dims) -> str:
-    if dims is None:
-        return ""
-    dims = list(dims)
-    return repr(dims[0]) if len(dims) == 1 else repr(dims)
+def _dims(dims) -> tuple[int, ...] | None:
+    return tuple(int(d) for d in dims) if dims else None
 
 
 def _reduce(op):
     def handle(lf: Lifter, node):
         a = lf.tensor(node, node.args[0])
-        src = a.text
+        src = a.expr
         dtype = node.kwargs.get("dtype")
         if dtype is not None and name_of(dtype) != a.dtype:
             if name_of(dtype) not in _FLOATS:
                 lf.fail(node, f"accumulates in {name_of(dtype)}")
-            src = f"{src}.to(torch.{name_of(dtype)})"
+            src = to(src, name_of(dtype))
         dims = _arg(node, 1, "dim")
         keep = bool(_arg(node, 2, "keepdim", False))
-        args = [_dims(dims)] if dims else []
-        if keep:
-            args.append("keepdim=True")
         lf.kinds.append(op)
-        lf.emit(node, f"{src}.{op}({', '.join(args)})")
+        lf.emit(node, Reduce(op, src, _dims(dims), keep))
     return handle
 
 
-def _var(lf: Lifter, node, emit=True):
+def _var(lf: Lifter, node) -> Reduce:
     a = lf.tensor(node, node.args[0])
     target = str(node.target)
     dims = _arg(node, 1, "dim")
@@ -236,9 +261,8 @@ def _var(lf: Lifter, node, emit=True):
         correction = node.kwargs.get("correction", 1)
         correction = 1 if correction is None else correction
         keep = bool(node.kwargs.get("keepdim", False))
-    args = ([_dims(dims)] if dims else []) + (["keepdim=True"] if keep else []) + [f"correction={_num(correction)}"]
     lf.kinds.append("var")
-    return f"{a.text}.var({', '.join(args)})"
+    return Reduce("var", a.expr, _dims(dims), keep, _num(correction).value)
 
 
 def _var_node(lf, node):
@@ -246,50 +270,44 @@ def _var_node(lf, node):
 
 
 def _std(lf, node):
-    lf.emit(node, f"torch.sqrt({_var(lf, node)})")
+    lf.emit(node, Unary("sqrt", _var(lf, node)))
 
 
 def _var_mean(lf: Lifter, node):
-    var_expr = _var(lf, node)
-    dims = _arg(node, 1, "dim")
-    keep = bool(node.kwargs.get("keepdim", False))
-    mean_args = ([_dims(dims)] if dims else []) + (["keepdim=True"] if keep else [])
+    var = _var(lf, node)
     name_v, name_m = _fresh(node.name + "_var", lf.taken), _fresh(node.name + "_mean", lf.taken)
-    a = lf.tensor(node, node.args[0])
-    lf.lines += [f"{name_v} = {var_expr}", f"{name_m} = {a.text}.mean({', '.join(mean_args)})"]
+    lf.assign(name_v, var)
+    keep = bool(node.kwargs.get("keepdim", False))
+    lf.assign(name_m, Reduce("mean", var.operand, var.dims, keep))
     meta = node.meta["val"]
     lf.env[node.name] = (Val(name_v, meta[0]), Val(name_m, meta[1]))
 
 
 # -- norms and linear -----------------------------------------------------------------------------------
-def _shape_text(shape) -> str:
-    items = [_num(n) for n in shape]
-    return "(" + ", ".join(items) + ("," if len(items) == 1 else "") + ")"
-
-
 def _norm(kind, tuple_out=False):
     def handle(lf: Lifter, node):
         x = lf.tensor(node, node.args[0])
         if kind == "group_norm" and "native" in str(node.target):  # native_group_norm(x, w, b, N, C, HxW, G, eps)
             w, b, groups, eps = node.args[1], node.args[2], node.args[6], node.args[7]
-            text = f"F.group_norm({x.text}, {_num(groups)}, {lf.text(w)}, {lf.text(b)}, {_num(eps)})"
+            expr = Norm(kind, x.expr, None, _num(groups), lf.expr(w), lf.expr(b), _num(eps))
         elif kind == "group_norm":
             groups, w, b = node.args[1], _arg(node, 2, "weight"), _arg(node, 3, "bias")
-            eps = _arg(node, 4, "eps", 1e-5)
-            text = f"F.group_norm({x.text}, {_num(groups)}, {lf.text(w)}, {lf.text(b)}, {_num(eps)})"
+            eps = _arg(node, 4, "eps", TORCH_NORM_EPS)
+            expr = Norm(kind, x.expr, None, _num(groups), lf.expr(w), lf.expr(b), _num(eps))
         elif kind == "layer_norm":
             shape, w, b = node.args[1], _arg(node, 2, "weight"), _arg(node, 3, "bias")
-            eps = _arg(node, 4, "eps", 1e-5)
-            text = f"F.layer_norm({x.text}, {_shape_text(shape)}, {lf.text(w)}, {lf.text(b)}, {_num(eps)})"
+            eps = _arg(node, 4, "eps", TORCH_NORM_EPS)
+            expr = Norm(kind, x.expr, tuple(_num(n) for n in shape), None, lf.expr(w), lf.expr(b), _num(eps))
         else:
             shape, w, eps = node.args[1], _arg(node, 2, "weight"), _arg(node, 3, "eps")
-            text = f"F.rms_norm({x.text}, {_shape_text(shape)}, {lf.text(w)}, {'None' if eps is None else _num(eps)})"
+            expr = Norm(kind, x.expr, tuple(_num(n) for n in shape), None, lf.expr(w), None,
+                        None if eps is None else _num(eps))
         lf.kinds.append(kind)
         if not tuple_out:
-            lf.emit(node, text)
+            lf.emit(node, expr)
             return
         name = _fresh(node.name, lf.taken)
-        lf.lines.append(f"{name} = {text}")
+        lf.assign(name, expr)
         lf.env[node.name] = (Val(name, node.meta["val"][0]),) + tuple(_Unread(kind, i)
                                                                      for i in range(1, len(node.meta["val"])))
     return handle
@@ -313,24 +331,25 @@ def _batch_norm(lf: Lifter, node):
                                        node.args[7])
         if training:
             lf.fail(node, "normalizes with the batch's statistics (training mode)")
-    rank = len(x.shape)
-    index = "[:" + ", None" * (rank - 2) + "]"
+    index = (":",) + ("None",) * (len(x.shape) - 2)  # a channel's value over the dims after it
 
-    def up(arg, at=index):
+    def up(arg, channel=True):
         v = lf.tensor(node, arg)
-        return (v.text if v.dtype == "float32" else f"{v.text}.to(torch.float32)") + at
+        e = v.expr if v.dtype == "float32" else to(v.expr, "float32")
+        return ShapeOp("index", e, index) if channel else e
 
-    expr = f"({up(node.args[0], '')} - {up(rm)}) * torch.rsqrt({up(rv)} + {_num(eps)})"
+    expr = BinOp("mul", BinOp("sub", up(node.args[0], False), up(rm)),
+                 Unary("rsqrt", BinOp("add", up(rv), _num(eps))))
     if lf.value(w) is not None:
-        expr = f"{expr} * {up(w)}"
+        expr = BinOp("mul", expr, up(w))
     if lf.value(b) is not None:
-        expr = f"{expr} + {up(b)}"
+        expr = BinOp("add", expr, up(b))
     if x.dtype != "float32":
-        expr = f"({expr}).to(torch.{x.dtype})"
+        expr = to(expr, x.dtype)
     lf.kinds.append("batch_norm")
     if "_native" in target:
         name = _fresh(node.name, lf.taken)
-        lf.lines.append(f"{name} = {expr}")
+        lf.assign(name, expr)
         lf.env[node.name] = (Val(name, node.meta["val"][0]),) + tuple(_Unread("batch_norm", i) for i in (1, 2))
     else:
         lf.emit(node, expr)
@@ -340,4 +359,4 @@ def _linear(lf: Lifter, node):
     x, w = lf.tensor(node, node.args[0]), lf.tensor(node, node.args[1])
     b = _arg(node, 2, "bias")
     lf.kinds.append("linear")
-    lf.emit(node, f"F.linear({x.text}, {w.text}" + (f", {lf.text(b)})" if b is not None else ")"))
+    lf.emit(node, Linear(x.expr, w.expr, lf.expr(b) if b is not None else None))

@@ -7,11 +7,12 @@ from typing import Any
 
 from harness.modules.lift_ops import Lifter, Val, _Unread, _arg, _fresh, _num
 from harness.modules.load import Unliftable
+from harness.program.ir import Cat, ShapeOp
 
 
 # -- shape ops: the sizes torch.export fixed ---------------------------------------------------------------
-def _sizes(shape) -> str:
-    return ", ".join(_num(n) for n in shape)
+def _sizes(shape) -> tuple:
+    return tuple(_num(n) for n in shape)
 
 
 def _to_shape(lf: Lifter, node):
@@ -23,21 +24,21 @@ def _to_shape(lf: Lifter, node):
         return
     packet = str(node.target).split(".")[1]
     if packet == "unsqueeze" and len(out) == len(a.shape) + 1:
-        lf.emit(node, f"{a.text}.unsqueeze({_num(node.args[1])})")
+        lf.emit(node, ShapeOp("unsqueeze", a.expr, (_num(node.args[1]),)))
     elif packet == "squeeze" and len(out) < len(a.shape):
         dims = node.args[1] if len(node.args) > 1 else ()
         dims = [dims] if isinstance(dims, int) else list(dims)
-        lf.emit(node, f"{a.text}.squeeze({', '.join(_num(d) for d in dims)})")
+        lf.emit(node, ShapeOp("squeeze", a.expr, _sizes(dims)))
     elif packet == "reshape":
-        lf.emit(node, f"{a.text}.reshape({_sizes(out)})")
+        lf.emit(node, ShapeOp("reshape", a.expr, _sizes(out)))
     else:
-        lf.emit(node, f"{a.text}.view({_sizes(out)})")
+        lf.emit(node, ShapeOp("view", a.expr, _sizes(out)))
 
 
 def _expand(lf: Lifter, node):
     a = lf.tensor(node, node.args[0])
     out = tuple(int(n) for n in node.meta["val"].shape)
-    lf.alias(node, node.args[0]) if out == a.shape else lf.emit(node, f"{a.text}.expand({_sizes(out)})")
+    lf.alias(node, node.args[0]) if out == a.shape else lf.emit(node, ShapeOp("expand", a.expr, _sizes(out)))
 
 
 def _permute(lf: Lifter, node):
@@ -46,7 +47,7 @@ def _permute(lf: Lifter, node):
     if dims == list(range(len(a.shape))):
         lf.alias(node, node.args[0])
         return
-    lf.emit(node, f"{a.text}.permute({_sizes(dims)})")
+    lf.emit(node, ShapeOp("permute", a.expr, _sizes(dims)))
 
 
 def _transpose(lf: Lifter, node):
@@ -58,14 +59,14 @@ def _transpose(lf: Lifter, node):
         d0, d1 = 0, 1
     else:
         d0, d1 = node.args[1], node.args[2]
-    lf.emit(node, f"{a.text}.transpose({_num(d0)}, {_num(d1)})")
+    lf.emit(node, ShapeOp("transpose", a.expr, (_num(d0), _num(d1))))
 
 
-def _narrow(lf: Lifter, node, a, dim, start, length):
-    size = a.shape[dim]
-    if start == 0 and length == size:
-        return a.text
-    return f"{a.text}.narrow({_num(dim)}, {_num(start)}, {_num(length)})"
+def _narrow(a: Val, dim, start, length):
+    """a.narrow(dim, start, length), or a itself when that is all of it."""
+    if start == 0 and length == a.shape[dim]:
+        return a.expr
+    return ShapeOp("narrow", a.expr, (_num(dim), _num(start), _num(length)))
 
 
 def _slice(lf: Lifter, node):
@@ -77,23 +78,24 @@ def _slice(lf: Lifter, node):
         lf.fail(node, f"slices with step {step} (the language takes contiguous slices: narrow)")
     start = 0 if start is None else (start + size if start < 0 else start)
     end = size if end is None else min(end + size if end < 0 else end, size)
-    text = _narrow(lf, node, a, dim, max(start, 0), max(end - start, 0))
-    lf.alias(node, node.args[0]) if text == a.text else lf.emit(node, text)
+    expr = _narrow(a, dim, max(start, 0), max(end - start, 0))
+    lf.alias(node, node.args[0]) if expr == a.expr else lf.emit(node, expr)
 
 
 def _narrow_node(lf: Lifter, node):
     a = lf.tensor(node, node.args[0])
     dim = node.args[1] % len(a.shape)
     start = node.args[2] + a.shape[dim] if node.args[2] < 0 else node.args[2]
-    text = _narrow(lf, node, a, dim, start, node.args[3])
-    lf.alias(node, node.args[0]) if text == a.text else lf.emit(node, text)
+    expr = _narrow(a, dim, start, node.args[3])
+    lf.alias(node, node.args[0]) if expr == a.expr else lf.emit(node, expr)
 
 
 def _select(lf: Lifter, node):
     a = lf.tensor(node, node.args[0])
     dim = node.args[1] % len(a.shape)
     index = node.args[2] % a.shape[dim]
-    lf.emit(node, f"{a.text}.narrow({_num(dim)}, {_num(index)}, 1).squeeze({_num(dim)})")
+    narrowed = ShapeOp("narrow", a.expr, (_num(dim), _num(index), _num(1)))
+    lf.emit(node, ShapeOp("squeeze", narrowed, (_num(dim),)))
 
 
 def _split(lf: Lifter, node):
@@ -105,17 +107,19 @@ def _split(lf: Lifter, node):
     items, start = [], 0
     for i, meta in enumerate(metas):
         length = 1 if packet == "unbind" else int(meta.shape[dim])
-        text = _narrow(lf, node, a, dim, start, length) + (f".squeeze({dim})" if packet == "unbind" else "")
-        items.append(_Lazy(node.name + f"_{i}", text, meta))
+        expr = _narrow(a, dim, start, length)
+        if packet == "unbind":
+            expr = ShapeOp("squeeze", expr, (_num(dim),))
+        items.append(_Lazy(node.name + f"_{i}", expr, meta))
         start += length
     lf.env[node.name] = tuple(items)
 
 
 @dataclass(frozen=True)
 class _Lazy:
-    """A tuple item not written yet: getitem writes it (an unread chunk costs no line)."""
+    """A tuple item not written yet: getitem writes it (an unread chunk costs no statement)."""
     name: str
-    text: str
+    expr: Any
     meta: Any
 
 
@@ -127,7 +131,7 @@ def _getitem(lf: Lifter, node):
                          f"{item.index}), which the program language does not give out")
     if isinstance(item, _Lazy):
         name = _fresh(item.name, lf.taken)
-        lf.lines.append(f"{name} = {item.text}")
+        lf.assign(name, item.expr)
         item = Val(name, item.meta)
     lf.env[node.name] = item
 
@@ -139,7 +143,7 @@ def _cat(lf: Lifter, node):
     if len(parts) == 1:
         lf.alias(node, node.args[0][0])
         return
-    lf.emit(node, f"torch.cat([{', '.join(p.text for p in parts)}], {_num(dim)})")
+    lf.emit(node, Cat(tuple(p.expr for p in parts), int(dim)))
 
 
 def _identity(lf: Lifter, node):

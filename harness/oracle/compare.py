@@ -21,12 +21,12 @@ A compiled path is held to what correct implementations achieve on the row
 the per-element terms (C_OUT and C_ROUND above), in units of |w|(kappa + |z|),
 is its accumulation error; the row is `inaccurate` when that is more than
 EAGER_MULTIPLIER times the largest of eager's and the float32 witnesses'
-(harness.oracle.witness: sequential two-pass, sequential Welford, pairwise
+(harness.oracle.witness_error: sequential two-pass, sequential Welford, pairwise
 two-pass, measured on the row itself) and more than FLOOR times the bound's
 accumulation term C_ACC·√n·u_acc (one standard deviation of a sequential
 sum's random walk: below it no measured error tells a bug from another
 summation order). A program (or a module case's lifted program) is held the
-same way to its own witnesses (harness.program.witness: the program run in
+same way to its own witnesses (harness.program.witness_run: the program run in
 its dtypes with float32 sums sequential, pairwise and blocked, two-pass and
 Welford), with the bound as the unit: a row is `inaccurate` when its error
 beyond C_OUT ULPs, per unit of the running bound, is more than
@@ -49,7 +49,7 @@ import numpy as np
 
 from harness.core.dtypes import cast, name_of, narrowest, ulp, unit_roundoff
 from harness.core.verdicts import Verdict
-from harness.oracle import witness
+from harness.oracle import witness_error
 from harness.oracle.reference import Reference
 
 C_OUT = 2.0
@@ -115,14 +115,14 @@ WITNESS_MEMO = 64
 
 
 def witness_units(ref: Reference) -> np.ndarray:
-    """Per row, the float32 witnesses' accumulation error per unit of kappa + |z| (harness.oracle.witness);
+    """Per row, the float32 witnesses' accumulation error per unit of kappa + |z| (harness.oracle.witness_error);
     measured once per reference in a process (a worker scores one case's reference for each of its paths)."""
     kept = _WITNESS_UNITS.get(id(ref))
     if kept is not None and kept[0] is ref:
         _WITNESS_UNITS.move_to_end(id(ref))
         return kept[1]
     shape = ref.stats_rows.shape
-    units = witness.accumulation_units(ref.stats_rows, ref.z.reshape(shape), ref.kappa.reshape(shape),
+    units = witness_error.accumulation_units(ref.stats_rows, ref.z.reshape(shape), ref.kappa.reshape(shape),
                                        ref.centered, ref.eps)
     units.setflags(write=False)
     _WITNESS_UNITS[id(ref)] = (ref, units)

@@ -22,8 +22,8 @@ from torch import nn
 
 from harness.core.dtypes import torch_dtype
 from harness.core.tensors import to_torch
-from harness.oracle.twins import PROGRAM_NAMES, style_case
-from harness.program import build_program_module, parse
+from harness.oracle.twins import PROGRAM_NAMES, parsed_style_case
+from harness.program import build_program_module
 from harness.program.styles import STYLE_INPUTS
 from harness.program.torch_module import TorchWalker
 from harness.spec import CaseSpec, program_case
@@ -48,8 +48,7 @@ class StyleModule(nn.Module):
 
     def __init__(self, spec: CaseSpec):
         super().__init__()
-        self.source, case = style_case(spec)
-        self.program = parse(self.source, case=case)  # checked against the case's shapes and dtypes
+        self.program, case = parsed_style_case(spec)  # checked against the case's shapes and dtypes
         self.eps = float(case.eps)
         wdt = torch_dtype(spec.weight_dtype)
         dim = spec.shape[-1]
@@ -98,7 +97,7 @@ def _torch_module(spec: CaseSpec) -> nn.Module:
 def build_module(spec: CaseSpec, params: dict[str, np.ndarray]) -> nn.Module:
     """The eval-mode torch module of `spec` holding exactly `params`."""
     if spec.program is not None:
-        return build_program_module(parse(spec.program, case=program_case(spec)), program_case(spec), params)
+        return build_program_module(spec.parsed_program, program_case(spec), params)
     if spec.pattern in ("layer_norm", "rms_norm"):
         module = _BY_INPUT[STYLE_INPUTS.get((spec.pattern, spec.style), "x")](spec)
     else:

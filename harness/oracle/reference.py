@@ -18,9 +18,9 @@ import numpy as np
 
 from harness.core.dtypes import narrowest, promote
 from harness.spec import CaseSpec, program_case
-from harness.program import evaluate, parse
+from harness.program import evaluate
 from harness.oracle.inputs import Inputs
-from harness.oracle.witness import program_witnesses
+from harness.oracle.witness_error import program_witnesses
 
 
 @dataclass(frozen=True)
@@ -40,11 +40,11 @@ class Reference:
     bound: np.ndarray | None = None
     stages: tuple = ()       # a program's intermediates (name, op, dtype, value, err), in program order
     # The rounded input as statistics rows (R, row_len), float64, for the comparator's float32 witnesses
-    # (harness.oracle.witness); None where no statistics are accumulated (batch_norm eval, programs).
+    # (harness.oracle.witness_error); None where no statistics are accumulated (batch_norm eval, programs).
     stats_rows: np.ndarray | None = None
     centered: bool = True    # the statistics subtract a mean (False for rms_norm)
     eps: float = 0.0
-    # A program's witnesses (harness.program.witness), run on demand: () -> the output of each correct
+    # A program's witnesses (harness.program.witness_run), run on demand: () -> the output of each correct
     # implementation the comparator measures on the case's rows; () where none can run the program.
     witness_outputs: Callable[[], tuple[np.ndarray, ...]] | None = None
 
@@ -83,8 +83,7 @@ def _broadcast_channel(v: np.ndarray, shape: tuple[int, ...], axis: int) -> np.n
 
 def program_reference(spec: CaseSpec, inputs: Inputs) -> Reference:
     """The FP64 interpretation of a program case, with its running error bound, intermediates and witnesses."""
-    case = program_case(spec)
-    program = parse(spec.program, case=case)
+    case, program = program_case(spec), spec.parsed_program
     arrays = {**inputs.arrays, **inputs.params}
     return evaluation_reference(evaluate(program, case, arrays),
                                 witnesses=program_witnesses(spec.case_id, program, case, arrays))
@@ -93,7 +92,7 @@ def program_reference(spec: CaseSpec, inputs: Inputs) -> Reference:
 def evaluation_reference(ev, witnesses: Callable[[], tuple[np.ndarray, ...]] | None = None) -> Reference:
     """The Reference of a program's FP64 evaluation (harness.program.evaluate): a program case's, or a module
     case's lifted program's. `witnesses` is the comparator's hook on the program's witnesses
-    (harness.oracle.witness.program_witnesses(key, program, case, arrays)); without it a compiled path is
+    (harness.oracle.witness_error.program_witnesses(key, program, case, arrays)); without it a compiled path is
     held to the bound and eager alone."""
     out = np.ascontiguousarray(np.asarray(ev.out, dtype=np.float64))
     zeros = np.zeros_like(out)

@@ -10,7 +10,7 @@ analysis, the style case's from the closed-form model (docs/tolerance.md).
 from __future__ import annotations
 
 from harness.spec import CaseSpec
-from harness.program import ProgramCase, style_program
+from harness.program import Program, ProgramCase, parse, style_program
 
 # The catalog styles that have a program: every hand-written style, and the
 # layer_norm/rms_norm modules (as F.layer_norm / F.rms_norm).
@@ -28,6 +28,13 @@ def style_case(spec: CaseSpec) -> tuple[str, ProgramCase]:
         raise ValueError(f"no style program for a {spec.pattern} {spec.style} case")
     text = style_program(spec.pattern, spec.style, spec.cast, spec.affine, spec.dtype, spec.weight_dtype)
     return text, ProgramCase(spec.dtype, tuple(spec.shape), spec.weight_dtype, eps=spec.eps)
+
+
+def parsed_style_case(spec: CaseSpec) -> tuple[Program, ProgramCase]:
+    """(Program, ProgramCase) of a catalog layer_norm/rms_norm case: `style_case`'s program parsed (once per
+    process: the styles have a few texts for every catalog case) and checked against the case."""
+    text, case = style_case(spec)
+    return parse(text, case=case), case
 
 
 def has_twin(spec: CaseSpec) -> bool:

@@ -30,6 +30,9 @@ REGISTRY: dict[str, str] = {
     "inductor-emulate": "harness.paths.inductor:InductorEmulatePath",
     "onnxruntime": "harness.paths.onnxruntime:OnnxRuntimePath",
     "onnxruntime-fused": "harness.paths.onnxruntime:OnnxRuntimeFusedPath",
+    "iree": "harness.paths.iree:IreePath",
+    "openvino": "harness.paths.openvino:OpenVinoPath",
+    "openvino-bf16": "harness.paths.openvino:OpenVinoBf16Path",
 }
 
 ENV = "NORMDIFF_EXTRA_PATHS"

@@ -8,7 +8,7 @@ rules), walk (the shared tree walk), torch_module, bounds (per-op error
 rules and constants), interpret (FP64 evaluation), styles (catalog styles
 as program text).
 """
-from harness.program.check import check
+from harness.program.typecheck import check
 from harness.program.interpret import Evaluation, Stage, evaluate
 from harness.program.ir import Program, ProgramCase, ProgramError
 from harness.program.parse import parse

@@ -50,7 +50,6 @@ C_ACC = 2.0
 C_ROUND = 4.0
 C_FN = 2.0
 U32 = unit_roundoff("float32")
-DEFAULT_EPS = 1e-5  # F.layer_norm / F.group_norm
 
 
 def _times(deriv, e):

@@ -27,7 +27,8 @@ from __future__ import annotations
 import numpy as np
 
 from harness.program import bounds
-from harness.program.check import RMS_DEFAULT_EPS, norm_info
+from harness.core.eps import torch_norm_eps
+from harness.program.typecheck import norm_info
 from harness.program.interpret import Evaluation, Fp64Walker, evaluate
 from harness.program.ir import Program, ProgramCase
 
@@ -42,7 +43,7 @@ class ExpandingWalker(Fp64Walker):
         info = norm_info(node, self._type(v), normalized_shape, groups, *types, eps, self.line)
         flags = (self.nonfinite, self.overflow)  # the parts do not change what evaluate reports
         self._parts(node.kind, v, info, weight, bias,
-                    eps if eps is not None else (RMS_DEFAULT_EPS if node.kind == "rms_norm" else bounds.DEFAULT_EPS))
+                    torch_norm_eps(node.kind, eps))
         self.nonfinite, self.overflow = flags
         return super().norm(node, v, normalized_shape, groups, weight, bias, eps)
 

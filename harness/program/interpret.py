@@ -1,7 +1,7 @@
 """The FP64 reference of a program: exact math in float64 plus a running error bound.
 
 Each tensor value carries its FP64 value (no intermediate rounding), the
-dtype torch computes it in (check.py's rules: explicit casts, promotion with
+dtype torch computes it in (typecheck.py's rules: explicit casts, promotion with
 0-dim and Python-number priority, reductions keeping their dtype) and `err`,
 a bound on how far a correct implementation's value may be from it
 (bounds.py: first-order propagation plus one rounding per op into its dtype).
@@ -17,9 +17,9 @@ import ml_dtypes
 import numpy as np
 
 from harness.core.dtypes import name_of, ulp
+from harness.core.eps import torch_norm_eps
 from harness.program import bounds, ops
-from harness.program.check import (
-    RMS_DEFAULT_EPS,
+from harness.program.typecheck import (
     TensorType,
     binary_type,
     cast_is_exact,
@@ -226,8 +226,7 @@ class Fp64Walker(Walker):
         types = [None if p is None else self._type(p) for p in (weight, bias)]
         info = norm_info(node, self._type(v), normalized_shape, groups, *types, eps, self.line)
         shape, rank = v.value.shape, v.value.ndim
-        if eps is None:
-            eps = RMS_DEFAULT_EPS if node.kind == "rms_norm" else bounds.DEFAULT_EPS
+        eps = torch_norm_eps(node.kind, eps)
         a, ea, axes = v.value, v.err, info.axes
         pshape = shape[rank - len(normalized_shape):] if normalized_shape is not None else (shape[1],) + (1,) * (rank - 2)
         if node.kind == "group_norm":

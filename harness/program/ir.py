@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from harness.core.dtypes import DTYPES
+from harness.core.eps import TORCH_NORM_EPS
 
 INPUTS = ("x", "y", "r")  # x, and the extra inputs a program may read without declaring them
 PARAMS = ("w", "b", "s")  # the parameters a program may read without declaring them ([last dim of x])
@@ -208,7 +209,7 @@ class ProgramCase:
     weight_dtype: str | None = None  # None: = dtype
     extra_inputs: tuple[str, ...] = ()
     param_shapes: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
-    eps: float = 1e-5
+    eps: float = TORCH_NORM_EPS
     input_types: Mapping[str, tuple[tuple[int, ...], str]] = field(default_factory=dict)
 
     def __post_init__(self):

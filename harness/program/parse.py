@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import functools
 import textwrap
+from collections import Counter
 
 from harness.program import grammar as g
 from harness.program.parse_calls import CallParser, dotted_name
@@ -39,28 +40,43 @@ def normalise_source(source: str) -> str:
     return textwrap.dedent("\n".join(lines))
 
 
+PARSE_MEMO = 1024  # distinct (text, inputs, params) a process keeps parsed: more than a nightly shard's programs
+
+PARSES: Counter[str] = Counter()
+"""How many times this process parsed each program text (its normalised source): each is parsed once,
+as tests/program/test_parse_once.py checks over the nightly suite."""
+
+
 def parse(source: str, *, inputs=("x",), params=PARAMS, case=None) -> Program:
     """Parse and check a program; with `case` (a ProgramCase) also check shapes and dtypes.
 
-    The result is memoised (a Program is frozen): the spec, the reference, the
-    torch module and attribution all ask for the same program of one case,
-    which is then parsed once per process.
+    A text is parsed once per process (the result is frozen, and kept for
+    the next case of the same text: the catalog styles' few programs serve
+    every catalog case); `case` is checked each time, since what it says of
+    shapes and dtypes differs between the cases of one text. A program case
+    carries its Program on its spec (CaseSpec.parsed_program), and a lifted
+    program is built as IR, so no consumer parses text again.
     """
     if case is not None:
         inputs, params = case.inputs, case.params
     if not isinstance(source, str):
         raise ProgramError(f"program: must be a string, got {type(source).__name__}")
-    return _parse(source, tuple(inputs), tuple(params), case)
+    program = _parse(source, tuple(inputs), tuple(params))
+    if case is not None:
+        from harness.program.typecheck import check
+        check(program, case)
+    return program
 
 
-@functools.lru_cache(maxsize=256)
-def _parse(source: str, inputs: tuple, params: tuple, case) -> Program:
+@functools.lru_cache(maxsize=PARSE_MEMO)
+def _parse(source: str, inputs: tuple, params: tuple) -> Program:
     if len(source) > g.MAX_SOURCE:
         raise ProgramError(f"program: longer than {g.MAX_SOURCE} characters")
     text = normalise_source(source)
+    PARSES[text] += 1
     try:
         tree = ast.parse(text, mode="exec")
-        program = _Parser(text, inputs, params).program(tree)
+        return _Parser(text, inputs, params).program(tree)
     except SyntaxError as e:
         raise ProgramError(f"program line {e.lineno or 1}: syntax error: {e.msg}") from None
     except (RecursionError, MemoryError):
@@ -69,10 +85,6 @@ def _parse(source: str, inputs: tuple, params: tuple, case) -> Program:
         if isinstance(e, ProgramError):
             raise
         raise ProgramError(f"program: {str(e).splitlines()[0] if str(e) else 'unreadable'}") from None
-    if case is not None:
-        from harness.program.check import check
-        check(program, case)
-    return program
 
 
 def _dunder(text: str) -> bool:

@@ -17,8 +17,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from harness.core.dtypes import torch_dtype
+from harness.core.eps import torch_norm_eps
 from harness.program import ops
-from harness.program.check import check
+from harness.program.typecheck import check
 from harness.program.ir import Program, ProgramCase, ones_value
 from harness.program.walk import Walker
 
@@ -103,10 +104,10 @@ class TorchWalker(Walker):
 
     def norm(self, node, t, normalized_shape, groups, weight, bias, eps):
         if node.kind == "layer_norm":
-            return F.layer_norm(t, list(normalized_shape), weight, bias, 1e-5 if eps is None else eps)
+            return F.layer_norm(t, list(normalized_shape), weight, bias, torch_norm_eps("layer_norm", eps))
         if node.kind == "rms_norm":
             return F.rms_norm(t, list(normalized_shape), weight, eps)
-        return F.group_norm(t, groups, weight, bias, 1e-5 if eps is None else eps)
+        return F.group_norm(t, groups, weight, bias, torch_norm_eps("group_norm", eps))
 
 
 class ProgramModule(nn.Module):

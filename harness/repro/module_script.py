@@ -27,7 +27,7 @@ from harness import paths
 from harness.core.dtypes import np_dtype
 from harness.oracle.inputs import NAMED, extra_type, make_inputs
 from harness.oracle.reference import evaluation_reference
-from harness.oracle.witness import program_witnesses
+from harness.oracle.witness_error import program_witnesses
 from harness.program import evaluate
 from harness.modules.lifted_spec import program_spec
 from harness.repro import pieces as T
@@ -57,7 +57,7 @@ def import_root(cls: str) -> str:
 
 def _reference(spec, lifted: dict, arrays: dict[str, np.ndarray]):
     """The module case's Reference: its lifted program in FP64 on its inputs and the module's parameters."""
-    from harness.modules.resolve import Resolved
+    from harness.modules.module_case import Resolved
     from harness.program import parse
 
     resolved = Resolved.from_dict(lifted)

@@ -8,8 +8,9 @@ against evaluate_expanded's, so the script's stages are normdiff's.
 """
 from __future__ import annotations
 
-from harness.program import bounds, ops, parse
-from harness.program.check import (RMS_DEFAULT_EPS, TensorType, binary_type, cat_type, linear_type, norm_info,
+from harness.program import ops
+from harness.core.eps import torch_norm_eps
+from harness.program.typecheck import (TensorType, binary_type, cat_type, linear_type, norm_info,
                                    reduce_axes, shape_result)
 from harness.program.expand import STAT_DTYPE
 from harness.program.ir import ones_value
@@ -110,8 +111,7 @@ class StageCodeWalker(Walker):
         types = [None if p is None else self._t(p) for p in (weight, bias)]
         info = norm_info(node, self._t(v), normalized_shape, groups, *types, eps, self.line)
         kind, shape, rank = node.kind, v.shape, len(v.shape)
-        if eps is None:
-            eps = RMS_DEFAULT_EPS if kind == "rms_norm" else bounds.DEFAULT_EPS
+        eps = torch_norm_eps(kind, eps)
         a, axes = v.name, info.axes
         if kind == "group_norm":
             a, axes = f"{v.name}.reshape({shape[0]}, {info.groups}, -1)", (2,)
@@ -142,14 +142,13 @@ class StageCodeWalker(Walker):
         return self.emit(kind, out, shape, v.dtype)
 
 
-def stage_lines(text: str, info, names: dict[str, str]) -> tuple[list[str], list[tuple[str, str, str, str]]]:
-    """(code lines, [(statement, op, dtype, variable)]) of a program.
+def stage_lines(program, info, names: dict[str, str]) -> tuple[list[str], list[tuple[str, str, str, str]]]:
+    """(code lines, [(statement, op, dtype, variable)]) of a Program checked against `info`.
 
     `names` maps the program's names (x, y, r, w, b, s) to the script's arrays
     (a catalog case calls its parameters weight and bias); a parameter the
     program reads but the case lacks is ones (w, s) or zeros (b), as in the module.
     """
-    program = parse(text, case=info)
     env, lines = {"eps": info.eps}, []
     for name in info.inputs:
         lines.append(f"X_{name} = {names.get(name, name)}.astype(np.float64)")

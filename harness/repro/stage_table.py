@@ -116,13 +116,13 @@ def print_stage_table(model, example, x, out, dtype_problem):
 def stage_section(spec: CaseSpec) -> str | None:
     """The script section defining print_stage_table for `spec`; None when the case has no program."""
     try:
-        text, info = case_program(spec)
+        program, info = case_program(spec)
     except Unavailable:
         return None
     inputs = make_inputs(spec)
     stages = program_stages(spec, inputs)
     names = {"w": "weight", "b": "bias"} if spec.program is None else {n: n for n, _ in spec.param_shapes}
-    lines, emitted = stage_lines(text, info, names)
+    lines, emitted = stage_lines(program, info, names)
     if [(s, op) for s, op, _, _ in emitted] != [tuple(p.label.split("#")[0].split(":", 1)) for p in stages]:
         return None  # pragma: no cover - the two walks disagree: no table rather than a wrong one
     body = ["def program_stages():",

@@ -12,7 +12,7 @@ and one value per mutation axis, the places where pattern matchers go wrong:
 which tensor is scaled and which is squared, how the square and the mean are
 written, the reduced dims, eps, the root, the weight (side, shape, dtype,
 `1 + w`), the casts (widening, narrowing, round trips, `memory_format`), and
-the context (an op before the norm, an op after it). `render` turns a
+the context (an op before the norm, an op after it). `skeleton_source` turns a
 skeleton into program text; every value of every axis renders a valid
 program for every base, so no example is rejected.
 
@@ -103,7 +103,7 @@ class Skeleton:
     @property
     def extra_inputs(self) -> tuple[str, ...]:
         """The extra inputs the rendered program reads."""
-        return ("y",) if "y" in _reads(render(self), names="y") else ()
+        return ("y",) if "y" in _reads(skeleton_source(self), names="y") else ()
 
     @property
     def pattern(self) -> str:
@@ -133,7 +133,7 @@ def _count(kind: str) -> str:
     return "x.shape[0]" if kind.startswith("first") else "x.shape[-1]"
 
 
-def render(sk: Skeleton) -> str:
+def skeleton_source(sk: Skeleton) -> str:
     """The program text of a skeleton (valid by construction for every base and axis value)."""
     lines: list[str] = []
     src = "x"
@@ -240,7 +240,7 @@ def spec_of(sk: Skeleton, *, dtype: str, shape: list[int], weight_dtype: str | N
             input: dict | None = None, params: str = "ones", seed: int = 0, extra_input: dict | None = None,
             eps: float | None = None) -> CaseSpec:
     """The program case of a skeleton."""
-    raw: dict = {"pattern": sk.pattern, "dtype": dtype, "shape": list(shape), "program": render(sk),
+    raw: dict = {"pattern": sk.pattern, "dtype": dtype, "shape": list(shape), "program": skeleton_source(sk),
                  "params": {"kind": params}, "seed": seed, "input": input or {"kind": "normal"}}
     if weight_dtype and weight_dtype != dtype:
         raw["weight_dtype"] = weight_dtype

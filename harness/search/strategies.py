@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from hypothesis import strategies as st
 
 from harness.core.dtypes import DTYPES
+from harness.core.eps import SPEC_RMS_EPS, TORCH_NORM_EPS, spec_eps
 from harness.spec import AFFINES, CASTS, CATALOG_STYLES, INPUT_KINDS, PATTERNS, STYLES, CaseSpec
 
 # (pattern, style) pairs, simplest first; drawn uniformly, so every way a
@@ -77,7 +78,7 @@ _LCM = 60  # every parameter list has 1 to 6 values; an index mod its length is 
 
 INPUT_GROUPS = {"benign": BENIGN_INPUTS, "adversarial": ADVERSARIAL_INPUTS, "all": INPUT_ORDER}
 
-_EPS_OTHER = (1e-5, 1e-6, 1e-12, 0.0, 1e-3, 0.1)
+_EPS_OTHER = (TORCH_NORM_EPS, SPEC_RMS_EPS, 1e-12, 0.0, 1e-3, 0.1)
 
 
 @dataclass(frozen=True)
@@ -307,7 +308,7 @@ def case_specs(*, patterns=None, styles=None, dtypes=None, input_kinds=None, lay
         allowed = [a for a in AFFINES if not (pattern == "rms_norm" and a == "weight_bias")
                    and not (pattern in ("group_norm", "instance_norm", "batch_norm") and a == "weight")]
         raw["affine"] = draw(_weighted([(default_affine, 3)] + [(a, 1) for a in allowed if a != default_affine]))
-        default_eps = 1e-6 if pattern == "rms_norm" else 1e-5
+        default_eps = spec_eps(pattern)
         raw["eps"] = draw(_weighted([(default_eps, 4)] + [(e, 1) for e in _EPS_OTHER if e != default_eps]))
         raw["input"] = draw(input_strategy)
         raw["params"] = {"kind": draw(st.sampled_from(("ones", "normal")))}

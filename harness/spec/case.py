@@ -11,9 +11,11 @@ import hashlib
 import json
 import math
 from dataclasses import dataclass, fields
+from functools import cached_property
 from typing import Any
 
 from harness.core.dtypes import DTYPES
+from harness.core.eps import spec_eps
 from harness.spec.keys import (
     AFFINES, CASTS, INPUT_KINDS, KEYS, LAYOUTS, PARAM_KINDS, PATTERNS, PROGRAM_KEYS, STYLES, RANGES,
     SpecError, choice, fail, integer, kinded, number,
@@ -21,7 +23,7 @@ from harness.spec.keys import (
 from harness.spec.module_keys import (
     MODULE_KEYS, MODULE_PARAM_KINDS, UNSAID_PATTERN, check_module_raw, class_name, init_json, module_inputs,
 )
-from harness.spec.program_keys import _program, program_params
+from harness.spec.program_keys import _program, parsed_program, program_params
 
 
 def _shape(shape) -> tuple[int, ...]:
@@ -127,7 +129,7 @@ class CaseSpec:
         if pattern in ("group_norm", "instance_norm", "batch_norm") and affine == "weight":
             fail("affine", f"torch's {pattern} module has weight and bias together; use 'none' or 'weight_bias'")
 
-        eps = number("eps", raw.get("eps", 1e-6 if pattern == "rms_norm" else 1e-5))
+        eps = number("eps", raw.get("eps", spec_eps(pattern)))
         if eps < 0:
             fail("eps", f"must be >= 0, got {eps!r}")
 
@@ -151,15 +153,18 @@ class CaseSpec:
             kinded("params", raw.get("params", {"kind": "ones"}), PARAM_KINDS)
         seed = _seed(raw.get("seed", 0))
 
-        program = extra = pshapes = None
+        parsed = extra = pshapes = None
         if is_program:
-            program, extra, pshapes = _program(raw, dtype, weight_dtype, shape, eps)
-        return cls(
+            parsed, extra, pshapes = _program(raw, dtype, weight_dtype, shape, eps)
+        spec = cls(
             pattern=pattern, style=style, dtype=dtype, weight_dtype=weight_dtype,
             cast=cast, shape=shape, layout=layout, affine=affine, eps=eps,
             groups=groups, input=tuple(inp.items()), params=tuple(params.items()),
-            seed=seed, program=program, inputs=extra or (), param_shapes=pshapes or (),
+            seed=seed, program=parsed.source if parsed is not None else None, inputs=extra or (),
+            param_shapes=pshapes or (),
         )
+        spec.__dict__["parsed_program"] = parsed  # parsed and checked above: the cached_property's value
+        return spec
 
     @classmethod
     def _module(cls, raw: dict) -> "CaseSpec":
@@ -260,7 +265,17 @@ class CaseSpec:
         """Canonical JSON: the same bytes for the same spec everywhere."""
         return json.dumps(self.to_dict(), sort_keys=True, separators=(",", ":"))
 
-    @property
+    # -- derived once: a frozen spec's program, id and structure never change (cached in its __dict__) ----
+    @cached_property
+    def parsed_program(self):
+        """The program case's Program (harness.program.ir), parsed and checked once; None for other cases.
+
+        Every consumer (reference, torch module, attribution, repro) takes it
+        instead of parsing `program`, the text kept for the record and display.
+        """
+        return parsed_program(self) if self.program is not None else None
+
+    @cached_property
     def case_id(self) -> str:
         return hashlib.sha256(self.to_json().encode()).hexdigest()[:12]
 
@@ -270,6 +285,10 @@ class CaseSpec:
         The seed is dropped too unless it draws the parameters (params
         kind "normal"), since compiled paths embed parameters as constants.
         """
+        return self._structure_key
+
+    @cached_property
+    def _structure_key(self) -> str:
         d = self.to_dict()
         d.pop("input")
         if "inputs" in d:  # which extra inputs there are (and their shapes, dtypes) shapes the module; values do not

@@ -31,8 +31,14 @@ def program_case(spec) -> ProgramCase:
     return _program_case(spec.dtype, spec.weight_dtype, spec.shape, spec.inputs, spec.eps, dict(spec.param_shapes))
 
 
+def parsed_program(spec):
+    """The Program of a program case (a CaseSpec), checked against its case: what CaseSpec.parsed_program
+    holds when the spec was not made by `from_dict` (which parsed it already)."""
+    return parse(spec.program, case=program_case(spec))
+
+
 def _program(raw: dict, dtype: str, weight_dtype: str, shape: tuple[int, ...], eps: float):
-    """(normalised source, extra inputs, parameter shapes) of a program case; SpecError when bad.
+    """(the parsed Program, extra inputs, parameter shapes) of a program case; SpecError when bad.
 
     The program is parsed and checked against DESIGN §7's list; nothing of it runs.
     """
@@ -73,7 +79,7 @@ def _program(raw: dict, dtype: str, weight_dtype: str, shape: tuple[int, ...], e
     if unread:
         fail(f"inputs.{unread[0]}", "the program does not read this input")
     pshapes = tuple((n, tuple(case.param_shapes[n])) for n in param_order(program.params))
-    return program.source, tuple(extra), pshapes
+    return program, tuple(extra), pshapes
 
 
 def program_params(raw) -> dict:

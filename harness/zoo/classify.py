@@ -46,7 +46,8 @@ RULES = {
 
 
 @dataclass(frozen=True)
-class Verdict:
+class Classification:
+    """A class looked at: a norm (rule None), or the first rule of RULES it fails and why."""
     ref: ClassRef
     rule: str | None  # None: a norm; else the first rule of RULES it fails
     detail: str = ""
@@ -57,11 +58,11 @@ class Verdict:
 
 
 class Classifier:
-    """Classifies classes of one corpus, remembering verdicts (a norm may hold other norms)."""
+    """Classifies classes of one corpus, remembering each class's classification (a norm may hold other norms)."""
 
     def __init__(self, corpus: Corpus):
         self.corpus = corpus
-        self._memo: dict[str, Verdict] = {}
+        self._memo: dict[str, Classification] = {}
         self._busy: set[str] = set()
 
     def considered(self, ref: ClassRef) -> bool:
@@ -71,14 +72,14 @@ class Classifier:
         return any(self.is_norm_class(b) for b in ref.base_refs)
 
     def is_norm_class(self, ref: ClassRef) -> bool:
-        return self.verdict(ref).is_norm
+        return self.classification(ref).is_norm
 
-    def verdict(self, ref: ClassRef) -> Verdict:
+    def classification(self, ref: ClassRef) -> Classification:
         key = ref.target
         if key in self._memo:
             return self._memo[key]
         if key in self._busy:  # a cycle through a class holding itself: not a norm on this path
-            return Verdict(ref, "block", "builds itself")
+            return Classification(ref, "block", "builds itself")
         self._busy.add(key)
         try:
             v = self._classify(ref)
@@ -87,19 +88,19 @@ class Classifier:
         self._memo[key] = v
         return v
 
-    def _classify(self, ref: ClassRef) -> Verdict:
+    def _classify(self, ref: ClassRef) -> Classification:
         derives = ref.torch_norm is not None or self._derives_from_norm(ref)
         if not NORM_NAME.search(ref.name) and not derives:
-            return Verdict(ref, "name", "")
+            return Classification(ref, "name", "")
         if not ref.is_module:
             others = [b.name.rpartition(".")[2] for b in ref.outer_bases if b.kind != "torch"]
-            return Verdict(ref, "base", "subclasses " + ", ".join(others))
+            return Classification(ref, "base", "subclasses " + ", ".join(others))
         blocks = self._blocks(ref)
         if blocks:
-            return Verdict(ref, "block", "builds " + ", ".join(blocks))
+            return Classification(ref, "block", "builds " + ", ".join(blocks))
         if not self._computes_norm(ref):
-            return Verdict(ref, "no-norm", "")
-        return Verdict(ref, None)
+            return Classification(ref, "no-norm", "")
+        return Classification(ref, None)
 
     def _blocks(self, ref: ClassRef) -> list[str]:
         out = []
@@ -159,7 +160,7 @@ def _calls_super_forward(pieces) -> bool:
 @dataclass(frozen=True)
 class Discovery:
     norms: list[ClassRef]
-    set_aside: list[Verdict]  # classes looked at and not norms, with their rule
+    set_aside: list[Classification]  # classes looked at and not norms, with their rule
     classifier: Classifier
 
 
@@ -170,6 +171,6 @@ def discover(corpus: Corpus) -> Discovery:
     for ref in candidates(corpus):
         if not clf.considered(ref):
             continue
-        v = clf.verdict(ref)
+        v = clf.classification(ref)
         (norms if v.is_norm else aside).append(ref if v.is_norm else v)
     return Discovery(norms, aside, clf)

@@ -87,16 +87,16 @@ def forward_pieces(ref: ClassRef) -> list[Piece]:
 
 
 @dataclass(frozen=True)
-class Built:
+class ConstructedClass:
     """A class the constructor calls: where it assigns the result (`self.X`, or None) and its dotted name."""
 
     attr: str | None
     dotted: str
 
 
-def built_classes(pieces: list[Piece]) -> list[Built]:
+def built_classes(pieces: list[Piece]) -> list[ConstructedClass]:
     """Each class-like call (a capitalised callee) in the pieces, resolved to a dotted name."""
-    out: list[Built] = []
+    out: list[ConstructedClass] = []
     for p in pieces:
         for node in ast.walk(p.node):
             if isinstance(node, ast.Assign):
@@ -114,7 +114,7 @@ def built_classes(pieces: list[Piece]) -> list[Built]:
     return out
 
 
-def _built(module: Module, node: ast.AST, attr: str | None) -> Built | None:
+def _built(module: Module, node: ast.AST, attr: str | None) -> ConstructedClass | None:
     if not isinstance(node, ast.Call) or _is_super_call(node):
         return None
     try:
@@ -124,7 +124,7 @@ def _built(module: Module, node: ast.AST, attr: str | None) -> Built | None:
     last = text.rpartition(".")[2]
     if not last[:1].isupper() or not all(part.isidentifier() for part in text.split(".")):
         return None
-    return Built(attr, module.resolve(text))
+    return ConstructedClass(attr, module.resolve(text))
 
 
 def self_attrs_read(pieces: list[Piece]) -> set[str]:

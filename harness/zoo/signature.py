@@ -9,20 +9,21 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass
 
+from harness.core.eps import TORCH_NORM_EPS
 from harness.zoo.classes import ClassRef
 
 MISSING = object()  # no default
 NOT_LITERAL = object()  # a default that is not a literal (kept by not passing the argument)
 
 # torch 2.13's norm constructors: (name, default or MISSING), in order.
-_BN = (("num_features", MISSING), ("eps", 1e-5), ("momentum", 0.1), ("affine", True),
+_BN = (("num_features", MISSING), ("eps", TORCH_NORM_EPS), ("momentum", 0.1), ("affine", True),
        ("track_running_stats", True))
-_IN = (("num_features", MISSING), ("eps", 1e-5), ("momentum", 0.1), ("affine", False),
+_IN = (("num_features", MISSING), ("eps", TORCH_NORM_EPS), ("momentum", 0.1), ("affine", False),
        ("track_running_stats", False))
 TORCH_INITS = {
-    "LayerNorm": (("normalized_shape", MISSING), ("eps", 1e-5), ("elementwise_affine", True), ("bias", True)),
+    "LayerNorm": (("normalized_shape", MISSING), ("eps", TORCH_NORM_EPS), ("elementwise_affine", True), ("bias", True)),
     "RMSNorm": (("normalized_shape", MISSING), ("eps", None), ("elementwise_affine", True)),
-    "GroupNorm": (("num_groups", MISSING), ("num_channels", MISSING), ("eps", 1e-5), ("affine", True)),
+    "GroupNorm": (("num_groups", MISSING), ("num_channels", MISSING), ("eps", TORCH_NORM_EPS), ("affine", True)),
     "BatchNorm1d": _BN, "BatchNorm2d": _BN, "BatchNorm3d": _BN, "SyncBatchNorm": _BN,
     "InstanceNorm1d": _IN, "InstanceNorm2d": _IN, "InstanceNorm3d": _IN,
     "LocalResponseNorm": (("size", MISSING), ("alpha", 1e-4), ("beta", 0.75), ("k", 1.0)),

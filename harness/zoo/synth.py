@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from harness.core.eps import TORCH_NORM_EPS
 from harness.zoo.classes import TORCH_NORMS, ClassRef, ref_of
 from harness.zoo.configs import NO_DEFAULT, config_of
 from harness.zoo.layout import Layout, layout_of
@@ -177,7 +178,7 @@ def synthesize(ref: ClassRef) -> Synth:
         elif p.name == "eps" and isinstance(p.default, (int, float)) and not isinstance(p.default, bool):
             init["eps"] = p.default
         elif p.name == "eps" and p.required:
-            init["eps"] = 1e-5
+            init["eps"] = TORCH_NORM_EPS
         elif p.name == "data_format" and p.default == "channels_last":
             init["data_format"] = "channels_first"
         elif p.required:

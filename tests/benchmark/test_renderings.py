@@ -6,7 +6,7 @@ from cases import nearmiss
 from harness.benchmark.renderings import Rendering, render
 from harness.core.dtypes import cast, np_dtype
 from harness.program import ProgramCase, evaluate, parse
-from harness.program import witness as W
+from harness.program import witness_run as W
 from harness.program.styles import style_program
 
 LAYER = "return F.layer_norm(x, (x.shape[-1],), w, b, eps)"

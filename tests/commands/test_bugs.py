@@ -79,8 +79,8 @@ def test_bugs_lists_every_entry(cli):
     assert "https://github.com/apache/tvm/issues/20909" in proc.stdout
 
 
-def test_bugs_unknown_id_is_one_line_exit_2(cli):
-    proc = cli("bugs", "--check", "--id", "tvm-00000")
+def test_bugs_unknown_id_is_one_line_exit_2(cli_here):
+    proc = cli_here("bugs", "--check", "--id", "tvm-00000")
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1 and "unknown bug id 'tvm-00000'" in proc.stderr
     assert "Traceback" not in proc.stderr

@@ -12,10 +12,10 @@ from helpers import ROOT
 ENV = {"PYTHONPATH": os.path.join(ROOT, "tests")}  # the user's folder of classes on PYTHONPATH
 
 
-def lift(cli, *args):
-    r = cli("lift", *args, env=ENV)
+def printed(r) -> dict:
+    """The program spec `normdiff lift` printed."""
     assert r.returncode == 0, r.stderr
-    return json.loads(r.stdout), r.stderr
+    return json.loads(r.stdout)
 
 
 @pytest.mark.parametrize("cls, init, keys", [
@@ -24,11 +24,13 @@ def lift(cli, *args):
     ("user_norms:ChannelsFirstLayerNorm", {"channels": 16}, ["--dtype", "float32", "--shape", "2,16,4,4"]),
     ("user_norms:GatedRMSNorm", {"hidden_size": 64}, ["--dtype", "float16", "--inputs", '{"gate": {"kind": "normal"}}']),
 ])
-def test_the_lifted_spec_gives_the_module_cases_verdicts_and_bits(cli, cls, init, keys):
-    printed, _ = lift(cli, cls, "--init", json.dumps(init), *keys)
-    program = CaseSpec.from_dict(printed)
+def test_the_lifted_spec_gives_the_module_cases_verdicts_and_bits(cli_here, cls, init, keys):
+    """Lifted in this process (--jobs 0), where the executor below runs the class too; the lift in a
+    worker of a fresh interpreter, as users run it, is the next tests'."""
+    spec = printed(cli_here("lift", cls, "--init", json.dumps(init), *keys, "--jobs", "0"))
+    program = CaseSpec.from_dict(spec)
     assert program.style == "program" and program.program
-    raw = {"class": cls, "init": init, "dtype": printed["dtype"], "shape": printed["shape"]}
+    raw = {"class": cls, "init": init, "dtype": spec["dtype"], "shape": spec["shape"]}
     if "--params" in keys:
         raw["params"] = {"kind": "normal"}
     if "--inputs" in keys:
@@ -41,8 +43,8 @@ def test_the_lifted_spec_gives_the_module_cases_verdicts_and_bits(cli, cls, init
 
 
 def test_the_zero_centered_weight_is_kept_as_a_fill(cli):
-    printed, _ = lift(cli, "user_norms:ZeroCenteredRMSNorm", "--init", '{"dim": 8}', "--shape", "2", "8")
-    assert printed["params"] == {"kind": "fill", "values": {"weight": 0.0}}
+    spec = printed(cli("lift", "user_norms:ZeroCenteredRMSNorm", "--init", '{"dim": 8}', "--shape", "2", "8", env=ENV))
+    assert spec["params"] == {"kind": "fill", "values": {"weight": 0.0}}
 
 
 def test_a_class_outside_the_language_is_one_line_naming_the_op_and_the_class(cli):

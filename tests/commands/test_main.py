@@ -22,11 +22,11 @@ def write(tmp_path, name, obj):
     ({"pattern": "layer_norm", "dtype": "float16", "shape": [2, 8], "layout": "channels_last"}, "'layout'"),
     ("{not json", "not valid JSON"),
 ])
-def test_bad_spec_is_one_line_and_exit_2(cli, tmp_path, spec, words):
+def test_bad_spec_is_one_line_and_exit_2(cli_here, tmp_path, spec, words):
     out = tmp_path / "out"
     out.mkdir()
     (out / "results.jsonl").write_text('{"kept": true}\n')
-    r = cli("run", "--case", write(tmp_path, "bad.json", spec), "--paths", "eager", "--out", str(out))
+    r = cli_here("run", "--case", write(tmp_path, "bad.json", spec), "--paths", "eager", "--out", str(out))
     assert r.returncode == 2
     assert len(r.stderr.strip().splitlines()) == 1 and words in r.stderr and "Traceback" not in r.stderr
     assert (out / "results.jsonl").read_text() == '{"kept": true}\n'  # nothing already written is lost
@@ -40,9 +40,17 @@ def test_bad_spec_is_one_line_and_exit_2(cli, tmp_path, spec, words):
     (["frobnicate"], "invalid choice"),
     ([], "a command is required"),
 ])
-def test_bad_usage_is_one_line_and_exit_2(cli, args, words):
-    r = cli(*args)
+def test_bad_usage_is_one_line_and_exit_2(cli_here, args, words):
+    r = cli_here(*args)
     assert r.returncode == 2 and words in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_bad_usage_from_a_fresh_interpreter_is_one_line_and_exit_2(cli):
+    """The tests above read the arguments in this process; `python -m harness` ends the same way."""
+    r = cli("run", "--paths", "eager,nosuch")
+    assert r.returncode == 2 and r.stdout == "" and "Traceback" not in r.stderr
+    (line,) = r.stderr.strip().splitlines()
+    assert line.startswith("normdiff: error: --paths: unknown path 'nosuch'")
 
 
 def test_run_smoke_on_eager_writes_results_and_summary(cli, tmp_path):

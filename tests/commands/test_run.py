@@ -85,7 +85,7 @@ def test_two_concurrent_runs_into_one_folder_keep_the_first_runs_records_whole(c
         assert con.execute("SELECT COUNT(*), SUM(executions) FROM runs").fetchone() == (1, len(wanted))
 
 
-def test_resume_refuses_records_of_other_library_versions(cli, tmp_path):
+def test_resume_refuses_records_of_other_library_versions(cli, cli_here, tmp_path):
     out = tmp_path / "out"
     assert cli("run", "--case", SEED, "--paths", "eager", "--out", str(out), "--jobs", "0",
                "--no-history").returncode == 0
@@ -94,8 +94,8 @@ def test_resume_refuses_records_of_other_library_versions(cli, tmp_path):
     rec["versions"]["torch"] = "2.0.0"
     results.write_text(json.dumps(rec) + "\n")
     before = results.read_text()
-    r = cli("run", "--case", SEED, "--paths", "eager,tvm", "--out", str(out), "--jobs", "0", "--resume",
-            "--no-history")
+    r = cli_here("run", "--case", SEED, "--paths", "eager,tvm", "--out", str(out), "--jobs", "0", "--resume",
+                 "--no-history")
     assert r.returncode == 2
     line = one_line(r.stderr)
     assert "--resume" in line and "torch 2.0.0" in line and str(results) in line
@@ -107,8 +107,8 @@ def test_resume_refuses_records_of_other_library_versions(cli, tmp_path):
     (["--max-memory", "-3"], "--max-memory"),
     (["--max-memory", "lots"], "--max-memory"),
 ])
-def test_bad_max_memory_is_one_line_and_exit_2(cli, args, words):
-    r = cli("run", "--case", SEED, "--paths", "eager", *args)
+def test_bad_max_memory_is_one_line_and_exit_2(cli_here, args, words):
+    r = cli_here("run", "--case", SEED, "--paths", "eager", *args)
     assert r.returncode == 2 and words in one_line(r.stderr)
 
 
@@ -164,7 +164,7 @@ def test_a_run_from_any_folder_writes_nothing_there_and_its_history_into_its_out
     assert os.listdir(here) == []
 
 
-def test_the_default_history_is_the_output_folders_and_history_file_overrides_it(cli, tmp_path):
+def test_the_default_history_is_the_output_folders_and_history_file_overrides_it(cli, cli_here, tmp_path):
     common = ["--case", SEED, "--paths", "eager", "--jobs", "0", "--quiet", "--no-cache"]
     r = cli("run", *common, cwd=str(tmp_path))  # --out default: reports/latest
     assert r.returncode == 0, r.stderr[-2000:]
@@ -172,7 +172,7 @@ def test_the_default_history_is_the_output_folders_and_history_file_overrides_it
     assert sorted(os.listdir(tmp_path / "reports")) == ["latest"]  # not reports/history.sqlite
     assert runs_in(latest / "history.sqlite") == [("run", 1)]
     # `normdiff history` reads that default and says so
-    r = cli("history", load_spec_file(SEED)[0].case_id, cwd=str(tmp_path))
+    r = cli_here("history", load_spec_file(SEED)[0].case_id, cwd=str(tmp_path))
     assert r.returncode == 0, r.stderr
     assert r.stderr.strip() == f"normdiff: read the run history {os.path.join('reports', 'latest', 'history.sqlite')}"
     # a merge records into its own output folder's history, or into --history FILE
@@ -183,7 +183,7 @@ def test_the_default_history_is_the_output_folders_and_history_file_overrides_it
     assert EAGER_ROW.format(1) in pass_rates(tmp_path / "m2" / "report.html")  # the history it appended to
     assert runs_in(latest / "history.sqlite") == [("run", 1)]  # (--no-history: tests/reports/test_history.py)
     # no history at the default place: one line naming the file, exit 2
-    r = cli("history", "052c6ae297e3", cwd=str(tmp_path / "m2"))
+    r = cli_here("history", "052c6ae297e3", cwd=str(tmp_path / "m2"))
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
     assert os.path.join("reports", "latest", "history.sqlite") in r.stderr and "--out" in r.stderr
 
@@ -231,8 +231,8 @@ def test_a_run_given_the_baseline_attributes_only_the_failures_it_does_not_expec
     assert new["attribution"] and new["first_stage_over"] and new["facts"]["attribution"] == "read"
 
 
-def test_an_unreadable_baseline_for_a_run_is_one_line_and_exit_2(cli, tmp_path):
+def test_an_unreadable_baseline_for_a_run_is_one_line_and_exit_2(cli_here, tmp_path):
     (tmp_path / "bad.json").write_text("{not json")
-    r = cli("run", "--paths", "eager", "--baseline", str(tmp_path / "bad.json"), "--out", str(tmp_path / "o"))
+    r = cli_here("run", "--paths", "eager", "--baseline", str(tmp_path / "bad.json"), "--out", str(tmp_path / "o"))
     assert r.returncode == 2 and "--baseline" in one_line(r.stderr)
     assert not (tmp_path / "o" / "results.jsonl").exists()

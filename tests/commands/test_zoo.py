@@ -39,8 +39,8 @@ def test_without_transformers_a_folder_of_modeling_files_is_still_listed(tiny_mo
     (["zoo", "list", "--jobs", "0"], "--jobs"),
     (["zoo"], "required"),
 ])
-def test_bad_usage_is_one_line_and_exit_2(cli, args, words):
-    r = cli(*args)
+def test_bad_usage_is_one_line_and_exit_2(cli_here, args, words):
+    r = cli_here(*args)
     assert r.returncode == 2 and r.stdout == ""
     assert len(r.stderr.strip().splitlines()) == 1 and words in r.stderr
 

@@ -3,8 +3,8 @@ import numpy as np
 import pytest
 
 from harness.engine.cases import Cases, CaseProblem
-from harness.modules.resolve import Resolved, resolve
-from harness.program import evaluate
+from harness.modules.module_case import Resolved, build_case, resolve, restore
+from harness.program import evaluate, parse
 from harness.oracle.inputs import make_inputs
 from harness.spec import CaseSpec
 
@@ -45,6 +45,10 @@ def test_real_norms_lift_and_their_fp64_program_is_the_module_in_float64(raw, op
     case = resolve(spec)
     for op in ops:
         assert op in case.resolved.source, case.resolved.source
+    # built as IR, shown as text: the text parses back to the very program the lifter built
+    assert parse(case.resolved.source, inputs=case.program.inputs, params=case.program.param_names) == case.program
+    restored = restore(spec, build_case(spec), Resolved.from_dict(case.resolved.to_dict()))
+    assert restored.program.statements == case.program.statements and restored.program.reads == case.program.reads
     inputs = case.inputs(make_inputs(spec))
     ev = evaluate(case.program, case.case, case.reference_arrays(inputs))
     check = case.lift_check(inputs, ev)

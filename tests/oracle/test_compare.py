@@ -141,7 +141,7 @@ def test_an_error_a_correct_float32_implementation_also_makes_is_not_blamed():
                                "input": {"kind": "offset", "offset": 1000, "std": 1}, "seed": 3})
     inputs = make_inputs(spec)
     ref = reference(spec, inputs)
-    from harness.oracle.witness import statistics
+    from harness.oracle.witness_error import statistics
     mean, var = statistics(ref.stats_rows, centered=True)[1]
     x = inputs.x.astype(np.float64).reshape(2, 4096)
     welford = cast((x - mean[:, None]) / np.sqrt(var.astype(np.float64)[:, None] + spec.eps), "bfloat16")
@@ -163,7 +163,7 @@ def _program(style="qwen", dtype="float32", shape=(2, 4096), pattern="rms_norm",
 
 def _witness(spec, inputs, sums, moments="two_pass"):
     from harness.program import parse
-    from harness.program import witness as W
+    from harness.program import witness_run as W
     from harness.spec import program_case
 
     case = program_case(spec)

@@ -149,7 +149,7 @@ def test_a_style_module_is_its_style_program(variant):
         text, case = style_case(spec)
         names = {"weight": "w", "bias": "b"}
         program = build_program_module(parse(text, case=case), case, {names[k]: v for k, v in inputs.params.items()})
-        assert isinstance(ours, StyleModule) and ours.source == text
+        assert isinstance(ours, StyleModule) and ours.program.source == text
         assert sorted(ours.state_dict()) == sorted(inputs.params)  # torch's names for them
         x = to_torch(inputs.x)
         with torch.no_grad():

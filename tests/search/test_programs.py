@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from harness.spec import CaseSpec
 from harness.engine.execute import Executor
 from harness.search.programs import (
-    AXES, BASES, INPUTS_PER_STRUCTURE, Skeleton, explains, program_batches, program_specs, render, spec_of,
+    AXES, BASES, INPUTS_PER_STRUCTURE, Skeleton, explains, program_batches, program_specs, skeleton_source, spec_of,
 )
 from harness.search.store import explained, signature
 
@@ -17,7 +17,7 @@ QUICK = settings(database=None, deadline=None, suppress_health_check=list(Health
 
 
 def test_the_canonical_skeletons_are_the_catalog_norms():
-    assert render(Skeleton()) == ("h = x.to(torch.float32)\nv = h.pow(2).mean(-1, keepdim=True)\n"
+    assert skeleton_source(Skeleton()) == ("h = x.to(torch.float32)\nv = h.pow(2).mean(-1, keepdim=True)\n"
                                   "n = h * torch.rsqrt(v + eps)\nreturn w * (n).to(x.dtype)")
     assert Skeleton().key() == "qwen" and Skeleton(base="t5").changes() == ()
 

@@ -115,3 +115,22 @@ def test_input_parameters_out_of_range_name_the_key(inp, key):
 def test_norms_torch_refuses_for_lack_of_values_are_rejected(raw):
     with pytest.raises(SpecError, match="'shape'"):
         CaseSpec.from_dict(raw)
+
+
+def test_a_program_spec_carries_its_parsed_program_and_derives_its_keys_once():
+    import pickle
+
+    from harness.program import Program, parse
+    from harness.spec import program_case
+
+    raw = {"pattern": "rms_norm", "dtype": "float16", "shape": [2, 8],
+           "program": "h = x.float()\nreturn (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)"}
+    spec = CaseSpec.from_dict(raw)
+    assert isinstance(spec.parsed_program, Program) and spec.parsed_program.source == spec.program
+    assert spec.parsed_program == parse(spec.program, case=program_case(spec))
+    assert spec.case_id is spec.case_id and spec.structure_key() is spec.structure_key()
+    copy = pickle.loads(pickle.dumps(spec))  # as a spec crosses to a worker
+    assert copy == spec and copy.case_id == spec.case_id and copy.parsed_program == spec.parsed_program
+    made = CaseSpec(**{f: getattr(spec, f) for f in spec.__dataclass_fields__})  # not through from_dict
+    assert made.parsed_program == spec.parsed_program and made.structure_key() == spec.structure_key()
+    assert CaseSpec.from_dict({"pattern": "layer_norm", "dtype": "float32", "shape": [4]}).parsed_program is None

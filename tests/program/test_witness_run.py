@@ -5,7 +5,7 @@ import torch
 
 from harness.core.dtypes import np_dtype, ulp
 from harness.program import ProgramCase, evaluate
-from harness.program import witness as W
+from harness.program import witness_run as W
 
 DTYPES = ["float32", "float16", "bfloat16"]
 SEQUENTIAL = W.Accumulation("sequential", "sequential")

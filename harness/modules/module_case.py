@@ -1,11 +1,12 @@
 """One module case resolved in a worker: the module built, its parameters set, exported and lifted.
 
 `resolve(spec)` gives a ModuleCase: the plain-data `Resolved` (the lifted
-program and how its names map onto the module's: what crosses a process
-boundary and what `normdiff lift` prints), and what the executor needs in
-this process: a fresh module for each path (built again, deterministic), the
-example tensors in the forward's order, the parameter values as the
-reference reads them, and the lift check of one input.
+program's text and how its names map onto the module's: what crosses a process
+boundary and what `normdiff lift` prints), the lifted Program itself (built as
+IR by the lifter, or parsed once from a kept Resolved), and what the executor
+needs in this process: a fresh module for each path (built again,
+deterministic), the example tensors in the forward's order, the parameter
+values as the reference reads them, and the lift check of one input.
 """
 from __future__ import annotations
 
@@ -13,9 +14,9 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from harness.modules import check, load, state
+from harness.modules import lift_check, load, state
 from harness.modules.lift import input_names, lift
-from harness.program import ProgramCase, ProgramError, parse
+from harness.program import Program, ProgramCase, ProgramError, check, parse
 
 
 @dataclass(frozen=True)
@@ -83,13 +84,20 @@ class _Keywords:
 class ModuleCase:
     """A resolved module case in this worker."""
 
-    def __init__(self, spec, resolved: Resolved, module, names: dict[str, str]):
+    def __init__(self, spec, resolved: Resolved, module, names: dict[str, str], program: Program | None = None):
+        """`program`: the lifted Program as the lifter built it; None parses `resolved.source` (a kept lift).
+        Either way it is checked against the case here (a ProgramError when it does not check)."""
         self.spec = spec
         self.resolved = resolved
         self.module = module
         self.names = names  # state name -> program name
-        self.program = parse(resolved.source, case=resolved.program_case(spec))
         self.case = resolved.program_case(spec)
+        if program is None:
+            self.program = parse(resolved.source, case=self.case)
+        else:
+            check(program, self.case)
+            self.program = program
+        self._params = None
         self.digest = self._digest()
         self.exported = None  # the ExportedProgram `resolve` lifted (None: restored from a kept lift)
 
@@ -117,8 +125,11 @@ class ModuleCase:
         return _Keywords(module, len(r.called) - len(r.keywords), r.keywords)
 
     def param_arrays(self) -> dict[str, np.ndarray]:
-        read = {state_name: prog for prog, state_name, _ in self.resolved.params}
-        return state.arrays(self.module, read)
+        """{program name: value} of the parameters the program reads (read once: this module is never run)."""
+        if self._params is None:
+            read = {state_name: prog for prog, state_name, _ in self.resolved.params}
+            self._params = state.arrays(self.module, read)
+        return self._params
 
     def constant_values(self) -> dict[str, float | None]:
         """{program name: its value where every element holds it, else None} of the parameters read."""
@@ -154,15 +165,15 @@ class ModuleCase:
 
         tensors = [to_torch(a) for a in self.call_arrays(inputs)]
         with torch.no_grad():
-            out, why = check.module_float64(self.module, tensors, self.resolved.keywords)
+            out, why = lift_check.module_float64(self.module, tensors, self.resolved.keywords)
         if out is None:
             return {"lift_check": None, "lift_check_over_bound": None, "lift_note": f"not checked: {why}"}
-        rel, share = check.compare(np.asarray(evaluation.out, dtype=np.float64), evaluation.bound, out)
+        rel, share = lift_check.compare(np.asarray(evaluation.out, dtype=np.float64), evaluation.bound, out)
         return {"lift_check": rel, "lift_check_over_bound": share, "lift_note": None}
 
 
 @dataclass
-class Built:
+class BuiltModule:
     """A module case's class built, its parameters redrawn, before any export: what lifting starts from."""
     module: object
     called: tuple[str, ...]
@@ -170,7 +181,7 @@ class Built:
     names: dict  # state name -> program name
 
 
-def build_case(spec) -> Built:
+def build_case(spec) -> BuiltModule:
     """Import and build `spec`'s class, redraw its parameters (ModuleSpecError for a bad spec)."""
     module = load.build(spec)
     forward = load.forward_names(module, spec)
@@ -178,10 +189,10 @@ def build_case(spec) -> Built:
     inputs_taken = set(input_names(called, {}).values())
     names = state.state_names(module, inputs_taken)
     state.redraw(module, spec, names)
-    return Built(module, called, keywords, names)
+    return BuiltModule(module, called, keywords, names)
 
 
-def resolve(spec, built: Built | None = None) -> ModuleCase:
+def resolve(spec, built: BuiltModule | None = None) -> ModuleCase:
     """Import, build, redraw, export and lift `spec`'s class (ModuleSpecError, Unliftable, or a StageError
     of the export)."""
     import torch
@@ -200,17 +211,18 @@ def resolve(spec, built: Built | None = None) -> ModuleCase:
     prefix = "inner." if keywords else ""
     lifted = lift(ep, spec.cls, called, {prefix + k: v for k, v in names.items()})
     resolved = Resolved(spec.cls, lifted.source, lifted.pattern, called, keywords, lifted.inputs,
-                        _read_params(lifted, module, names, prefix), lifted.ops)
-    case = restore(spec, built, resolved, refusal=lambda: _eager_refusal(callee, example))
+                        _read_params(lifted, module, names), lifted.ops)
+    case = restore(spec, built, resolved, refusal=lambda: _eager_refusal(callee, example), program=lifted.program)
     case.exported = ep
     return case
 
 
-def restore(spec, built: Built, resolved: Resolved, refusal=None) -> ModuleCase:
-    """The ModuleCase of a class built and a lifted program made before (by `resolve`, or kept on disk);
-    `refusal()` gives torch's own error when the module does not run so built (then the check is right)."""
+def restore(spec, built: BuiltModule, resolved: Resolved, refusal=None, program: Program | None = None) -> ModuleCase:
+    """The ModuleCase of a class built and a lifted program made before (by `resolve`, with its `program`
+    built as IR, or kept on disk: then parsed from its source); `refusal()` gives torch's own error when the
+    module does not run so built (then the check is right)."""
     try:
-        return ModuleCase(spec, resolved, built.module, built.names)
+        return ModuleCase(spec, resolved, built.module, built.names, program)
     except ProgramError as exc:
         refused = refusal() if refusal is not None else None
         if refused:  # torch's own rule: the program's check is right, the class does not run so built
@@ -233,10 +245,9 @@ def _eager_refusal(module, example) -> str | None:
     return None
 
 
-def _read_params(lifted, module, names, prefix) -> tuple:
+def _read_params(lifted, module, names) -> tuple:
     """(program name, state name, shape) of the parameters the lifted program reads."""
-    program = parse(lifted.source, inputs=tuple(p for p, _ in lifted.inputs), params=tuple(names.values()))
     shapes = {n: tuple(t.shape) for n, t in state.floating_state(module).items()}
     by_prog = {v: k for k, v in names.items()}
-    return tuple((p, by_prog[p], shapes[by_prog[p]]) for p in program.params)
+    return tuple((p, by_prog[p], shapes[by_prog[p]]) for p in lifted.program.params)
 

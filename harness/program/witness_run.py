@@ -44,7 +44,7 @@ very dtypes torch's rules give each op, rounding exactly where the program
 rounds, with the float32 accumulation correct CPU kernels owe every float
 dtype, in an order a shipped compiler or library uses. An error one of them
 makes on a row is one a correct implementation makes, so no compiled path is
-blamed for it. tests/program/test_witness.py checks them against eager:
+blamed for it. tests/program/test_witness_run.py checks them against eager:
 bit for bit where torch's order is known (elementwise ops, a vertical sum of
 16 rows), within the program's bound everywhere.
 """
@@ -53,10 +53,10 @@ from __future__ import annotations
 import numpy as np
 
 from harness.core.dtypes import name_of, np_dtype
+from harness.core.eps import torch_norm_eps
 from harness.program import ops
 from harness.program.accumulate import Accumulation, moments, row_sum
-from harness.program.check import (
-    RMS_DEFAULT_EPS,
+from harness.program.typecheck import (
     TensorType,
     binary_type,
     cat_type,
@@ -67,8 +67,6 @@ from harness.program.check import (
 )
 from harness.program.ir import Program, ProgramCase, ones_value
 from harness.program.walk import Walker, is_scalar
-
-DEFAULT_EPS = 1e-5  # F.layer_norm / F.group_norm
 
 WITNESSES = (
     Accumulation("sequential two-pass", "sequential", "two_pass"),
@@ -245,8 +243,7 @@ class NumpyWalker(Walker):
     def norm(self, node, a, normalized_shape, groups, weight, bias, eps):
         types = [None if p is None else self._type(p) for p in (weight, bias)]
         info = norm_info(node, self._type(a), normalized_shape, groups, *types, eps, self.line)
-        if eps is None:
-            eps = RMS_DEFAULT_EPS if node.kind == "rms_norm" else DEFAULT_EPS
+        eps = torch_norm_eps(node.kind, eps)
         dtype, shape, rank = self.dtype(a), a.shape, a.ndim
         x = np.asarray(a).astype(self.COMPUTE)
         if node.kind == "group_norm":

@@ -2,7 +2,7 @@
 import numpy as np
 
 from harness.spec import CaseSpec
-from harness.oracle import compare, witness
+from harness.oracle import compare, witness_error
 from harness.oracle.inputs import make_inputs
 from harness.oracle.reference import reference
 
@@ -11,7 +11,7 @@ def _case(**raw):
     spec = CaseSpec.from_dict({"pattern": "layer_norm", "dtype": "float32", "shape": [2, 4096], **raw})
     ref = reference(spec, make_inputs(spec))
     shape = ref.stats_rows.shape
-    units = witness.accumulation_units(ref.stats_rows, ref.z.reshape(shape), ref.kappa.reshape(shape),
+    units = witness_error.accumulation_units(ref.stats_rows, ref.z.reshape(shape), ref.kappa.reshape(shape),
                                        ref.centered, ref.eps)
     return ref, units, compare._terms(ref, ref.rounding_dtype)[2]
 
@@ -33,8 +33,8 @@ def test_each_algorithm_gives_float32_statistics_close_to_the_exact_ones():
     spec = CaseSpec.from_dict({"pattern": "rms_norm", "dtype": "float16", "shape": [3, 1023]})
     x = make_inputs(spec).x.astype(np.float64).reshape(3, 1023)
     exact = (x * x).mean(1)
-    stats = witness.statistics(x, centered=False)
-    assert len(stats) == len(witness.ALGORITHMS)
+    stats = witness_error.statistics(x, centered=False)
+    assert len(stats) == len(witness_error.ALGORITHMS)
     for mean, var in stats:
         assert mean.dtype == var.dtype == np.float32
         assert (mean == 0).all()  # rms_norm subtracts no mean
@@ -49,7 +49,7 @@ def test_no_witness_where_no_statistics_are_accumulated():
 
 def test_a_programs_witnesses_run_on_demand_once_per_case_and_inputs():
     from harness.program import parse
-    from harness.program import witness as program_witness
+    from harness.program import witness_run as program_witness
     from harness.spec import program_case
     from cases import nearmiss
 
@@ -62,13 +62,13 @@ def test_a_programs_witnesses_run_on_demand_once_per_case_and_inputs():
     case = program_case(spec)
     arrays = {**inputs.arrays, **inputs.params}
     moved = {**arrays, "x": (arrays["x"] + 1).astype(np.float16)}  # (rms norm ignores a scale)
-    other = witness.program_witnesses(spec.case_id, parse(spec.program, case=case), case, moved)()
+    other = witness_error.program_witnesses(spec.case_id, parse(spec.program, case=case), case, moved)()
     assert not np.array_equal(other[0], first[0])  # other bytes under the same key: not the cached outputs
     np.testing.assert_array_equal(first[0], program_witness.outputs(parse(spec.program, case=case), case, arrays)[0][1])
 
 
 def test_a_program_no_witness_can_walk_has_none(monkeypatch):
-    from harness.program import witness as program_witness
+    from harness.program import witness_run as program_witness
     from cases import nearmiss
 
     def unknown(*args, **kwargs):

@@ -19,7 +19,7 @@ C_OUT/C_ROUND terms).
 
 A program (or a module case's lifted program) has no closed-form z: its
 witnesses are the program itself run by correct implementations in its own
-dtypes (harness.program.witness), and `program_witnesses` hands the
+dtypes (harness.program.witness_run), and `program_witnesses` hands the
 comparator their outputs on demand, computed once per case in a process.
 """
 from __future__ import annotations
@@ -30,7 +30,7 @@ from typing import Callable
 
 import numpy as np
 
-from harness.program import witness as program_witness
+from harness.program import witness_run as program_witness
 
 ALGORITHMS = ("sequential two-pass", "sequential Welford", "pairwise two-pass")
 
@@ -94,7 +94,7 @@ _PROGRAM_OUTPUTS: OrderedDict = OrderedDict()
 
 
 def program_witnesses(key: str, program, case, arrays: dict) -> Callable[[], tuple[np.ndarray, ...]]:
-    """() -> each program witness's output (harness.program.witness.WITNESSES) on `arrays`, computed on
+    """() -> each program witness's output (harness.program.witness_run.WITNESSES) on `arrays`, computed on
     first call and kept for the last CACHE_SIZE keys; () when a walk meets an op the witnesses have no
     NumPy form for (the comparator then falls back on the bound)."""
 

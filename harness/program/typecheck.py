@@ -24,7 +24,6 @@ from harness.program.ir import (
 from harness.program.walk import Walker, is_scalar
 
 REDUCED = ("float16", "bfloat16")
-RMS_DEFAULT_EPS = 2.0 ** -23  # F.rms_norm(eps=None): torch.finfo(float32).eps (its opmath), for every input dtype
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,237 @@
+"""The `openvino` and `openvino-bf16` paths: ov.convert_model -> compile_model on CPU.
+
+    openvino.convert_model(module, example_input=args)        (stage "export": OpenVINO's
+                                                                PyTorch frontend)
+      -> openvino.Core().compile_model(model, "CPU", config)   (stage "compile": the CPU
+                                                                plugin's transformations)
+           default precision (`openvino`)
+           INFERENCE_PRECISION_HINT=bf16 (`openvino-bf16`)
+      -> infer request                                         (stage "run")
+
+Choices, written down (docs/paths.md says why):
+
+* The module is converted in memory and compiled from there
+  (`ov.compile_model(ov.convert_model(...))`), without `ov.save_model`, whose
+  default compresses float32 weights to float16: a float16 weight feeding a
+  float32 norm is a case of its own (`weight_dtype`), not a path.
+* `openvino` keeps the plugin's default inference precision: float32 on a
+  CPU without AMX, where float16 and bfloat16 models run their ops in the
+  model's own type; OpenVINO picks bf16 by default on AMX CPUs, so the
+  compiled model's precision is a fact (`ov_inference_precision`).
+  `openvino-bf16` sets the hint OpenVINO documents for bfloat16 CPUs.
+* One inference thread (INFERENCE_NUM_THREADS=1), as torch gets in the
+  workers: sums in one order.
+* float16 and float32 cross as NumPy arrays; bfloat16 as raw 16-bit words
+  written into and read from tensors typed bf16, bit for bit.
+* `facts`: the runtime model's nodes (layerType:runtimePrecision, sorted,
+  unique), whether the plugin fused an RMS or an MVN node, the compiled
+  model's inference precision.
+* `unsupported`, with OpenVINO's words: an op its PyTorch frontend has no
+  rule for, or a node the CPU plugin has no implementation for. A converter
+  or a transformation that throws is an `error` naming its failed check.
+"""
+from __future__ import annotations
+
+import inspect
+import re
+
+import numpy as np
+
+from harness.paths.base import Path, Prepared, Unsupported, example_args, input_arrays, stage
+
+
+def convert(module, args: tuple):
+    """ov.convert_model of the eval-mode module on its example arguments, owning copies of its weights.
+
+    convert_model's default (share_weights=True) leaves the constants in the
+    torch parameters' memory, and the CPU plugin may run on them in place: a
+    compiled model that outlives its module then reads freed memory (seen as
+    errors of 1e+31 in a worker that had dropped the module).
+    """
+    import openvino as ov
+
+    return ov.convert_model(module, example_input=args, share_weights=False)
+
+
+def compile_cpu(core, model, config: dict):
+    """The model compiled by the CPU plugin of `core` (an ov.Core kept while the model runs) with `config`."""
+    return core.compile_model(model, "CPU", config)
+
+
+def runtime_nodes(compiled) -> list[str]:
+    """The nodes the CPU plugin runs, as "layerType:runtimePrecision" (sorted, unique)."""
+    found = set()
+    for op in compiled.get_runtime_model().get_ops():
+        info = op.get_rt_info()
+        found.add(f"{info['layerType'].astype(str)}:{info['runtimePrecision'].astype(str)}")
+    return sorted(found)
+
+
+def run_infer(compiled, arrays: tuple) -> np.ndarray:
+    """One inference: bfloat16 in and out as raw 16-bit words of tensors typed bf16."""
+    import ml_dtypes
+    import openvino as ov
+
+    request = compiled.create_infer_request()
+    inputs = []
+    for a in arrays:
+        a = np.ascontiguousarray(a)
+        if a.dtype == ml_dtypes.bfloat16:
+            tensor = ov.Tensor(ov.Type.bf16, list(a.shape))
+            tensor.data.view(np.uint16)[...] = a.view(np.uint16)
+            inputs.append(tensor)
+        else:
+            inputs.append(a)
+    request.infer(inputs)
+    if len(compiled.outputs) != 1:
+        raise ValueError(f"expected one output, the model has {len(compiled.outputs)}")
+    out = request.get_output_tensor(0)
+    words = np.array(out.data, copy=True)
+    if out.element_type == ov.Type.bf16:  # OpenVINO shows bf16 data as 16-bit words of another type
+        return words.view(np.uint16).view(ml_dtypes.bfloat16)
+    return words
+
+
+_REFUSED = (
+    re.compile(r"(No conversion rule found for operations?:[^\n]*)"),
+    re.compile(r"(Unsupported operation of type: [^\n]*)"),
+)
+_FAILED_OPS = re.compile(r"Conversion is failed for: ([^\n]*)")
+_CHECK = re.compile(r"(Check '[^\n]*)")
+
+
+def unsupported_reason(message: str) -> str | None:
+    """Why OpenVINO refuses the model (an op it has no rule or no CPU node for), in its own words; else None."""
+    for pattern in _REFUSED:
+        found = pattern.search(message)
+        if found:
+            return f"openvino: {found.group(1).strip()[:300]}"
+    return None
+
+
+def failure_summary(message: str) -> str | None:
+    """The op a conversion failed on and the first check that failed, where OpenVINO's error names them."""
+    checks = [c for c in _CHECK.findall(message) if not c.startswith("Check 'false'")]  # 'false': the report's own
+    if not checks:
+        return None
+    ops = _FAILED_OPS.search(message)
+    where = f"converting {ops.group(1).strip()}: " if ops else ""
+    return f"openvino: {where}{checks[0].strip()}"[:400]
+
+
+def _refused(exc: Exception) -> Exception | None:
+    """Unsupported for a refusal; a RuntimeError naming the failed check for another failure (its first line
+    says only where OpenVINO caught it); None: the exception says it itself."""
+    reason = unsupported_reason(str(exc))
+    if reason:
+        return Unsupported(reason)
+    summary = failure_summary(str(exc))
+    return RuntimeError(summary) if summary else None
+
+
+def _reraise(exc: Exception):
+    replacement = _refused(exc)
+    if replacement is None:
+        raise exc
+    raise replacement from exc
+
+
+_CORES: list = []
+
+
+def _core():
+    """The process's one ov.Core: its CPU plugin outlives every model compiled with it."""
+    import openvino as ov
+
+    if not _CORES:
+        _CORES.append(ov.Core())
+    return _CORES[0]
+
+
+class OpenVinoPath(Path):
+    """ov.convert_model -> compile_model on CPU, the plugin's default precision."""
+
+    name = "openvino"
+    description = "openvino.convert_model(module) -> compile_model('CPU'), default inference precision"
+    packages = ("torch", "openvino")
+    warm_imports = ("torch", "openvino", "openvino.frontend.pytorch")
+    script_imports = "import openvino as ov\n"
+    pipeline = (convert, compile_cpu, runtime_nodes, run_infer)
+    takes_shared_export = False
+    artifact_cacheable = True
+    restore_takes_build = False
+    has_intermediates = False
+    # INFERENCE_PRECISION_HINT, or "" for the plugin's default.
+    precision_hint = ""
+
+    def config(self) -> dict:
+        config = {"INFERENCE_NUM_THREADS": 1}
+        if self.precision_hint:
+            config["INFERENCE_PRECISION_HINT"] = self.precision_hint
+        return config
+
+    def script_code(self) -> str:
+        steps = "\n\n".join(inspect.getsource(f) for f in self.pipeline)
+        return steps + f'''
+
+CONFIG = {self.config()!r}
+
+
+def run_path(model, example, x):
+    """{self.name}: {self.description}"""
+    core = ov.Core()
+    compiled = compile_cpu(core, convert(model, example), CONFIG)
+    print("OpenVINO runtime nodes (layerType:runtimePrecision):", ", ".join(runtime_nodes(compiled)))
+    return run_infer(compiled, x)
+'''
+
+    def prepare(self, spec, module, example) -> Prepared:
+        import torch
+
+        with stage("export"):
+            try:
+                with torch.no_grad():
+                    model = convert(module, example_args(example))
+            except Exception as exc:  # noqa: BLE001 - sorted into unsupported or an export error
+                _reraise(exc)
+        core = _core()
+        with stage("compile"):
+            try:
+                compiled = compile_cpu(core, model, self.config())
+            except Exception as exc:  # noqa: BLE001 - sorted into unsupported or a compile error
+                _reraise(exc)
+            facts = self._facts(compiled)
+        return Prepared(lambda x: run_infer(compiled, input_arrays(x)), facts, built=compiled)
+
+    def _facts(self, compiled) -> dict:
+        nodes = runtime_nodes(compiled)
+        kinds = {n.split(":")[0] for n in nodes}
+        precision = compiled.get_property("INFERENCE_PRECISION_HINT")  # an ov.Type: "bf16", "f32"
+        return {"ov_inference_precision": precision.to_string() if hasattr(precision, "to_string") else str(precision),
+                "ov_runtime_nodes": nodes, "ov_fused_rms": "RMS" in kinds, "ov_fused_mvn": "MVN" in kinds}
+
+    def artifact(self, prepared: Prepared) -> bytes | None:
+        """The compiled model as the CPU plugin exports it (export_model: its blob, read back by import_model)."""
+        import io
+
+        if prepared.built is None:
+            return None
+        stream = io.BytesIO()
+        prepared.built.export_model(stream)
+        return stream.getvalue()
+
+    def restore(self, spec, data: bytes) -> Prepared:
+        """The exported blob imported by the CPU plugin with the same config."""
+        import io
+
+        compiled = _core().import_model(io.BytesIO(data), "CPU", self.config())
+        return Prepared(lambda x: run_infer(compiled, input_arrays(x)), {}, built=compiled)
+
+
+class OpenVinoBf16Path(OpenVinoPath):
+    """As `openvino`, with INFERENCE_PRECISION_HINT bf16 (OpenVINO's mode for bfloat16 CPUs)."""
+
+    name = "openvino-bf16"
+    description = ("openvino.convert_model(module) -> compile_model('CPU', "
+                   "INFERENCE_PRECISION_HINT='bf16')")
+    precision_hint = "bf16"
