@@ -10,7 +10,8 @@ shows each with its result, a failing one included.
 * **the rewrite off**: the same case on the path's `control_path` (tvm for
   tvm-decompose, executorch for the recompose paths, …: each path declares it).
 * **float32 inside**: the same norm computed on float32 copies and cast back to
-  the case's output dtype. A float16/bfloat16 layer_norm is the catalog's
+  the case's output dtype (a float32 case too, where its program rounds to
+  float16 or bfloat16 inside). A float16/bfloat16 layer_norm is the catalog's
   `upcast` style (open_clip's LayerNormFp32, the seed's own control); any
   other case with a program (a program case, a layer_norm/rms_norm style's
   program, a group_norm) is that program with every input and parameter read
@@ -110,9 +111,19 @@ def _program_of(spec: CaseSpec) -> tuple[str, dict[str, list[int]]] | None:
     return None
 
 
+def _narrows(spec: CaseSpec) -> bool:
+    """Whether the case's program rounds to float16/bfloat16 somewhere (a float32 case can compute in half)."""
+    if spec.program is None:
+        return False
+    tree = ast.parse(spec.program)
+    return any(isinstance(n, ast.Attribute) and (n.attr in _NARROW and isinstance(n.value, ast.Name)
+                                                 and n.value.id == "torch" or n.attr in _NARROW_METHODS)
+               for n in ast.walk(tree))
+
+
 def float32_inside(spec: CaseSpec) -> tuple[CaseSpec | None, str]:
     """(the same norm computed in float32 and cast back, how) or (None, why there is none)."""
-    if spec.dtype == "float32" and spec.weight_dtype == "float32":
+    if spec.dtype == "float32" and spec.weight_dtype == "float32" and not _narrows(spec):
         return None, "the case is float32 already"
     raw = spec.to_dict()
     if spec.program is None and spec.pattern == "layer_norm" and spec.style in ("module", "manual"):

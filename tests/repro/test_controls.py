@@ -14,6 +14,7 @@ def test_every_rewrite_path_declares_its_control_path_and_it_is_a_path_without_o
     assert declared["executorch-recompose"] == declared["executorch-recompose-capture"] == "executorch"
     assert declared["executorch-recompose-no-dim-order"] == "executorch"
     assert declared["onnxruntime-fused"] == "onnxruntime" and declared["inductor-emulate"] == "inductor"
+    assert declared["openvino-bf16"] == "openvino"
     for name, control in declared.items():
         if control is not None:
             assert control in paths.names() and declared[control] is None, name
@@ -35,6 +36,14 @@ def test_a_program_is_computed_in_float32_and_cast_back():
     spec, how = float32_inside(group)
     assert spec.program == "return F.group_norm(x.float(), 4, w.float(), b.float(), eps).to(torch.bfloat16)"
     assert "cast back to bfloat16" in how
+
+
+def test_a_float32_program_that_rounds_to_half_inside_is_computed_in_float32():
+    spec = CaseSpec.from_dict({"pattern": "program", "dtype": "float32", "shape": [4, 64],
+                               "program": "h = x.to(torch.float16)\nreturn (h * h).to(torch.float32)"})
+    inside, how = float32_inside(spec)
+    assert inside.program == "h = x.float().to(torch.float32)\nreturn (h * h).to(torch.float32).to(torch.float32)"
+    assert how.endswith("cast back to float32")
 
 
 def test_a_case_without_a_float32_variant_says_why():
