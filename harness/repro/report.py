@@ -188,7 +188,8 @@ def _control_row(c: Control, records: dict) -> str:
 
 
 def _environment(record: dict) -> list[str]:
-    versions = ", ".join(f"{k} {v}" for k, v in sorted(record.get("versions", {}).items()))
+    wanted = {"numpy", "torch", *paths.get(record["path"]).packages}  # the path's libraries, not every path's
+    versions = ", ".join(f"{k} {v}" for k, v in sorted(record.get("versions", {}).items()) if k in wanted)
     cpu = record.get("cpu")
     features = ", ".join(cpu) if cpu else ("none of normdiff's" if cpu is not None else "unknown (no /proc/cpuinfo)")
     return [f"- Libraries: {versions}", f"- Python {platform.python_version()}; {platform.platform()}",
