@@ -59,7 +59,8 @@ nightly-zoo: $(STAMP)
 	$(ZOO_RUN)
 	$(ZOO_GATE)
 
-# Naive (a process per execution) against the warm runner, side by side.
+# Naive (a process per execution) against the warm runner, side by side; limit_ratio and the fixed
+# start on a cold nightly shard (harness.commands.bench_shard; minutes of its own).
 bench: $(STAMP)
 	$(BIN)/python -m harness.commands.bench
 

@@ -73,6 +73,15 @@ class Float16StoragePath(Path):
         return run
 
 
+class PerCasePath(Float16StoragePath):
+    """As Float16StoragePath, with an artifact per case: its own `structure_key` (the face's hook)."""
+
+    name = "float16-storage-per-case"
+
+    def structure_key(self, spec) -> str:
+        return f"case-{spec.case_id}"
+
+
 class AbsentLibraryPath(Float16StoragePath):
     """The same path declaring a library no machine has installed: what `repro --report` refuses in one line."""
 

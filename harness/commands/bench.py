@@ -1,5 +1,6 @@
 """`make bench`: the warm runner against a fresh process per execution, cold vs warm artifact cache,
-forkserver vs Ray, the smoke suite and a zoo sample cold and warm, and the program fuzzer's rate, in one run.
+forkserver vs Ray, `limit_ratio` and the fixed start on a cold nightly shard, the smoke suite and a zoo
+sample cold and warm, and the program fuzzer's rate, in one run.
 
 Why: the runner exists to make the nightly gate affordable (imports paid once
 per worker, compiles once per structure, all cores busy, compiled artifacts
@@ -13,6 +14,9 @@ structure, every path), in one go:
 * cold: `run()` with --jobs forkserver workers and an empty artifact cache;
 * warm: the same again with the cache the cold run filled;
 * ray: the warm run on a local Ray with --jobs CPUs (skipped without Ray);
+* shard: a nightly shard cold, as a fresh `normdiff run` process on an empty
+  cache (harness.commands.bench_shard): `limit_ratio` on work whose ideal is
+  minutes, and the run's fixed start beside it;
 * smoke: the smoke suite cold (its own empty cache) and warm;
 * zoo: ZOO_STRUCTURES module structures of the zoo suite (both inputs each)
   cold and warm (skipped, in one line, without the zoo extra);
@@ -28,8 +32,13 @@ attributions. It prints on stdout (details go to stderr):
     runner_exec_per_s: B          (the cold run)
     speedup: B/A
     cache_hit_rate: H             (cold run: share of executions that reused an artifact in memory)
-    limit_ratio: R                (cold run wall time over the ideal: export+compile+run seconds of
-                                   each distinct structure plus run seconds of the rest, / jobs)
+    limit_ratio: R  shard_cold_s: C  shard_ideal_s: I  shard_executions: E
+                                  (the nightly shard, cold: its wall time from its process's start to its
+                                   last record over the ideal: export+compile+run seconds of each distinct
+                                   structure plus run seconds of the rest, / jobs; or "limit_ratio: skipped (…)")
+    fixed_start_s: S  torch_in_parent_s: T  forkserver_warm_s: F  inductor_warm_up_s: P
+        first_execution_s: X  start_idle_core_s: D
+                                  (the same run: until its forkserver's workers could start; see bench_shard)
     cold_s: C  warm_s: W  warm_speedup: C/W
     compile_cold_s: P  compile_warm_s: Q  compile_speedup: P/Q
                                   (prepare seconds of the cacheable paths: the compile-bound part)
@@ -108,18 +117,6 @@ def run_naive(sample: list[tuple]) -> tuple[float, list[dict]]:
         else:
             out.append({"verdict": f"exit {r.returncode}", "stderr": r.stderr.strip().splitlines()[-1:]})
     return time.monotonic() - start, out
-
-
-def limit_seconds(records: list[dict], jobs: int) -> float:
-    """The ideal wall time: each distinct structure's first export+compile+run, the rest's runs, over jobs."""
-    seen, total = set(), 0.0
-    for r in records:
-        key = (r["path"], r.get("structure_key"))
-        if key not in seen and not r.get("cache_hit"):
-            seen.add(key)
-            total += r.get("prepare_seconds") or 0.0
-        total += r.get("run_seconds") or 0.0
-    return total / jobs
 
 
 def timed_run(specs, names, out, jobs, cache, executor="local") -> tuple[float, list[dict]]:
@@ -202,6 +199,8 @@ def main(argv=None) -> int:
     parser.add_argument("--no-ray", action="store_true", help="skip the Ray run")
     parser.add_argument("--no-bridges", action="store_true",
                         help="every worker waits for the forkserver's imports (the runner before bridges)")
+    parser.add_argument("--no-shard", action="store_true",
+                        help="skip the cold nightly shard (limit_ratio and the fixed start)")
     parser.add_argument("--no-smoke", action="store_true", help="skip the smoke suite's cold and warm runs")
     parser.add_argument("--no-zoo", action="store_true", help="skip the zoo sample's cold and warm runs")
     parser.add_argument("--fuzz-minutes", type=float, default=FUZZ_MINUTES,
@@ -218,6 +217,7 @@ def main(argv=None) -> int:
     import tempfile
 
     from harness import paths
+    from harness.commands.bench_shard import SHARD, limit_seconds, run_shard
     from harness.engine import ray_executor
     from harness.engine.cache import ArtifactCache
     from harness.engine.scheduler import Runner
@@ -273,14 +273,26 @@ def main(argv=None) -> int:
     hits = sum(bool(r.get("cache_hit")) for r in records) / max(1, len(records))
     ideal = limit_seconds(records, args.jobs)
     whole = sum(r.get("seconds") or 0.0 for r in records)
-    log(f"ideal: {ideal:.1f} s (export+compile+run only); with reference and scoring "
-        f"{whole / args.jobs:.1f} s, ratio {cold_wall / (whole / args.jobs):.2f}")
+    log(f"sample: ideal {ideal:.1f} s (export+compile+run only), cold over it {cold_wall / ideal:.2f}; with "
+        f"reference and scoring {whole / args.jobs:.1f} s, ratio {cold_wall / (whole / args.jobs):.2f}")
+    shard, shard_note = None, "--no-shard"
+    if not args.no_shard:
+        log(f"shard: the {SHARD[0]}/{SHARD[1]} shard of the nightly suite, cold, a fresh process … (load average "
+            + " ".join(f"{v:.2f}" for v in os.getloadavg()) + ")")
+        try:
+            shard = run_shard(names, args.jobs, os.path.join(args.out, "shard"), log=log)
+        except RuntimeError as exc:  # the run failed: the other figures still stand
+            shard_note = f"failed: {exc}"
     compile_cold, compile_warm = compile_seconds(records), compile_seconds(warm)
     print(f"naive_exec_per_s: {naive_rate:.3f}")
     print(f"runner_exec_per_s: {runner_rate:.3f}")
     print(f"speedup: {runner_rate / naive_rate:.1f}")
     print(f"cache_hit_rate: {hits:.3f}")
-    print(f"limit_ratio: {cold_wall / ideal:.2f}")
+    if shard is not None:
+        print(shard.line())
+        print(shard.start.line())
+    else:
+        print(f"limit_ratio: skipped ({shard_note})")
     print(f"cold_s: {cold_wall:.1f}  warm_s: {warm_wall:.1f}  warm_speedup: {cold_wall / warm_wall:.1f}")
     print(f"compile_cold_s: {compile_cold:.1f}  compile_warm_s: {compile_warm:.2f}  "
           f"compile_speedup: {compile_cold / max(compile_warm, 1e-6):.0f}")

@@ -80,25 +80,6 @@ def max_bytes_from_env() -> int:
     return int(gb * 2**30)
 
 
-def cacheable(path) -> bool:
-    """Whether `path` overrides both artifact() and restore() (the defaults mean "not cacheable")."""
-    from harness.paths.base import Path
-
-    cls = type(path)
-    return cls.artifact is not Path.artifact and cls.restore is not Path.restore
-
-
-def restore_takes_build(path) -> bool:
-    """Whether `path.restore` accepts the keyword `build` (the case's module builder: () -> (module,
-    example)), for an artifact that runs on the module's own parameters (Inductor's precompiled function)."""
-    import inspect
-
-    try:
-        return "build" in inspect.signature(path.restore).parameters
-    except (TypeError, ValueError):
-        return False
-
-
 def _normdiff_version() -> str:
     try:
         return importlib.metadata.version("normdiff")

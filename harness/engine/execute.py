@@ -26,9 +26,9 @@ from harness.attribution.policy import Policy
 from harness.core.machine import cpu_features
 from harness.core.verdicts import Verdict
 from harness.engine import stored
-from harness.engine.cache import ArtifactCache, Origin, cacheable, restore_takes_build
+from harness.engine.cache import ArtifactCache, Origin
 from harness.engine.cases import CaseProblem, Cases, lift_problem
-from harness.engine.exports import ExportMemo, takes_exported
+from harness.engine.exports import ExportMemo
 from harness.oracle.compare import eager_row_errors, score
 from harness.paths.base import Prepared, StageError, Unsupported, first_line
 from harness.spec import CaseSpec
@@ -129,14 +129,14 @@ class Executor:
         are the kept ones, but for those its restore says of itself (its cache facts)."""
         if self.cache is None:
             return None, Origin.OFF
-        if not cacheable(path):
+        if not path.artifact_cacheable:
             return None, Origin.UNSUPPORTED
         ckey = self.cache.key(path, spec, salt)
         entry = self.cache.get(ckey)
         if entry is None:
             return self._failure_from_disk(path, spec, salt)
         try:
-            prepared = path.restore(spec, entry.data, **({"build": build} if restore_takes_build(path) else {}))
+            prepared = path.restore(spec, entry.data, **({"build": build} if path.restore_takes_build else {}))
         except Exception:  # noqa: BLE001 - an entry that does not restore is not trusted
             self.cache.discard(ckey)
             return None, Origin.MISS
@@ -174,7 +174,7 @@ class Executor:
     def _build(self, path, spec: CaseSpec, setup) -> Prepared | Exception:
         try:
             module, example = setup.build()
-            if not takes_exported(path):
+            if not path.takes_shared_export:
                 return path.prepare(spec, module, example)
             exported = self.exports.get(spec, module, example)
             if isinstance(exported, StageError):  # the path exports itself: its own error, or its own fallbacks

@@ -1,10 +1,9 @@
 """torch.export once per structure, for every path that starts from an ExportedProgram."""
 from __future__ import annotations
 
-import inspect
 from collections import OrderedDict
 
-from harness.paths.base import StageError, example_args, stage
+from harness.paths.base import StageError, example_args, export_program, stage
 from harness.spec import CaseSpec
 
 
@@ -43,11 +42,9 @@ class ExportMemo:
             self._programs.move_to_end(key)
             self.hits += 1
             return self._programs[key]
-        import torch
-
         try:
-            with stage("export"), torch.no_grad():
-                program = torch.export.export(module, example_args(example))
+            with stage("export"):
+                program = export_program(module, example_args(example))
         except StageError as exc:
             program = exc
         self._programs[key] = program
@@ -55,16 +52,3 @@ class ExportMemo:
             self._programs.popitem(last=False)
         return program
 
-
-_TAKES_EXPORTED: dict[type, bool] = {}
-
-
-def takes_exported(path) -> bool:
-    """Whether `path.prepare` accepts the keyword `exported` (an ExportedProgram made for it)."""
-    cls = type(path)
-    if cls not in _TAKES_EXPORTED:
-        try:
-            _TAKES_EXPORTED[cls] = "exported" in inspect.signature(path.prepare).parameters
-        except (TypeError, ValueError):
-            _TAKES_EXPORTED[cls] = False
-    return _TAKES_EXPORTED[cls]

@@ -55,21 +55,27 @@ def plan(specs: Iterable[CaseSpec], path_names: list[str]) -> list[Task]:
 
 @dataclass
 class Group:
-    """Tasks sharing one prepared artifact, still to be run."""
+    """Tasks sharing one prepared artifact, still to be run.
+
+    `structure` is the one key of the group: its path's `structure_key` of
+    its tasks' specs (structure_of). The scheduler's affinity also reads it
+    (a worker next takes another path's group of the key it just ran, whose
+    export it still holds): for every built-in path it is the spec's own key.
+    """
 
     path: str
     structure: str
     tasks: deque
     cached: bool = False  # its artifact is in the disk cache: a restore, not a compile (the scheduler's guess)
-    spec_structure: str = ""  # its first task's spec.structure_key() (the export a worker keeps), once
 
 
 def structure_of(task: Task) -> str:
     """The key of the artifact `task` needs: its path's structure key for its spec."""
     try:
-        return paths.get(task.path).structure_key(task.spec)
-    except Exception:  # noqa: BLE001 - an unknown path still gets its record, from the worker
-        return task.spec.structure_key()
+        path = paths.get(task.path)
+    except Exception:  # noqa: BLE001 - a path that does not load: its worker records that; grouped by the default key
+        return paths.Path().structure_key(task.spec)
+    return path.structure_key(task.spec)
 
 
 def group_tasks(tasks: list[Task]) -> list[Group]:
@@ -79,6 +85,6 @@ def group_tasks(tasks: list[Task]) -> list[Group]:
         skey = structure_of(t)
         group = groups.get((t.path, skey))
         if group is None:
-            group = groups[(t.path, skey)] = Group(t.path, skey, deque(), spec_structure=t.spec.structure_key())
+            group = groups[(t.path, skey)] = Group(t.path, skey, deque())
         group.tasks.append(t)
     return list(groups.values())

@@ -12,7 +12,7 @@ from harness import paths
 from harness.core.records import write_atomic
 from harness.core.verdicts import DEFAULT_TIMEOUT, Verdict
 from harness.engine import stored
-from harness.engine.cache import Origin, cacheable
+from harness.engine.cache import Origin
 from harness.engine.plan import Group, Task, group_tasks
 from harness.engine.procs import Procs, Worker
 
@@ -154,7 +154,7 @@ def mark_cached(groups: list[Group], cache, module_digests: dict[str, str] | Non
                 continue
         try:
             path = paths.get(g.path)
-            if not cacheable(path):
+            if not path.artifact_cacheable:
                 continue
             g.cached = any(os.path.exists(cache.file_of(cache.key(path, spec, salt, kind=kind)))
                            for kind in ("", stored.FAILURE))
@@ -183,7 +183,6 @@ class Runner:
         self.estimates = _Estimates()
         self.workers: list[Worker] = []
         self.pending: list[Group] = []
-        self._spec_keys: dict[int, tuple] = {}  # id(spec) -> (spec, its structure key): main-loop time is a worker's wait
         self.module_digests: dict[str, str] = {}  # {structure key: module digest} from the preflight (mark_cached)
 
     def run(self, tasks: list[Task], on_record: Callable[[dict], None]) -> None:
@@ -303,7 +302,7 @@ class Runner:
                 self.procs.launch(1)  # a full worker takes its place
             return
         task = w.group.tasks.popleft()
-        w.last_structure = self._spec_key(task)
+        w.last_structure = w.group.structure
         if not self.procs.send(w, task, reset):  # gone between tasks: the service loop replaces it
             w.group.tasks.appendleft(task)
 
@@ -333,9 +332,7 @@ class Runner:
         if pool:
             work = self._work(pool)
             if self.affinity and last_structure and sum(work.values()) > ENDGAME * self.jobs * max(work.values()):
-                pending = self.pending
-                pool = [i for i in pool if (pending[i].spec_structure or self._spec_key(pending[i].tasks[0]))
-                        == last_structure] or pool
+                pool = [i for i in pool if self.pending[i].structure == last_structure] or pool
             best = max(pool, key=lambda i: (work[i], -i))
             return self.pending.pop(best)
         return self._steal(allowed)
@@ -353,13 +350,6 @@ class Runner:
                                                         self.estimates.execution(g.path))
             work[i] = costs[0] + len(g.tasks) * costs[1]
         return work
-
-    def _spec_key(self, task: Task) -> str:
-        """task.spec.structure_key(), computed once per spec."""
-        hit = self._spec_keys.get(id(task.spec))
-        if hit is None or hit[0] is not task.spec:
-            hit = self._spec_keys[id(task.spec)] = (task.spec, task.spec.structure_key())
-        return hit[1]
 
     def _steal(self, allowed: frozenset | None = None) -> Group | None:
         """Split the running group with the most work left, if that ends it MIN_STEAL_GAIN sooner."""
@@ -381,7 +371,7 @@ class Runner:
             return None
         tail = deque(best.tasks.pop() for _ in range(best_take))
         tail.reverse()
-        return Group(best.path, best.structure, tail, best.cached, self._spec_key(tail[0]))
+        return Group(best.path, best.structure, tail, best.cached)
 
     def _service(self, i: int, w: Worker, on_record) -> None:
         kind, payload = self.procs.check(w)

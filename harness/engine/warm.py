@@ -11,9 +11,14 @@ import os
 import signal
 import sys
 import threading
+import time
 from typing import Iterable
 
 from harness import paths
+
+# A file: with this variable set, each warm() that imports anything appends one JSON line of when each entry
+# began and ended (wall clock), so `make bench` can split a cold run's fixed start (harness.commands.bench_shard).
+WARM_TIMES_ENV = "NORMDIFF_WARM_TIMES"
 
 HARNESS_IMPORTS = ("harness.engine.execute", "harness.oracle.reference", "harness.oracle.compare",
                    "harness.oracle.inputs", "harness.oracle.modules")
@@ -63,24 +68,46 @@ def warm(modules: Iterable[str]) -> None:
 
     before = len(sys.modules)
     enabled = gc.isenabled()
+    times = []
     gc.disable()
     try:
         with _quiet_fds(), warnings.catch_warnings():
             warnings.simplefilter("ignore")
             for name in modules:
                 module_name, _, function = name.partition(":")
+                start = time.time()
                 try:
                     module = importlib.import_module(module_name)
                     if function:
                         getattr(module, function)()
                 except BaseException:  # noqa: BLE001 - an import must not kill a warm process
                     pass
+                times.append((name, start, time.time()))
     finally:
         if enabled:
             gc.enable()
     if len(sys.modules) != before:
         gc.collect(0)
         gc.freeze()
+        _note_times(times)
+
+
+def _note_times(times: list[tuple[str, float, float]]) -> None:
+    """Append this warm-up's entries and their wall-clock times to the file WARM_TIMES_ENV names, if any: one
+    line, with whether this process is a multiprocessing child (a worker) or not (the forkserver)."""
+    where = os.environ.get(WARM_TIMES_ENV)
+    if not where:
+        return
+    import json
+
+    line = json.dumps({"pid": os.getpid(), "worker": mp.parent_process() is not None, "end": time.time(),
+                       "entries": [[name, round(a, 4), round(b, 4)] for name, a, b in times]})
+    with contextlib.suppress(OSError):  # a measurement must not kill a warm process
+        fd = os.open(where, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            os.write(fd, (line + "\n").encode())
+        finally:
+            os.close(fd)
 
 
 @contextlib.contextmanager

@@ -3,7 +3,10 @@
 Everything heavy (torch.export, to_edge, lowering, serialising the program,
 loading it into the runtime) happens in `prepare`; the functions returned here
 only convert the input, call the compiled thing and convert the output back,
-keeping whatever dtype the path really produced.
+keeping whatever dtype the path really produced. The functions the repro
+scripts paste (the paths' `pipeline`: pte_buffer, load_forward,
+forward_output, graph_output, single_output, call_ops, op_name, dtype_of)
+use only torch, executorch and the scripts' conversions.
 """
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ import numpy as np
 
 from harness.core.dtypes import name_of
 from harness.core.tensors import single, to_numpy, to_torch
-from harness.paths.base import FRONTEND_MEMO, Prepared, example_args, input_arrays, stage
+from harness.paths.base import FRONTEND_MEMO, Prepared, example_args, export_program, input_arrays, stage
 
 # What a warm worker imports for an ExecuTorch path.
 EXECUTORCH_WARM = ("torch", "torch.export", "executorch.exir", "executorch.runtime", FRONTEND_MEMO)
@@ -45,13 +48,11 @@ def quiet_imports() -> None:
 
 
 def export(module, example, exported=None):
-    """torch.export of `module` on the one example input (the "export" stage); `exported` if given."""
-    import torch
-
+    """export_program of `module` on its example (the "export" stage); `exported` (the runner's) if given."""
     if exported is not None:
         return exported
-    with stage("export"), torch.no_grad():
-        return torch.export.export(module, example_args(example))
+    with stage("export"):
+        return export_program(module, example_args(example))
 
 
 def op_name(target) -> str:
@@ -95,10 +96,22 @@ def load_forward(buffer: bytes):
     return program, method
 
 
-def pte_bytes(manager) -> bytes:
-    """The .pte program of an edge manager: to_executorch().buffer ("compile")."""
-    with stage("compile"):
-        return bytes(manager.to_executorch().buffer)
+def pte_buffer(manager) -> bytes:
+    """The .pte program of an edge manager: to_executorch().buffer."""
+    return bytes(manager.to_executorch().buffer)
+
+
+def forward_output(method, inputs):
+    """The loaded program's forward on `inputs` (a tuple of tensors): its one output, as NumPy."""
+    return to_numpy(single_output(method.execute(inputs)))
+
+
+def graph_output(graph_module, inputs):
+    """A graph module run in Python on `inputs` (a tuple of tensors): its one output, as NumPy."""
+    import torch
+
+    with torch.no_grad():
+        return to_numpy(single_output(graph_module(*inputs)))
 
 
 class PteArtifact:
@@ -132,10 +145,9 @@ def pte_runner(buffer: bytes, spec) -> Callable[[np.ndarray], np.ndarray]:
         log = io.StringIO()
         try:
             with contextlib.redirect_stderr(log):
-                outputs = method.execute(inputs)
+                return forward_output(method, inputs)
         except RuntimeError as exc:
             raise RuntimeError(f"{exc}{_kernel_failure(log.getvalue(), method, inputs)}") from None
-        return to_numpy(single_output(outputs))
 
     return run
 
@@ -188,16 +200,8 @@ def _capture_stderr(fn) -> str:
 
 def module_runner(module, spec) -> Callable[[np.ndarray], np.ndarray]:
     """Run a (graph) module in Python on a NumPy input."""
-    import torch
-
     layout = spec.layout
-
-    def run(x: np.ndarray) -> np.ndarray:
-        with torch.no_grad():
-            out = single_output(module(*(to_torch(a, layout) for a in input_arrays(x))))
-        return to_numpy(out)
-
-    return run
+    return lambda x: graph_output(module, tuple(to_torch(a, layout) for a in input_arrays(x)))
 
 
 def call_ops(graph) -> list[str]:
@@ -206,7 +210,7 @@ def call_ops(graph) -> list[str]:
 
 
 def dtype_of(node) -> str | None:
-    """The dtype name of an FX node's value (node.meta["val"]), or None."""
+    """The dtype name of an FX node's value (node.meta["val"]), or None (name_of's names)."""
     val = getattr(node, "meta", {}).get("val") if node is not None else None
     dtype = getattr(val, "dtype", None)
     return name_of(dtype) if dtype is not None else None

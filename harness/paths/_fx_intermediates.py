@@ -18,13 +18,11 @@ values rounded for returning, as native_layer_norm does for float16) are
 not exposed: they are not what it computed with.
 
 `fx_intermediates` uses only torch and the conversions of
-harness/core/tensors.py, so the recompose repro scripts carry it as its
-source (`SCRIPT_CODE`): the script's stage table reads the very values
-attribution reads.
+harness/core/tensors.py, so the repro scripts of eager and the recompose
+paths carry it as its source (it is in their `pipeline`): the script's
+stage table reads the very values attribution reads.
 """
 from __future__ import annotations
-
-import inspect
 
 from harness.core.tensors import single, to_numpy, to_torch
 from harness.paths._executorch_common import op_name
@@ -129,7 +127,3 @@ INTERPRETED = "{} run node by node (torch.fx.Interpreter)"  # a Capture's method
 def fx_runner(graph_module, spec, method: str):
     """A path's `intermediates` runner over an FX graph module: run(x) -> Capture, x as Prepared.run takes it."""
     return lambda x: capture(graph_module, tuple(to_torch(a, spec.layout) for a in input_arrays(x)), method)
-
-
-# The recompose scripts' reader, by its source (the scripts define to_numpy and single).
-SCRIPT_CODE = "\n\n".join(inspect.getsource(f) for f in (op_name, fx_intermediates))

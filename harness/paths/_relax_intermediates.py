@@ -1,8 +1,8 @@
 """The TVM paths' intermediates: the module rebuilt with every binding of `main` as an output.
 
-The path's pipeline is repeated (torch.export, from_exported_program with the
-parameters as constants, the path's decomposition pass), then `expose`
-rewrites `main` so that it returns, after its own result, every tensor its
+The path's own pipeline (harness/paths/tvm.py: torch.export,
+from_exported_program with the parameters as constants, the path's
+decomposition pass) builds the module, then `expose` rewrites `main` so that it returns, after its own result, every tensor its
 bindings compute: ToNonDataflow lets the bindings be used outside the
 dataflow block, the new return tuple lists them, and ConvertToDataflow puts
 the dataflow block back so FuseOps still fuses. The rebuilt module is
@@ -18,12 +18,10 @@ in; a kernel could accumulate wider inside (the reduction's accumulator) and
 still store float16, and the stored value is what is scored.
 
 The functions below use only numpy, ml_dtypes, torch and tvm, so the TVM
-repro scripts carry them as their source (`script_code`): the script's
-stage table reads the very values attribution reads.
+repro scripts carry them as their source (the TVM paths' `pipeline`): the
+script's stage table reads the very values attribution reads.
 """
 from __future__ import annotations
-
-import inspect
 
 import numpy as np
 
@@ -95,49 +93,4 @@ def first_tensor(result):
     return result
 
 
-def exposed_runner(model, example, decompose):
-    """The TVM paths' pipeline on `model` with every binding of main exposed, compiled once.
-
-    `example` is the tuple of the model's input tensors, `decompose` the
-    relax.transform pass the path applies ("" for none). Returns run(x), x
-    the inputs as a tuple of NumPy arrays: ([(name, op, dtype, value)],
-    index of the returned value among them or None, the re-run's output).
-    """
-    import torch
-    import tvm
-    from tvm import relax
-    from tvm.relax.frontend.torch import from_exported_program
-
-    with torch.no_grad():
-        ep = torch.export.export(model, example)
-    mod = from_exported_program(ep, keep_params_as_input=False)
-    if decompose:
-        mod = getattr(relax.transform, decompose)()(mod)
-    exposed, names, output = expose(mod)
-    with tvm.transform.PassContext(opt_level=3):
-        executable = tvm.compile(exposed, target="llvm")
-    device = tvm.cpu()
-    main = relax.VirtualMachine(executable, device)["main"]
-
-    def run(x):
-        result = list(main(*(tvm.runtime.tensor(np.ascontiguousarray(a), device) for a in x)))
-        values = [tvm_array(t) for t in result[1:]]
-        items = [(name, op, str(v.dtype), v) for (name, op), v in zip(names, values)]
-        return items, output, tvm_array(first_tensor(result[0]))
-
-    return run
-
-
 METHOD = "every binding of main returned as an output, recompiled"
-# What a TVM repro script needs to read the intermediates, by their source.
-SCRIPT_HELPERS = (returned_var, tensor_bindings, expose, tvm_array, first_tensor, exposed_runner)
-
-
-def script_code(decompose: str) -> str:
-    """The TVM paths' script `intermediates(model, example, x)`: these functions, pasted, and the call."""
-    return "\n\n".join(inspect.getsource(f) for f in SCRIPT_HELPERS) + f'''
-
-def intermediates(model, example, x):
-    """Every binding of main returned as an extra output, recompiled as run_path compiles, run once."""
-    return exposed_runner(model, example, {decompose!r})(x)
-'''

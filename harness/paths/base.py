@@ -8,16 +8,24 @@ so the runner can turn them into records without knowing the path.
 A path also owns everything else about itself, so adding one is one module
 and one registry line: what it runs (`description`), the distributions whose
 versions its records carry (`packages`), what a warm worker imports for it
-(`warm_imports`), and its part of the standalone repro script
-(`script_imports`, `script_code`), which makes the very calls `prepare`
-makes, so the script reproduces what the harness ran. A path whose graph
-can be read value by value also implements `intermediates` (a runner that
-exposes them), and attribution asks it for them, never its class. This is
-the public plug-in face (DESIGN §6): keep it stable (add, never rename).
+(`warm_imports`), and its part of the standalone repro script. Its
+pipeline is written once: module-level functions (`pipeline`) that
+`prepare`, `Prepared.run` and `intermediates` call, which the script pastes
+by their source (`script_code`) beside a short `run_path` calling them
+(`script_calls`), so a fix to the live path is a fix to its script. A path
+whose graph can be read value by value also implements `intermediates` (a
+runner that exposes them), and attribution asks it for them, never its
+class. What the engine may do with a path is declared, never found by
+inspecting its methods: `takes_shared_export`, `artifact_cacheable`,
+`restore_takes_build`, `has_intermediates` (defaults: no, so a path written
+before they existed runs as it always did, exporting itself and uncached).
+This is the public plug-in face (DESIGN §6): keep it stable (add, never
+rename).
 """
 from __future__ import annotations
 
 import contextlib
+import inspect
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -58,6 +66,23 @@ def example_args(example) -> tuple:
 def input_arrays(x) -> tuple:
     """The inputs of one run as a tuple: `x` is one array, or a tuple for several inputs (x, then y, r…)."""
     return x if isinstance(x, tuple) else (x,)
+
+
+def export_program(model, example):
+    """torch.export of `model` on `example` (the tuple of its input tensors), under no_grad.
+
+    The runner's shared export is made this way, and so is a path's own when
+    it has none, and the repro scripts paste it: one export for all.
+    """
+    import torch
+
+    with torch.no_grad():
+        return torch.export.export(model, example)
+
+
+def pasted(functions) -> str:
+    """The source of each function, each once, in order: what a repro script pastes (one definition)."""
+    return "\n\n".join(inspect.getsource(f) for f in dict.fromkeys(functions))
 
 
 @contextlib.contextmanager
@@ -150,21 +175,50 @@ class Path:
     restore_warm_ups: tuple[str, ...] = ()
     # The repro script's import lines for this path (torch, numpy, ml_dtypes come with every script).
     script_imports: str = ""
+    # The module-level functions `prepare`, `Prepared.run` and `intermediates` call, with the helpers they
+    # call, in the order a script defines them: the repro script pastes each by its source. Each uses only
+    # what a script has (torch, numpy, ml_dtypes, `script_imports`, to_torch, to_numpy, single), and the
+    # path's own options reach them as arguments, never as module constants.
+    pipeline: tuple[Callable, ...] = ()
 
-    def script_code(self) -> str:
-        """Python source defining `run_path(model, example, x)`: the output as a NumPy array.
+    # What the engine may do with the path, declared (an undeclared capability is not used):
+    # `prepare` takes the keyword `exported` (the runner's one torch.export of the structure, see prepare).
+    takes_shared_export: bool = False
+    # `artifact` and `restore` are implemented: the persistent cache keeps what prepare built.
+    artifact_cacheable: bool = False
+    # `restore` takes the keyword `build` (the case's builder, see restore).
+    restore_takes_build: bool = False
+    # `intermediates` is implemented, and the script's `script_calls` define `intermediates(model, example,
+    # x)` from the same pipeline: the repro script then carries the stage table (docs/attribution.md).
+    has_intermediates: bool = False
 
-        It runs in a standalone script that imports only torch, numpy,
-        ml_dtypes and `script_imports`, with `to_torch`, `to_numpy` and
-        `single` defined (see harness.repro.pieces). `model` is the eval-mode
-        module, `example` the tuple of its input tensors, `x` the same inputs
-        as a tuple of NumPy arrays. The default runs the model as eager does.
+    def script_calls(self) -> str:
+        """Python source of `run_path(model, example, x)` (the output as a NumPy array) calling the pipeline.
+
+        `model` is the eval-mode module, `example` the tuple of its input
+        tensors, `x` the same inputs as a tuple of NumPy arrays. With
+        `has_intermediates`, also `intermediates(model, example, x)`: the
+        (name, op, dtype, value) of every value computed, the index of the
+        returned one among them or None, and the re-run's output. Short: the
+        work is in the pipeline's functions, which the live path calls too.
+        The default runs the model as eager does.
         """
         return (f'def run_path(model, example, x):\n    """{self.name}: {self.description}"""\n'
                 "    with torch.no_grad():\n        return to_numpy(model(*example))\n")
 
+    def script_code(self) -> str:
+        """Python source defining `run_path(model, example, x)` (and `intermediates`, see script_calls).
+
+        It runs in a standalone script that imports only torch, numpy,
+        ml_dtypes and `script_imports`, with `to_torch`, `to_numpy` and
+        `single` defined (see harness.repro.pieces). The default pastes the
+        `pipeline` by its source and adds `script_calls`; a path written
+        before `pipeline` existed may override this instead.
+        """
+        return "\n\n\n".join(part for part in (pasted(self.pipeline), self.script_calls()) if part)
+
     def structure_key(self, spec) -> str:
-        """Cases with the same key share one prepared artifact."""
+        """Cases with the same key share one prepared artifact (the engine groups and caches by it)."""
         return spec.structure_key()
 
     # Bump when what artifact() writes changes meaning: older cache entries then miss.
@@ -177,8 +231,9 @@ class Path:
         """What `prepare` built, as bytes for the persistent cache; None: not cacheable.
 
         Optional (the default caches nothing). A path that overrides it also
-        overrides `restore`, and `restore(spec, artifact(p))` must run exactly
-        as `p` does; the facts are kept by the cache beside the bytes.
+        overrides `restore`, and declares `artifact_cacheable = True` (an
+        undeclared one is not cached); `restore(spec, artifact(p))` must run
+        exactly as `p` does; the facts are kept by the cache beside the bytes.
         """
         return None
 
@@ -187,7 +242,7 @@ class Path:
 
         Raise anything if the bytes cannot be used: the cache entry is then
         dropped and the case prepared afresh. A restore that also takes the
-        keyword `build` is given the case's builder, `build() -> (module,
+        keyword `build` (and declares `restore_takes_build = True`) is given the case's builder, `build() -> (module,
         example)` as prepare gets them, for an artifact that runs on the
         module's own parameters. Facts it returns replace the kept ones of the
         same name (its `cache_facts`: where the artifact came from).
@@ -208,7 +263,8 @@ class Path:
         for bit against the path's own (a difference makes the attribution
         approximate, as do the `changes` it lists). One build serves every
         case of the structure. The default raises IntermediatesUnavailable:
-        the record then says the path runs as one call.
+        the record then says the path runs as one call. A path implementing
+        it declares `has_intermediates` once its script can read them too.
         """
         raise IntermediatesUnavailable(f"path {self.name!r} does not expose its intermediates (a compiled "
                                        "library or a delegated program runs as one call)")
@@ -222,12 +278,12 @@ class Path:
         has extra inputs (`example_args` gives the model's arguments either
         way). Raise Unsupported or StageError.
 
-        A path that starts from torch.export may declare a keyword
-        `exported=None`: the runner then exports each structure once per
-        worker and passes the ExportedProgram (of `module` on `example`, made
-        under no_grad) to every such path; it must not be mutated. Where that
-        export fails, the path is called without it and exports itself (its
-        own error, or its own fallbacks). A path without the keyword is called
-        as above.
+        A path that starts from torch.export may take a keyword
+        `exported=None` and declare `takes_shared_export = True`: the runner
+        then exports each structure once per worker (`export_program`) and
+        passes the ExportedProgram to every such path; it must not be
+        mutated. Where that export fails, the path is called without it and
+        exports itself (its own error, or its own fallbacks). A path that
+        does not declare it is called as above, and exports itself.
         """
         raise NotImplementedError

@@ -11,12 +11,23 @@ from harness.paths._executorch_common import (
     EXECUTORCH_WARM,
     call_ops,
     export,
+    forward_output,
+    load_forward,
+    op_name,
     PteArtifact,
-    pte_bytes,
+    pte_buffer,
     pte_runner,
     quiet_imports,
+    single_output,
 )
-from harness.paths.base import Path, Prepared, stage
+from harness.paths.base import Path, Prepared, export_program, stage
+
+
+def edge_program(ep):
+    """to_edge of an ExportedProgram: the edge manager the portable kernels' program is made from."""
+    from executorch.exir import to_edge
+
+    return to_edge(ep)
 
 
 class ExecutorchPath(PteArtifact, Path):
@@ -24,27 +35,26 @@ class ExecutorchPath(PteArtifact, Path):
     description = "torch.export -> to_edge -> to_executorch -> executorch.runtime (portable/optimized kernels)"
     packages = ("torch", "executorch")
     warm_imports = EXECUTORCH_WARM
-    script_imports = "from executorch.exir import to_edge\nfrom executorch.runtime import Runtime\n"
+    pipeline = (export_program, edge_program, op_name, call_ops, pte_buffer, load_forward, single_output,
+                forward_output)
+    takes_shared_export = True
+    artifact_cacheable = True
 
-    def script_code(self) -> str:
+    def script_calls(self) -> str:
         return f'''\
 def run_path(model, example, x):
     """{self.name}: {self.description}"""
-    with torch.no_grad():
-        ep = torch.export.export(model, example)
-    program = to_edge(ep).to_executorch()
-    loaded = Runtime.get().load_program(program.buffer)
-    method = loaded.load_method("forward")
-    return to_numpy(single(method.execute(example)))
+    edge = edge_program(export_program(model, example))
+    print("edge ops:", ", ".join(call_ops(edge.exported_program().graph)))
+    program, method = load_forward(pte_buffer(edge))
+    return forward_output(method, example)
 '''
 
     def prepare(self, spec, module, example, exported=None) -> Prepared:
         quiet_imports()
-        from executorch.exir import to_edge
-
         ep = export(module, example, exported)
         with stage("compile"):
-            edge = to_edge(ep)
+            edge = edge_program(ep)
             ops = call_ops(edge.exported_program().graph)
-        buffer = pte_bytes(edge)
+            buffer = pte_buffer(edge)
         return Prepared(pte_runner(buffer, spec), {"edge_ops": ops}, built=buffer)

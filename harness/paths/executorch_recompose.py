@@ -31,18 +31,19 @@ from __future__ import annotations
 
 import io
 
+from harness.core.dtypes import name_of
 from harness.paths._executorch_common import (
     EXECUTORCH_WARM,
     dtype_of,
     export,
+    graph_output,
     module_runner,
     op_name,
     quiet_imports,
+    single_output,
 )
 from harness.paths import _fx_intermediates as fx
-from harness.paths.base import Path, Prepared, stage
-
-_CASTS = {"aten._to_copy.default", "dim_order_ops._to_dim_order_copy.default", "aten.to.dtype"}
+from harness.paths.base import Path, Prepared, export_program, stage
 
 
 def _is_rms_norm(node) -> bool:
@@ -51,9 +52,10 @@ def _is_rms_norm(node) -> bool:
 
 def _dtype_casts(graph) -> dict:
     """node -> "from->to" for every cast node that changes the dtype."""
+    casts = {"aten._to_copy.default", "dim_order_ops._to_dim_order_copy.default", "aten.to.dtype"}
     out = {}
     for node in graph.nodes:
-        if node.op == "call_function" and op_name(node.target) in _CASTS and node.args:
+        if node.op == "call_function" and op_name(node.target) in casts and node.args:
             src, dst = dtype_of(node.args[0]), dtype_of(node)
             if src and dst and src != dst:
                 out[node] = f"{src}->{dst}"
@@ -82,33 +84,27 @@ def rewrite(graph_module, quantization_capture: bool) -> dict:
     }
 
 
-_SCRIPT_REPORT = '''\
-def report_rms_norm(graph_module):
-    """Say which tensor the rebuilt rms_norm reads (its dtype is the finding)."""
-    for node in graph_module.graph.nodes:
-        if node.op == "call_function" and "rms_norm" in str(node.target):
-            val = node.args[0].meta.get("val")
-            print(f"RecomposeRmsNorm built an rms_norm on a {getattr(val, 'dtype', '?')} input")
-            return
-    print("RecomposeRmsNorm built no rms_norm (the norm stays decomposed)")
-'''
+def edge_rewritten(ep, skip_dim_order: bool):
+    """(the edge program's graph module after both passes, their facts, the rewritten edge program)."""
+    from executorch.exir import EdgeCompileConfig, to_edge
+
+    # QNN lowers with qnn_edge_config(): _check_ir_validity=False, which
+    # also lets the non-core aten.rms_norm the pass builds stay legal.
+    config = EdgeCompileConfig(_check_ir_validity=False, _skip_dim_order=skip_dim_order)
+    edge_ep = to_edge(ep, compile_config=config).exported_program()
+    facts = rewrite(edge_ep.graph_module, quantization_capture=False)
+    return edge_ep.module(), facts, edge_ep
 
 
-# The scripts' run_path and intermediates, around each path's own `rewritten(model, example)`.
-_SCRIPT_RUN = '''
-
-def run_path(model, example, x):
-    """{name}: {description}"""
-    graph_module = rewritten(model, example)
-    report_rms_norm(graph_module)
-    with torch.no_grad():
-        return to_numpy(single(graph_module(*example)))
+def capture_rewritten(ep):
+    """(ep.module() after both passes with quantization_capture=True, their facts, the exported program)."""
+    graph_module = ep.module()
+    return graph_module, rewrite(graph_module, quantization_capture=True), ep
 
 
-def intermediates(model, example, x):
-    """The rewritten graph run node by node, every node's value kept (for the stage table)."""
-    return fx_intermediates(rewritten(model, example), example)
-'''
+# What every recompose script pastes; each path adds the function that builds its graph.
+_PIPELINE = (export_program, op_name, name_of, dtype_of, _is_rms_norm, _dtype_casts, rewrite, single_output,
+             graph_output, fx.fx_intermediates)
 
 
 class _Recompose(Path):
@@ -120,10 +116,23 @@ class _Recompose(Path):
 
     packages = ("torch", "executorch")
     warm_imports = EXECUTORCH_WARM + ("executorch.backends.qualcomm._passes", "executorch.exir.serde.serialize")
+    takes_shared_export = True
+    artifact_cacheable = True
+    has_intermediates = True
+
+    def _rewrite(self, ep):
+        """(the graph module after both passes, the facts, what `_save` keeps): the path's pipeline call."""
+        raise NotImplementedError
+
+    def _script_rewrite(self) -> str:
+        """The script's expression of `_rewrite` on `ep`."""
+        raise NotImplementedError
 
     def _rewritten(self, module, example, exported=None):
-        """(the graph module after both passes, the facts, what `_save` keeps)."""
-        raise NotImplementedError
+        quiet_imports()
+        ep = export(module, example, exported)
+        with stage("compile"):
+            return self._rewrite(ep)
 
     def _save(self, built) -> bytes:
         raise NotImplementedError
@@ -132,13 +141,26 @@ class _Recompose(Path):
         """The graph module after both passes, from what `_save` kept."""
         raise NotImplementedError
 
-    def _script_rewritten(self) -> str:
-        """The script's `rewritten(model, example)`: the graph module after both passes."""
-        raise NotImplementedError
+    def script_calls(self) -> str:
+        call = self._script_rewrite()
+        return f'''\
+def run_path(model, example, x):
+    """{self.name}: {self.description}"""
+    ep = export_program(model, example)
+    graph_module, facts, _ = {call}
+    print("QNN's RemoveRedundancy + RecomposeRmsNorm:", facts)
+    if facts["rms_norm_built"]:  # which tensor the rebuilt rms_norm reads: its dtype is the finding
+        print(f"RecomposeRmsNorm built an rms_norm on a {{facts['rms_norm_input_dtype']}} input")
+    else:
+        print("RecomposeRmsNorm built no rms_norm (the norm stays decomposed)")
+    return graph_output(graph_module, example)
 
-    def script_code(self) -> str:
-        return (_SCRIPT_REPORT + "\n\n" + fx.SCRIPT_CODE + "\n\n" + self._script_rewritten()
-                + _SCRIPT_RUN.format(name=self.name, description=self.description))
+
+def intermediates(model, example, x):
+    """The rewritten graph run node by node, every node's value kept (for the stage table)."""
+    ep = export_program(model, example)
+    return fx_intermediates({call}[0], example)
+'''
 
     def prepare(self, spec, module, example, exported=None) -> Prepared:
         graph_module, facts, built = self._rewritten(module, example, exported)
@@ -168,36 +190,14 @@ class RecomposePath(_Recompose):
     control_path = "executorch"
     description = ("torch.export -> to_edge -> QNN RemoveRedundancy + RecomposeRmsNorm -> "
                    "the edge graph run in Python")
-    script_imports = ("from executorch.backends.qualcomm._passes import RecomposeRmsNorm, RemoveRedundancy\n"
-                      "from executorch.exir import EdgeCompileConfig, to_edge\n")
+    pipeline = _PIPELINE + (edge_rewritten,)
     skip_dim_order = False
 
-    def _script_rewritten(self) -> str:
-        return f'''
-def rewritten(model, example):
-    """The edge program after QNN's RemoveRedundancy and RecomposeRmsNorm, as a module."""
-    with torch.no_grad():
-        ep = torch.export.export(model, example)
-    # QNN lowers with _check_ir_validity=False, which keeps the rebuilt aten.rms_norm legal
-    config = EdgeCompileConfig(_check_ir_validity=False, _skip_dim_order={self.skip_dim_order})
-    edge_ep = to_edge(ep, compile_config=config).exported_program()
-    RemoveRedundancy(quantization_capture=False)(edge_ep.graph_module)
-    RecomposeRmsNorm(quantization_capture=False)(edge_ep.graph_module)
-    return edge_ep.module()
-'''
+    def _rewrite(self, ep):
+        return edge_rewritten(ep, self.skip_dim_order)
 
-    def _rewritten(self, module, example, exported=None):
-        quiet_imports()
-        from executorch.exir import EdgeCompileConfig, to_edge
-
-        ep = export(module, example, exported)
-        with stage("compile"):
-            # QNN lowers with qnn_edge_config(): _check_ir_validity=False, which
-            # also lets the non-core aten.rms_norm the pass builds stay legal.
-            config = EdgeCompileConfig(_check_ir_validity=False, _skip_dim_order=self.skip_dim_order)
-            edge_ep = to_edge(ep, compile_config=config).exported_program()
-            facts = rewrite(edge_ep.graph_module, quantization_capture=False)
-            return edge_ep.module(), facts, edge_ep
+    def _script_rewrite(self) -> str:
+        return f"edge_rewritten(ep, {self.skip_dim_order!r})"
 
     def _save(self, built) -> bytes:
         """The rewritten edge program, by ExecuTorch's serializer (torch.export.save's format, with the edge
@@ -228,26 +228,13 @@ class RecomposeCapturePath(_Recompose):
     control_path = "executorch"
     description = ("torch.export -> ep.module() -> QNN RemoveRedundancy + RecomposeRmsNorm "
                    "(quantization_capture=True) -> the graph run in Python")
-    script_imports = "from executorch.backends.qualcomm._passes import RecomposeRmsNorm, RemoveRedundancy\n"
+    pipeline = _PIPELINE + (capture_rewritten,)
 
-    def _script_rewritten(self) -> str:
-        return '''
-def rewritten(model, example):
-    """The captured graph after QNN's RemoveRedundancy and RecomposeRmsNorm (quantization_capture=True)."""
-    with torch.no_grad():
-        ep = torch.export.export(model, example)
-    graph_module = ep.module()
-    RemoveRedundancy(quantization_capture=True)(graph_module)
-    RecomposeRmsNorm(quantization_capture=True)(graph_module)
-    return graph_module
-'''
+    def _rewrite(self, ep):
+        return capture_rewritten(ep)
 
-    def _rewritten(self, module, example, exported=None):
-        quiet_imports()
-        ep = export(module, example, exported)
-        with stage("compile"):
-            graph_module = ep.module()
-            return graph_module, rewrite(graph_module, quantization_capture=True), ep
+    def _script_rewrite(self) -> str:
+        return "capture_rewritten(ep)"
 
     def _save(self, built) -> bytes:
         """The exported program the passes rewrite (torch.export.save): ep.module() and the two passes take

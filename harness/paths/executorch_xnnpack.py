@@ -17,21 +17,31 @@ from __future__ import annotations
 from harness.paths._executorch_common import (
     EXECUTORCH_WARM,
     export,
+    forward_output,
+    load_forward,
     op_name,
     PteArtifact,
-    pte_bytes,
+    pte_buffer,
     pte_runner,
     quiet_imports,
+    single_output,
 )
-from harness.paths.base import Path, Prepared, stage
+from harness.paths.base import Path, Prepared, export_program, stage
 
-_PLUMBING = {"getitem", "executorch_call_delegate"}
+
+def xnnpack_lowered(ep):
+    """to_edge_transform_and_lower with XnnpackPartitioner: what XNNPACK takes is delegated, the rest stays."""
+    from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    from executorch.exir import to_edge_transform_and_lower
+
+    return to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()])
 
 
 def delegation_facts(edge) -> dict:
     """Which ops of the lowered edge program went to a delegate, which did not."""
     from executorch.exir.lowered_backend_module import LoweredBackendModule
 
+    plumbing = {"getitem", "executorch_call_delegate"}
     gm = edge.exported_program().graph_module
     delegated: set[str] = set()
     undelegated: set[str] = set()
@@ -47,9 +57,9 @@ def delegation_facts(edge) -> dict:
                 for inner in lowered.original_module.graph.nodes:
                     if inner.op == "call_function":
                         delegated.add(op_name(inner.target))
-        elif name not in _PLUMBING:
+        elif name not in plumbing:
             undelegated.add(name)
-    delegated -= _PLUMBING
+    delegated -= plumbing
     return {
         "delegated": calls > 0,
         "fully_delegated": calls > 0 and not undelegated,
@@ -74,33 +84,26 @@ class XnnpackPath(PteArtifact, Path):
     description = "torch.export -> to_edge_transform_and_lower(XnnpackPartitioner) -> executorch.runtime"
     packages = ("torch", "executorch")
     warm_imports = EXECUTORCH_WARM + ("harness.paths.executorch_xnnpack:warm_up",)
-    script_imports = ("from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner\n"
-                      "from executorch.exir import to_edge_transform_and_lower\n"
-                      "from executorch.runtime import Runtime\n")
+    pipeline = (export_program, xnnpack_lowered, op_name, delegation_facts, pte_buffer, load_forward, single_output,
+                forward_output)
+    takes_shared_export = True
+    artifact_cacheable = True
 
-    def script_code(self) -> str:
+    def script_calls(self) -> str:
         return f'''\
 def run_path(model, example, x):
     """{self.name}: {self.description}"""
-    with torch.no_grad():
-        ep = torch.export.export(model, example)
-    edge = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()])
-    program = edge.to_executorch()
-    loaded = Runtime.get().load_program(program.buffer)
-    method = loaded.load_method("forward")
-    return to_numpy(single(method.execute(example)))
+    edge = xnnpack_lowered(export_program(model, example))
+    print("XNNPACK delegation:", delegation_facts(edge))
+    program, method = load_forward(pte_buffer(edge))
+    return forward_output(method, example)
 '''
 
     def prepare(self, spec, module, example, exported=None) -> Prepared:
         quiet_imports()
-        from executorch.backends.xnnpack.partition.xnnpack_partitioner import (
-            XnnpackPartitioner,
-        )
-        from executorch.exir import to_edge_transform_and_lower
-
         ep = export(module, example, exported)
         with stage("compile"):
-            edge = to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()])
+            edge = xnnpack_lowered(ep)
             facts = delegation_facts(edge)
-        buffer = pte_bytes(edge)
+            buffer = pte_buffer(edge)
         return Prepared(pte_runner(buffer, spec), facts, built=buffer)

@@ -54,7 +54,6 @@ Choices, written down:
 """
 from __future__ import annotations
 
-import contextlib
 import threading
 
 from harness.core.tensors import to_numpy, to_torch
@@ -64,6 +63,37 @@ from harness.paths.base import Path, Prepared, example_args, input_arrays, stage
 # last reset, and a lock so a compile and a run are not interleaved across threads.
 _LIVE = {"generation": 0}
 _LOCK = threading.RLock()
+
+
+# -- the pipeline: what prepare and run call, and the repro scripts paste (one definition) ----------------------
+
+def precision_config(emulate: bool):
+    """The Inductor config a compile runs under: emulate_precision_casts=True if `emulate`, else unchanged."""
+    import contextlib
+
+    import torch._inductor.config
+
+    return torch._inductor.config.patch(emulate_precision_casts=True) if emulate else contextlib.nullcontext()
+
+
+def inductor_compiled(model, example, emulate: bool):
+    """torch.compile(model, dynamic=False), Dynamo reset first, compiled by a first call on `example` (the
+    tuple of its input tensors) under precision_config(emulate)."""
+    import torch
+
+    torch._dynamo.reset()  # a fresh compile: nothing reused from another torch.compile
+    compiled = torch.compile(model, dynamic=False)
+    with precision_config(emulate), torch.no_grad():
+        compiled(*example)
+    return compiled
+
+
+def inductor_output(compiled, example):
+    """The compiled module's output on `example` as NumPy, recompiling forbidden (a guard miss is an error)."""
+    import torch
+
+    with torch.no_grad(), torch.compiler.set_stance("fail_on_recompile"):
+        return to_numpy(compiled(*example))
 
 
 def _reset() -> None:
@@ -136,39 +166,25 @@ class InductorPath(Path):
     warm_imports = ("torch", "torch.export", "torch._dynamo", "torch._inductor.compile_fx",
                     "harness.paths.inductor:warm_up")
     restore_warm_ups = ("harness.paths.inductor:warm_up_loader",)
-    script_imports = ""
     emulate = False
     cache_facts = ("inductor_fx_graph_cache", "inductor_aot_autograd_cache", "inductor_precompiled")
+    # The script takes the plain compile (a precompile is the same Dynamo capture and Inductor, saved).
+    pipeline = (precision_config, inductor_compiled, inductor_output)
+    artifact_cacheable = True
+    restore_takes_build = True
 
-    def _config(self):
-        import torch._inductor.config as inductor_config
-
-        if self.emulate:
-            return inductor_config.patch(emulate_precision_casts=True)
-        return contextlib.nullcontext()
-
-    def script_code(self) -> str:
-        patch = ("torch._inductor.config.patch(emulate_precision_casts=True), "
-                 if self.emulate else "")
+    def script_calls(self) -> str:
         return f'''\
 def run_path(model, example, x):
     """{self.name}: {self.description}"""
-    torch._dynamo.reset()  # a fresh compile: nothing reused from another torch.compile
-    compiled = torch.compile(model, dynamic=False)
-    with {patch}torch.no_grad():
-        compiled(*example)  # the first call traces and compiles
-    with torch.no_grad(), torch.compiler.set_stance("fail_on_recompile"):
-        return to_numpy(compiled(*example))
+    return inductor_output(inductor_compiled(model, example, {self.emulate!r}), example)
 '''
 
     def _compile(self, module, args) -> tuple:
-        """A freshly compiled OptimizedModule (compiled on `args`) and its generation."""
-        import torch
-
-        _reset()
-        compiled = torch.compile(module, dynamic=False)
-        with self._config(), torch.no_grad():
-            compiled(*args)
+        """A freshly compiled OptimizedModule (compiled on `args`) and its generation (inductor_compiled resets
+        Dynamo: a new generation)."""
+        compiled = inductor_compiled(module, args, self.emulate)
+        _LIVE["generation"] += 1
         return compiled, _LIVE["generation"]
 
     def _precompile(self, module, args):
@@ -184,7 +200,7 @@ def run_path(model, example, x):
 
         _reset()
         try:
-            with dynamo_config.patch(enable_aot_compile=True), self._config(), torch.no_grad():
+            with dynamo_config.patch(enable_aot_compile=True), precision_config(self.emulate), torch.no_grad():
                 compiled = torch.compile(module, dynamic=False, fullgraph=True)
                 compiled._aot_compile([ModelInput(args, {}, [])])
         except Exception:  # noqa: BLE001 - a graph break, or a failure the plain compile will report as its own
@@ -213,15 +229,12 @@ def run_path(model, example, x):
         layout = spec.layout
 
         def run_fn(x):
-            import torch
-
             inputs = tuple(to_torch(a, layout) for a in input_arrays(x))
             with _LOCK:
                 if state["generation"] != _LIVE["generation"]:
                     # another prepare reset Dynamo since: compile this case again, as it was
                     state["compiled"], state["generation"] = self._compile(module, args)
-                with torch.no_grad(), torch.compiler.set_stance("fail_on_recompile"):
-                    return to_numpy(state["compiled"](*inputs))
+                return inductor_output(state["compiled"], inputs)
 
         return Prepared(run_fn, facts)
 

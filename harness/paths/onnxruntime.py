@@ -87,42 +87,71 @@ def unsupported_reason(message: str, dtypes: set[str]) -> str | None:
     return None
 
 
-# ONNX element type -> (the NumPy dtype its bits are held in, onnx.TensorProto's enum name)
-_ELEMENT = {"tensor(float)": ("float32", "FLOAT"), "tensor(float16)": ("float16", "FLOAT16"),
-            "tensor(double)": ("float64", "DOUBLE"), "tensor(bfloat16)": ("uint16", "BFLOAT16")}
+def onnx_model(model, example):
+    """torch.onnx.export(model, example, dynamo=True)'s ModelProto, under no_grad; `model` a module, or an
+    ExportedProgram of it (the exporter then starts from it)."""
+    import torch
+
+    with torch.no_grad():
+        return torch.onnx.export(model, example, dynamo=True, verbose=False).model_proto
 
 
-def _ort_value(a: np.ndarray):
+def session_options(level: str, optimized_path):
+    """ORT's options: the graph optimization level named `level`, one thread each (as the workers give torch:
+    sums in one order), errors only in the log; ORT writes the model it runs to `optimized_path` if given."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3  # errors only: no "serializing an NCHWc model" warning
+    if optimized_path:
+        options.optimized_model_filepath = optimized_path
+    return options
+
+
+def cpu_session(model_bytes, options):
+    """An InferenceSession on the CPU provider over a serialised ONNX model."""
+    import onnxruntime as ort
+
+    return ort.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
+
+
+def ort_value(a: np.ndarray):
     """An OrtValue on `a`'s memory with exactly its bits (bfloat16 as raw words typed BFLOAT16)."""
     import onnxruntime as ort
     from onnx import TensorProto
 
-    if a.dtype.name == _BF16:
+    if a.dtype.name == "bfloat16":
         return ort.OrtValue.ortvalue_from_numpy_with_onnx_type(a.view(np.uint16), TensorProto.BFLOAT16)
     return ort.OrtValue.ortvalue_from_numpy(a)
 
 
-def _runner(session):
+def session_runner(session):
     """run(arrays) -> the one output as NumPy, written by ORT into a buffer of its declared type."""
     import ml_dtypes
     import onnxruntime as ort
     from onnx import TensorProto
 
+    # ONNX element type -> (the NumPy dtype its bits are held in, onnx.TensorProto's enum name)
+    element = {"tensor(float)": ("float32", "FLOAT"), "tensor(float16)": ("float16", "FLOAT16"),
+               "tensor(double)": ("float64", "DOUBLE"), "tensor(bfloat16)": ("uint16", "BFLOAT16")}
     names = [i.name for i in session.get_inputs()]
     outputs = session.get_outputs()
     if len(outputs) != 1:
         raise RuntimeError(f"expected one output, the model has {len(outputs)}")
     out = outputs[0]
-    if out.type not in _ELEMENT or not all(isinstance(d, int) for d in out.shape):
+    if out.type not in element or not all(isinstance(d, int) for d in out.shape):
         raise RuntimeError(f"unexpected output {out.type} of shape {out.shape}")
-    np_name, onnx_name = _ELEMENT[out.type]
+    np_name, onnx_name = element[out.type]
 
     def run(arrays: tuple) -> np.ndarray:
         arrays = tuple(np.ascontiguousarray(a) for a in arrays)
         words = np.empty(out.shape, np_name)
         binding = session.io_binding()
         for name, a in zip(names, arrays):
-            binding.bind_ortvalue_input(name, _ort_value(a))
+            binding.bind_ortvalue_input(name, ort_value(a))
         binding.bind_ortvalue_output(out.name, ort.OrtValue.ortvalue_from_numpy_with_onnx_type(
             words, getattr(TensorProto, onnx_name)))
         session.run_with_iobinding(binding)
@@ -149,13 +178,10 @@ def _exported(module, example, exported=None):
     directly) the module is exported as a user does, with the exporter's
     fallbacks.
     """
-    import torch
-
     if exported is not None and exported in _MODELS:
         return _MODELS[exported]
-    with stage("export"), quiet_export(), torch.no_grad():
-        model = torch.onnx.export(exported if exported is not None else module, example_args(example),
-                                  dynamo=True, verbose=False).model_proto
+    with stage("export"), quiet_export():
+        model = onnx_model(exported if exported is not None else module, example_args(example))
     if exported is not None:
         _MODELS[exported] = model
     return model
@@ -170,56 +196,28 @@ class OnnxRuntimePath(Path):
     packages = ("torch", "onnxruntime", "onnx", "onnxscript")
     warm_imports = ("torch", "torch.export", "torch.onnx", "onnx", "onnxscript", "onnxruntime", FRONTEND_MEMO,
                     ONNX_REGISTRY_MEMO)
-    script_imports = "import tempfile\n\nimport onnx\nimport onnxruntime as ort\nfrom onnx import TensorProto\n"
+    script_imports = "import tempfile\n\nimport onnx\n"
+    pipeline = (onnx_model, op_types, session_options, cpu_session, ort_value, session_runner)
+    takes_shared_export = True
+    artifact_cacheable = True
     level = "ORT_DISABLE_ALL"
 
-    def script_code(self) -> str:
+    def script_calls(self) -> str:
         optimized = listing = ""
         if self.level != "ORT_DISABLE_ALL":  # the model after ORT's rewrites, to see which fusions fired
-            optimized = ("    optimized = tempfile.TemporaryDirectory()  # ORT writes the model it runs here\n"
-                         '    options.optimized_model_filepath = optimized.name + "/optimized.onnx"\n')
-            listing = ('    print("ONNX ops after ORT\'s optimizations:", ", ".join(sorted(\n'
-                       "        {n.op_type for n in onnx.load(options.optimized_model_filepath).graph.node})))\n"
+            optimized = "    optimized = tempfile.TemporaryDirectory()  # ORT writes the model it runs here\n"
+            listing = ('    print("ONNX ops after ORT\'s optimizations:",\n'
+                       '          ", ".join(op_types(onnx.load(optimized.name + "/optimized.onnx"))))\n'
                        "    optimized.cleanup()\n")
+        where = 'optimized.name + "/optimized.onnx"' if optimized else "None"
         return f'''\
 def run_path(model, example, x):
     """{self.name}: {self.description}"""
-    program = torch.onnx.export(model, example, dynamo=True, verbose=False)
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.{self.level}
-    options.intra_op_num_threads = 1
-    options.inter_op_num_threads = 1
-{optimized}    session = ort.InferenceSession(program.model_proto.SerializeToString(), options,
-                                   providers=["CPUExecutionProvider"])
-    print("exported ONNX ops:", ", ".join(sorted({{n.op_type for n in program.model_proto.graph.node}})))
-{listing}    binding = session.io_binding()
-    for inp, a in zip(session.get_inputs(), x):
-        a = np.ascontiguousarray(a)
-        value = (ort.OrtValue.ortvalue_from_numpy_with_onnx_type(a.view(np.uint16), TensorProto.BFLOAT16)
-                 if a.dtype == ml_dtypes.bfloat16 else ort.OrtValue.ortvalue_from_numpy(a))
-        binding.bind_ortvalue_input(inp.name, value)
-    out = session.get_outputs()[0]
-    # ORT writes the output into a buffer of its declared type (bfloat16 as raw 16-bit words)
-    np_dtype, onnx_type = {{"tensor(float)": (np.float32, TensorProto.FLOAT),
-                           "tensor(float16)": (np.float16, TensorProto.FLOAT16),
-                           "tensor(bfloat16)": (np.uint16, TensorProto.BFLOAT16)}}[out.type]
-    words = np.empty(out.shape, np_dtype)
-    binding.bind_ortvalue_output(out.name, ort.OrtValue.ortvalue_from_numpy_with_onnx_type(words, onnx_type))
-    session.run_with_iobinding(binding)
-    return words.view(ml_dtypes.bfloat16) if onnx_type == TensorProto.BFLOAT16 else words
+    exported = onnx_model(model, example)
+    print("exported ONNX ops:", ", ".join(op_types(exported)))
+{optimized}    session = cpu_session(exported.SerializeToString(), session_options({self.level!r}, {where}))
+{listing}    return session_runner(session)(x)
 '''
-
-    def _options(self, optimized_path: str | None, level: str | None = None):
-        import onnxruntime as ort
-
-        options = ort.SessionOptions()
-        options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level or self.level)
-        options.intra_op_num_threads = 1
-        options.inter_op_num_threads = 1
-        options.log_severity_level = 3  # errors only: no "serializing an NCHWc model" warning
-        if optimized_path:
-            options.optimized_model_filepath = optimized_path
-        return options
 
     def prepare(self, spec, module, example, exported=None) -> Prepared:
         model = _exported(module, example, exported)
@@ -228,19 +226,17 @@ def run_path(model, example, x):
 
         with stage("compile"), tempfile.TemporaryDirectory(prefix="normdiff-ort-") as tmp:
             import onnx
-            import onnxruntime as ort
 
             optimized_path = os.path.join(tmp, "optimized.onnx") if self.level != "ORT_DISABLE_ALL" else None
             built = model.SerializeToString()
             try:
-                session = ort.InferenceSession(built, self._options(optimized_path),
-                                               providers=["CPUExecutionProvider"])
+                session = cpu_session(built, session_options(self.level, optimized_path))
             except Exception as exc:  # noqa: BLE001 - sorted into unsupported or a compile error
                 reason = unsupported_reason(str(exc), dtypes)
                 if reason:
                     raise Unsupported(reason) from exc
                 raise
-            run = _runner(session)
+            run = session_runner(session)
             facts = {"onnx_opset": max(o.version for o in model.opset_import if o.domain in ("", "ai.onnx")),
                      "onnx_ops": exported_ops, "ort_optimization": self.level}
             if optimized_path:
@@ -258,11 +254,7 @@ def run_path(model, example, x):
 
     def restore(self, spec, data: bytes) -> Prepared:
         """A session on the stored model; an optimized one is not optimized again (ORT_DISABLE_ALL)."""
-        import onnxruntime as ort
-
-        session = ort.InferenceSession(data, self._options(None, "ORT_DISABLE_ALL"),
-                                       providers=["CPUExecutionProvider"])
-        run = _runner(session)
+        run = session_runner(cpu_session(data, session_options("ORT_DISABLE_ALL", None)))
         return Prepared(lambda x: run(input_arrays(x)), {}, built=data)
 
 

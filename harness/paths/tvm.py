@@ -32,7 +32,6 @@ Choices, written down:
 from __future__ import annotations
 
 import contextlib
-import inspect
 import os
 import tempfile
 import threading
@@ -41,10 +40,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.paths import _relax_intermediates as relax_reader
-from harness.paths._relax_intermediates import first_tensor, tvm_array
-from harness.paths.base import FRONTEND_MEMO, Capture, Intermediate, Path, Prepared, example_args, input_arrays, stage
+from harness.paths._relax_intermediates import METHOD, expose, first_tensor, returned_var, tensor_bindings, tvm_array
+from harness.paths.base import (FRONTEND_MEMO, Capture, Intermediate, Path, Prepared, example_args, export_program,
+                                input_arrays, stage)
 
+
+# -- the pipeline: what prepare, run and intermediates call, and the repro scripts paste (one definition) --------
 
 def relax_ops(mod, func: str = "main") -> list[str]:
     """Sorted, de-duplicated names of the Relax ops `func` calls."""
@@ -61,13 +62,45 @@ def relax_ops(mod, func: str = "main") -> list[str]:
     return sorted(found)
 
 
-def _to_tvm(x: np.ndarray, device):
+def imported_module(ep):
+    """The Relax module of an ExportedProgram: from_exported_program, the parameters as constants."""
+    from tvm.relax.frontend.torch import from_exported_program
+
+    return from_exported_program(ep, keep_params_as_input=False)
+
+
+def decomposed(mod, decompose):
+    """`mod` after the relax.transform pass named `decompose` (the path's; "" for none)."""
+    from tvm import relax
+
+    return getattr(relax.transform, decompose)()(mod) if decompose else mod
+
+
+def compiled_executable(mod):
+    """tvm.compile(mod, target="llvm") under PassContext(opt_level=3)."""
     import tvm
 
-    return tvm.runtime.tensor(np.ascontiguousarray(x), device)
+    with tvm.transform.PassContext(opt_level=3):
+        return tvm.compile(mod, target="llvm")
 
 
-def _unwrap(result):
+def vm_main(executable):
+    """The `main` of a Relax VM on the CPU over `executable` (tvm.compile's, or a loaded library)."""
+    import tvm
+    from tvm import relax
+
+    return relax.VirtualMachine(executable, tvm.cpu())["main"]
+
+
+def tvm_tensor(a):
+    """A TVM tensor on the CPU holding NumPy array `a`'s values (bfloat16 as ml_dtypes.bfloat16)."""
+    import tvm
+
+    return tvm.runtime.tensor(np.ascontiguousarray(a), tvm.cpu())
+
+
+def one_tensor(result):
+    """The one output tensor of a VM call (the importer returns a one-element tuple); more is an error."""
     import tvm
 
     if isinstance(result, tvm.runtime.Tensor):
@@ -75,9 +108,34 @@ def _unwrap(result):
     if isinstance(result, (list, tuple)) or hasattr(result, "__len__"):
         items = list(result)
         if len(items) == 1:
-            return _unwrap(items[0])
+            return one_tensor(items[0])
         raise ValueError(f"expected one output tensor, got a tuple of {len(items)}")
     raise TypeError(f"unexpected VM result {type(result).__name__}")
+
+
+def main_output(main, arrays):
+    """`main` on the inputs (a tuple of NumPy arrays): its one output, in TVM's dtype, as NumPy."""
+    return tvm_array(one_tensor(main(*(tvm_tensor(a) for a in arrays))))
+
+
+def exposed_runner(model, example, decompose):
+    """The path's pipeline on `model` with every binding of main exposed (_relax_intermediates), compiled once.
+
+    `example` is the tuple of the model's input tensors, `decompose` the
+    path's pass. Returns run(x), x the inputs as a tuple of NumPy arrays:
+    ([(name, op, dtype, value)], index of the returned value among them or
+    None, the re-run's output).
+    """
+    exposed, names, output = expose(decomposed(imported_module(export_program(model, example)), decompose))
+    main = vm_main(compiled_executable(exposed))
+
+    def run(x):
+        result = list(main(*(tvm_tensor(a) for a in x)))
+        values = [tvm_array(t) for t in result[1:]]
+        items = [(name, op, str(v.dtype), v) for (name, op), v in zip(names, values)]
+        return items, output, tvm_array(first_tensor(result[0]))
+
+    return run
 
 
 class TvmPath(Path):
@@ -87,59 +145,54 @@ class TvmPath(Path):
     description = "torch.export -> from_exported_program -> tvm.compile(target='llvm') -> Relax VM"
     packages = ("torch", "apache-tvm")
     warm_imports = ("torch", "torch.export", "tvm", "tvm.relax", "tvm.relax.frontend.torch", FRONTEND_MEMO)
-    script_imports = ("import tvm\nfrom tvm import relax\n"
-                      "from tvm.relax.frontend.torch import from_exported_program\n")
+    script_imports = "import tvm\nfrom tvm import relax\n"
+    pipeline = (export_program, imported_module, decomposed, relax_ops, compiled_executable, vm_main, tvm_tensor,
+                tvm_array, one_tensor, main_output, returned_var, tensor_bindings, expose, first_tensor,
+                exposed_runner)
+    takes_shared_export = True
+    artifact_cacheable = True
+    has_intermediates = True
     # The relax.transform pass applied before compile (a name), or "" for none.
     decompose = ""
 
-    def script_code(self) -> str:
-        decompose = f"    mod = relax.transform.{self.decompose}()(mod)\n" if self.decompose else ""
-        helpers = "\n\n".join(inspect.getsource(f) for f in (relax_ops, tvm_array, first_tensor))
-        return helpers + f'''
-
+    def script_calls(self) -> str:
+        return f'''\
 def run_path(model, example, x):
     """{self.name}: {self.description}"""
-    ep = torch.export.export(model, example)
-    mod = from_exported_program(ep, keep_params_as_input=False)
-{decompose}    print("Relax ops:", ", ".join(relax_ops(mod)))
-    with tvm.transform.PassContext(opt_level=3):
-        executable = tvm.compile(mod, target="llvm")
-    vm = relax.VirtualMachine(executable, tvm.cpu())
-    result = vm["main"](*(tvm.runtime.tensor(np.ascontiguousarray(a), tvm.cpu()) for a in x))
-    return tvm_array(first_tensor(result))  # the importer returns a one-element tuple
-''' + "\n\n" + relax_reader.script_code(self.decompose)
+    mod = decomposed(imported_module(export_program(model, example)), {self.decompose!r})
+    print("Relax ops:", ", ".join(relax_ops(mod)))
+    return main_output(vm_main(compiled_executable(mod)), x)
+
+
+def intermediates(model, example, x):
+    """Every binding of main returned as an extra output, recompiled as run_path compiles, run once."""
+    return exposed_runner(model, example, {self.decompose!r})(x)
+'''
 
     def intermediates(self, spec, module, example):
         """Every binding of main returned as an output, recompiled as `prepare` compiles (_relax_intermediates)."""
-        run = relax_reader.exposed_runner(module, example_args(example), self.decompose)
+        run = exposed_runner(module, example_args(example), self.decompose)
 
         def capture(x) -> Capture:
             items, output, rerun = run(input_arrays(x))
-            return Capture([Intermediate(*item) for item in items], output, rerun, relax_reader.METHOD)
+            return Capture([Intermediate(*item) for item in items], output, rerun, METHOD)
 
         return capture
 
     def prepare(self, spec, module, example, exported=None) -> Prepared:
-        import torch
-
         with stage("export"):
-            ep = exported if exported is not None else torch.export.export(module, example_args(example))
+            ep = exported if exported is not None else export_program(module, example_args(example))
 
         with stage("compile", step="import"):
-            import tvm
-            from tvm import relax
-
-            mod = _imported(ep)
-            if self.decompose:
-                mod = getattr(relax.transform, self.decompose)()(mod)
+            mod = decomposed(_imported(ep), self.decompose)
             ops = relax_ops(mod)
 
         with stage("compile"):
-            built = _compiled(ep, mod)
-            run_fn = _vm_runner(built.runnable)
+            build = _compiled(ep, mod)
+            run_fn = _vm_runner(build.runnable)
 
         facts = {"tvm_decomposed": bool(self.decompose), "tvm_ops": ops}
-        return Prepared(run_fn, facts, built=built)
+        return Prepared(run_fn, facts, built=build)
 
     def artifact(self, prepared: Prepared) -> bytes | None:
         """The shared library the executable was exported to (and run from), or None if it could not be linked."""
@@ -158,21 +211,19 @@ _IMPORTS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def _imported(ep):
-    """from_exported_program(ep, keep_params_as_input=False), once per program."""
-    from tvm.relax.frontend.torch import from_exported_program
-
+    """imported_module(ep), once per program."""
     try:
         return _IMPORTS[ep]
     except (KeyError, TypeError):
         pass
-    mod = from_exported_program(ep, keep_params_as_input=False)
+    mod = imported_module(ep)
     with contextlib.suppress(TypeError):
         _IMPORTS[ep] = mod
     return mod
 
 
 @dataclass(frozen=True)
-class Built:
+class LinkedBuild:
     """What one compile gives: the library it was exported to (None if it could not be linked) and what runs.
 
     tvm.compile leaves the kernels as an LLVM module; a VM made from it
@@ -183,6 +234,7 @@ class Built:
     generation, and a cold run computes with the very code a warm run loads
     from the cache (a deployed model is run the same way). Only when the
     library cannot be linked (no C compiler) does the VM JIT the executable.
+    The repro script JITs it (no C compiler needed there): the same kernels.
     """
 
     library: bytes | None
@@ -196,28 +248,25 @@ class Built:
 _COMPILED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-def _compiled(ep, mod) -> Built:
-    """tvm.compile(mod, target="llvm") under PassContext(opt_level=3), exported and loaded, once per structurally
-    equal module of `ep`."""
-    import tvm
+def _compiled(ep, mod) -> LinkedBuild:
+    """compiled_executable(mod), exported and loaded, once per structurally equal module of `ep`."""
     import tvm_ffi
 
     try:
         kept = _COMPILED.setdefault(ep, [])
     except TypeError:
         kept = []
-    for seen, built in kept:
+    for seen, build in kept:
         if tvm_ffi.structural_equal(seen, mod):
-            return built
-    with tvm.transform.PassContext(opt_level=3):
-        executable = tvm.compile(mod, target="llvm")
+            return build
+    executable = compiled_executable(mod)
     try:
         library = _library(executable)
-        built = Built(library, _loaded(library))
+        build = LinkedBuild(library, _loaded(library))
     except Exception:  # noqa: BLE001 - no C compiler to link with: run the executable itself (JIT)
-        built = Built(None, executable)
-    kept.append((mod, built))
-    return built
+        build = LinkedBuild(None, executable)
+    kept.append((mod, build))
+    return build
 
 
 def _library(executable) -> bytes:
@@ -243,17 +292,12 @@ def _loaded(data: bytes):
 
 def _vm_runner(executable):
     """run_fn of a Relax VM over `executable` (tvm.compile's, or a loaded library)."""
-    import tvm
-    from tvm import relax
-
-    device = tvm.cpu()
-    main = relax.VirtualMachine(executable, device)["main"]
+    main = vm_main(executable)
     lock = threading.Lock()  # a VM keeps per-call state; serialise calls if threads share it
 
     def run_fn(x: np.ndarray) -> np.ndarray:
         with lock:
-            result = main(*(_to_tvm(a, device) for a in input_arrays(x)))
-            return tvm_array(_unwrap(result))
+            return main_output(main, input_arrays(x))
 
     return run_fn
 

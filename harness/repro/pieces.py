@@ -7,9 +7,10 @@ and one path; `$name` fields are filled with `string.Template`. Code that
 normdiff runs too (the conversions) is pasted from its one definition with
 inspect.getsource, never copied as text.
 
-Each path's own piece (`run_path`) comes from its module in harness/paths/
-(`Path.script_imports`, `Path.script_code`), beside the calls it repeats; the report piece prints what a maintainer asks
-for first (expected and actual values, the error, both dtypes, the
+Each path's own piece comes from its module in harness/paths/
+(`Path.script_imports`, `Path.script_code`): the functions the path runs
+(its `pipeline`), pasted by their source, and a short `run_path` calling
+them; the report piece prints what a maintainer asks for first (expected and actual values, the error, both dtypes, the
 environment) and ends with the check that fails, exit 1, while the bug is
 present.
 """

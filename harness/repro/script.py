@@ -355,8 +355,9 @@ def render(spec: CaseSpec, path: str, *, bug=None, recorded: str | None = None) 
         libraries=repr(libraries), case_repr=repr(str(spec)), description_repr=repr(description),
         layout=repr(spec.layout),
     )
-    # A path that can expose its intermediates gets the stage table (docs/attribution.md).
-    stages = stage_section(spec) if "\ndef intermediates(" in path_code else None
+    # A path that exposes its intermediates (declared: its script defines `intermediates`) gets the stage table
+    # (docs/attribution.md).
+    stages = stage_section(spec) if runner.has_intermediates else None
     sections = [
         _header(spec, path, description, library, bug, recorded),
         code_imports, T.CONVERSIONS, input_code(spec), model, reference_code(spec), path_code,

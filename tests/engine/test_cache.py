@@ -10,8 +10,9 @@ import numpy as np
 import pytest
 
 from harness import paths
+from harness.paths.base import Path
 from harness.spec import CaseSpec
-from harness.engine.cache import ArtifactCache, cacheable, max_bytes_from_env, restore_takes_build
+from harness.engine.cache import ArtifactCache, max_bytes_from_env
 from harness.engine.execute import Executor, comparable
 from harness.oracle.inputs import make_inputs
 from harness.oracle.modules import build_module
@@ -90,7 +91,10 @@ def test_the_key_covers_path_structure_versions_and_format_but_not_the_input(mon
 
 
 def test_which_paths_are_cacheable():
-    assert {n for n in paths.default_names() if not cacheable(paths.get(n))} == {"eager"}  # eager builds nothing
+    assert {n for n in paths.default_names() if not paths.get(n).artifact_cacheable} == {"eager"}  # eager builds nothing
+    for name in paths.default_names():  # declared where, and only where, artifact and restore are implemented
+        cls = type(paths.get(name))
+        assert cls.artifact_cacheable == (cls.artifact is not Path.artifact and cls.restore is not Path.restore)
 
 
 def test_the_size_bound_evicts_least_recently_used(tmp_path):
@@ -194,7 +198,7 @@ def test_a_hit_runs_bit_identically_to_the_miss_that_stored_it(tmp_path, path):
     inputs = make_inputs(SPEC)
     build = lambda: (build_module(SPEC, inputs.params), to_torch(inputs.x, SPEC.layout))  # noqa: E731
     built = p.prepare(SPEC, *build())
-    restored = p.restore(SPEC, p.artifact(built), **({"build": build} if restore_takes_build(p) else {}))
+    restored = p.restore(SPEC, p.artifact(built), **({"build": build} if p.restore_takes_build else {}))
     for spec in (SPEC, OTHER_INPUT):
         x = make_inputs(spec).x
         a, b = built.run(x), restored.run(x)

@@ -69,7 +69,7 @@ def test_affinity_gives_way_to_the_longest_group_at_the_end():
     runner = Runner(jobs=2)
     groups = _groups(("tvm", 1, 1), ("executorch-xnnpack", 2, 1), ("eager", 1, 1))
     runner.estimates = _Estimates({"tvm": 1.0, "executorch-xnnpack": 4.0, "eager": 0.1})
-    just_ran = runner._spec_key(groups[0].tasks[0])  # the worker just ran tvm on structure 1
+    just_ran = groups[0].structure  # the worker just ran tvm on structure 1
     runner.pending = list(groups[1:])
     assert runner._next_group(just_ran).path == "executorch-xnnpack"  # little left: the longest, not eager's
     runner.pending = _groups(*[("tvm", s, 20) for s in range(4, 12)]) + [groups[2]]

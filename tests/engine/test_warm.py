@@ -174,3 +174,42 @@ def test_the_warm_ups_write_what_they_compile_into_the_runs_cache_not_under_tmp(
     assert json.loads(r.stdout.strip().splitlines()[-1]) == ["pass"]
     assert list((tmp_path / "cache" / "inductor").rglob("*.so"))
     assert not [p for p in tmp.rglob("*") if p.is_file() and "torchinductor" in str(p)]
+
+
+TIMES_SCRIPT = r'''
+import multiprocessing as mp, os
+from multiprocessing import forkserver
+from harness.engine.warm import start_forkserver, warm
+
+def bridge():
+    warm(["wave"])
+
+if __name__ == "__main__":
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload([])
+    start_forkserver(["json.tool", "colorsys"], fork=True)
+    p = ctx.Process(target=os._exit, args=(0,))  # forked once the forkserver's warm-up is done
+    p.start()
+    p.join(60)
+    b = mp.get_context("fork").Process(target=bridge)
+    b.start()
+    b.join(60)
+    warm(["os"])  # imported already: nothing to note
+    forkserver._forkserver._stop()
+'''
+
+
+def test_with_the_times_variable_each_warm_up_that_imports_notes_its_entries_and_its_process(tmp_path):
+    from harness.engine.warm import WARM_TIMES_ENV
+
+    script, times = tmp_path / "times.py", tmp_path / "warm.jsonl"
+    script.write_text(TIMES_SCRIPT)
+    r = subprocess.run([sys.executable, str(script)], cwd=ROOT, capture_output=True, text=True, timeout=300,
+                       env={**os.environ, WARM_TIMES_ENV: str(times)})
+    assert r.returncode == 0, r.stderr[-2000:]
+    lines = sorted((json.loads(line) for line in times.read_text().splitlines()), key=lambda w: w["worker"])
+    assert [(w["worker"], [e[0] for e in w["entries"]]) for w in lines] == [
+        (False, ["json.tool", "colorsys"]), (True, ["wave"])]  # the forkserver, then the multiprocessing child
+    for w in lines:
+        assert all(a <= b <= w["end"] for _, a, b in w["entries"])
+        assert w["pid"] != os.getpid()

@@ -25,7 +25,7 @@ from harness.core.tensors import to_torch  # noqa: E402
 from harness.engine.execute import execute  # noqa: E402
 from harness.oracle.inputs import make_inputs  # noqa: E402
 from harness.oracle.modules import build_module  # noqa: E402
-from harness.paths.onnxruntime import _runner, unsupported_reason  # noqa: E402
+from harness.paths.onnxruntime import session_runner, unsupported_reason  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("onnxruntime")]
 
@@ -153,7 +153,7 @@ def test_tensor_crossing_is_bit_exact(dtype):
     onnx.checker.check_model(model)
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     bits = np.arange(2**16, dtype=np.uint16).reshape(256, 256)
-    out = _runner(session)((bits.view(dtype),))
+    out = session_runner(session)((bits.view(dtype),))
     assert out.dtype == np.dtype(dtype)
     np.testing.assert_array_equal(out.view(np.uint16), bits)
 

@@ -3,6 +3,7 @@ import numpy as np
 import pytest
 
 from harness.attribution.stages import program_stages
+from harness import paths
 from harness.spec import CaseSpec
 from harness.oracle.inputs import make_inputs
 from harness.repro import script as repro_script
@@ -54,10 +55,12 @@ def test_stage_tolerance_follows_the_bound():
 
 
 def test_only_paths_that_expose_intermediates_get_the_table():
+    """Declared (Path.has_intermediates), never found in the script's text."""
     spec = CaseSpec.from_dict(SPECS[0])
-    for path in ("tvm", "tvm-decompose", "executorch-recompose", "executorch-recompose-capture"):
-        assert "def print_stage_table(" in repro_script.render(spec, path), path
-    for path in ("eager", "executorch", "onnxruntime"):
+    for path in ("eager", "tvm", "tvm-decompose", "executorch-recompose", "executorch-recompose-capture"):
+        assert paths.get(path).has_intermediates and "def print_stage_table(" in repro_script.render(spec, path), path
+    for path in ("executorch", "onnxruntime", "inductor"):
+        assert not paths.get(path).has_intermediates, path
         assert "def print_stage_table(" not in repro_script.render(spec, path), path
     batch = CaseSpec.from_dict({"pattern": "batch_norm", "dtype": "float16", "shape": [2, 4, 3, 3]})
     assert "def print_stage_table(" not in repro_script.render(batch, "tvm")  # no program: no stages
