@@ -9,7 +9,7 @@ a product of two tensors, a multiply after the norm, narrowing casts in
 between) and from the ways model code really writes a norm (the weight on
 the other side, `sum / n`, `1 / sqrt`, `square()`, eps outside the root…).
 
-Each entry is a program (DESIGN §7) with the keys it needs; `suite` crosses
+Each entry is a program (docs/contracts.md §7) with the keys it needs; `suite` crosses
 them with dtypes and inputs. `legit` entries must pass on every path: a
 failure there is a rewrite that broke a correct program (or a compiler bug).
 """

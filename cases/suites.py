@@ -214,7 +214,7 @@ def _full() -> list[dict]:
 
 
 def _zoo() -> list[dict]:
-    """Every norm implementation of the installed transformers (DESIGN §9), as module cases: each in float32,
+    """Every norm implementation of the installed transformers (docs/contracts.md §9), as module cases: each in float32,
     float16 and bfloat16, on a normal input and the catalog's outlier input (harness/zoo)."""
     from harness.zoo.catalog import installed, zoo_specs
 

@@ -35,7 +35,7 @@ ORT = ("onnxruntime", "onnxruntime-fused")
 RECOMPOSE = ("executorch-recompose", "executorch-recompose-no-dim-order", "executorch-recompose-capture")
 
 def _module(r: Record) -> bool:
-    """A module case (DESIGN §8: a model library's own norm class, the zoo's)."""
+    """A module case (docs/contracts.md §8: a model library's own norm class, the zoo's)."""
     return bool(_case(r).get("class"))
 
 
@@ -93,10 +93,10 @@ def _legit(name: str):
 RULES: tuple[Rule, ...] = (
     # -- module cases the program language cannot hold (the zoo): no path ran, nothing to report -----
     Rule("new", "not a compiler finding: the class's forward returns several tensors (q and k, or a norm and its "
-                "modulation terms), and a module case is a norm returning one (DESIGN §8: unsupported in a suite)",
+                "modulation terms), and a module case is a norm returning one (docs/contracts.md §8: unsupported in a suite)",
          lambda r: _not_lifted(r, "a norm returns one tensor")),
     Rule("new", "not a compiler finding: the class's graph holds an op outside normdiff's program language "
-                "(upsample_nearest2d; ones_like with cumsum: a cumulative norm), so no path is run (DESIGN §8)",
+                "(upsample_nearest2d; ones_like with cumsum: a cumulative norm), so no path is run (docs/contracts.md §8)",
          lambda r: _not_lifted(r, "is outside the program language")),
     Rule("new", "by design: transformers keeps this norm's weights in float32 (_keep_in_fp32_modules_strict, a name "
                 "pattern matching cond_norm.weight); moved whole with .to(dtype), as a module spec and model.to(dtype) "

@@ -1,4 +1,4 @@
-"""An out-of-tree path written only against the public plug-in face (DESIGN §6), intermediates hook included.
+"""An out-of-tree path written only against the public plug-in face (docs/contracts.md §6), intermediates hook included.
 
 `Float16StoragePath` is a small "compiler" with a precision bug of its own:
 it runs the exported graph node by node and stores every float32 value a
@@ -83,7 +83,6 @@ class PerCasePath(Float16StoragePath):
 
 
 class AbsentLibraryPath(Float16StoragePath):
-    """The same path declaring a library no machine has installed: what `repro --report` refuses in one line."""
-
+    """The same path, said to run a library that is not installed: what a command refuses to run on."""
     name = "absent-library"
-    packages = ("torch", "normdiff-absent-library")
+    packages = ("normdiff-no-such-distribution",)

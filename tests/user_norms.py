@@ -152,3 +152,15 @@ class HangingNorm(nn.Module):
         import time
 
         time.sleep(3600)
+
+
+class HungryNorm(nn.Module):
+    """Allocates far past any worker's memory limit while it is built (a table sized by a typo)."""
+
+    def __init__(self, hidden_size):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden_size))
+        self.table = torch.zeros(hidden_size, 2**40)  # 4 TiB of float32
+
+    def forward(self, x):
+        return self.weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)

@@ -1,7 +1,7 @@
-"""Attribution: which stage of a compiled norm lost the precision (DESIGN §4, docs/attribution.md).
+"""Attribution: which stage of a compiled norm lost the precision (docs/contracts.md §4, docs/attribution.md).
 
 For a failing execution (inaccurate, dtype_mismatch, nonfinite), the path is
-asked for its intermediates (`Path.intermediates`, DESIGN §6: TVM returns
+asked for its intermediates (`Path.intermediates`, docs/contracts.md §6: TVM returns
 every binding of main as an output, eager and the recompose paths run their
 graph node by node, an out-of-tree path does what it can; the default says
 "not available"), each is matched to the program stage it computes

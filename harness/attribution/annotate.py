@@ -1,15 +1,18 @@
-"""The record keys of attribution, for a failing execution: `attribution`, `first_stage_over` and a fact.
+"""The attribution of a failing execution: the record's `attribution`, `first_stage_over` and a fact.
 
-`annotate(record, spec, path, inputs, out)` is the engine's one call; it
-never raises (a failure to attribute is a fact, never a lost record).
+`annotate(record, spec, path, inputs, out)` is the engine's one call: the
+record with its Attribution; it never raises (a failure to attribute is a
+fact, never a lost record).
 """
 from __future__ import annotations
 
 import time
 from collections import OrderedDict
+from dataclasses import replace
 
 from harness.attribution.score import changes_of, entries, first_stage_over
 from harness.attribution.stages import program_stages
+from harness.core.records import Attribution, Record
 from harness.core.verdicts import Verdict
 from harness.paths.base import IntermediatesUnavailable, first_line, input_arrays
 
@@ -25,7 +28,7 @@ BUILT_SIZE = 8
 def _runner(path, spec, inputs, module_case=None):
     """run(x) -> Capture: the path's graph of (path, structure) with its intermediates exposed, built once.
 
-    The path builds it (`Path.intermediates`, DESIGN §6); one that cannot
+    The path builds it (`Path.intermediates`, docs/contracts.md §6); one that cannot
     raises IntermediatesUnavailable, and the record says why.
     """
     from harness.core.tensors import to_torch
@@ -48,8 +51,8 @@ def _runner(path, spec, inputs, module_case=None):
     return _BUILT[key]
 
 
-def attribute(spec, path, inputs, out, verdict: Verdict, module_case=None) -> dict:
-    """{"attribution", "first_stage_over", "attribution_note"}; IntermediatesUnavailable if it cannot be done."""
+def attribute(spec, path, inputs, out, verdict: Verdict, module_case=None) -> Attribution:
+    """The stages of the path's graph scored; IntermediatesUnavailable if it cannot be done."""
     stages = program_stages(spec, inputs, module_case)
     runner = _runner(path, spec, inputs, module_case)
     CAPTURES["count"] += 1
@@ -58,22 +61,19 @@ def attribute(spec, path, inputs, out, verdict: Verdict, module_case=None) -> di
     attribution = entries(stages, capture, approximate=bool(changes))
     note = capture.method + ("; approximate: " + "; ".join(changes) if changes else
                              "; the re-run's output is bit-identical to the path's")
-    return {"attribution": attribution, "first_stage_over": first_stage_over(attribution, verdict),
-            "attribution_note": note}
+    return Attribution(attribution, first_stage_over(attribution, verdict), note)
 
 
-def annotate(record: dict, spec, path, inputs, out, module_case=None) -> None:
-    """Add the attribution keys to a failing record (nothing for other verdicts)."""
-    if record.get("verdict") not in ATTRIBUTED:
-        return
+def annotate(record: Record, spec, path, inputs, out, module_case=None) -> Record:
+    """`record` with its attribution, if it is a failing one (as it is for other verdicts)."""
+    if record.verdict not in ATTRIBUTED:
+        return record
     start = time.perf_counter()
     try:
-        record.update(attribute(spec, path, inputs, out, record["verdict"], module_case))
-        record.setdefault("facts", {})["attribution"] = "read"
+        found, fact = attribute(spec, path, inputs, out, record.verdict, module_case), "read"
     except IntermediatesUnavailable as exc:
-        record.update(attribution=None, first_stage_over=None)
-        record.setdefault("facts", {})["attribution"] = f"unavailable: {exc}"
+        found, fact = Attribution(None, None), f"unavailable: {exc}"
     except Exception as exc:  # noqa: BLE001 - attribution is extra: the record stands without it
-        record.update(attribution=None, first_stage_over=None)
-        record.setdefault("facts", {})["attribution"] = f"unavailable: attribution failed: {first_line(exc)}"
-    record["attribution_seconds"] = round(time.perf_counter() - start, 6)
+        found, fact = Attribution(None, None), f"unavailable: attribution failed: {first_line(exc)}"
+    found = replace(found, seconds=round(time.perf_counter() - start, 6))
+    return replace(record.with_fact("attribution", fact), attribution=found)

@@ -29,7 +29,7 @@ from harness import paths
 from harness.benchmark import anchors, grid, implementations, program_grid, program_implementations, truth
 from harness.spec import CaseSpec
 from harness.core.verdicts import Verdict
-from harness.engine.cases import CaseProblem, lift_problem
+from harness.engine.cases import CaseProblem
 from harness.engine.execute import Executor
 from harness.oracle.compare import measured_rows
 
@@ -75,7 +75,7 @@ def run_case(spec: CaseSpec, names: dict[str, type], executor: Executor, runner:
     its spec, a module case resolved and lifted); a module case that cannot be gives no outcomes."""
     try:
         setup = executor.cases.setup(spec)
-        problem = lift_problem(setup.record) if spec.is_module else None
+        problem = setup.problem
     except CaseProblem:
         return []
     if problem is not None:

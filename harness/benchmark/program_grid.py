@@ -11,7 +11,7 @@
   where it has none, on the outlier and large-offset inputs of the suites,
   on its own rows of 64; and on rows of 1023 (long, and an element count
   bfloat16 cannot hold) on its own input.
-* Module cases (DESIGN §8): a sample of the zoo (§9), the transformers
+* Module cases (docs/contracts.md §8): a sample of the zoo (§9), the transformers
   norm implementations that most library classes share, as the zoo suite
   specs them; the renderings take a module case through its lifted program
   (harness.benchmark.program_implementations.program_of), as its reference.
@@ -74,7 +74,7 @@ def nearmiss_cases(quick: bool = False) -> list[CaseSpec]:
 
 
 def module_cases(quick: bool = False) -> list[CaseSpec]:
-    """A sample of the zoo (DESIGN §9): the installed transformers' norm implementations that at least
+    """A sample of the zoo (docs/contracts.md §9): the installed transformers' norm implementations that at least
     ZOO_MEMBERS library classes share (the ones most models run), as the zoo suite specs them (every
     dtype; a normal draw and the outlier input); none without transformers, none for `quick`."""
     if quick:

@@ -11,7 +11,7 @@ near-miss catalog's legitimate variants); each wrong one is one way a
 rewrite or a lowering breaks a norm.
 
 A program case's module is the program's own (harness.program.ProgramModule).
-A module case (DESIGN §8) is rendered from its lifted program, as its
+A module case (docs/contracts.md §8) is rendered from its lifted program, as its
 reference is: `program_of` is the one place that says where a case's program
 comes from.
 

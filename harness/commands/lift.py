@@ -1,7 +1,7 @@
 """`normdiff lift CLASS [--init JSON] [--dtype D] [--shape …]`: a module's lifted program as a ready §7 spec.
 
 The class is imported, built, exported and lifted in a worker process (it is
-user code); what is printed is a program case (DESIGN §7) with the module's
+user code); what is printed is a program case (docs/contracts.md §7) with the module's
 names, shapes and parameter values, which `normdiff run --case` takes and
 which gives the module case's verdicts. A class that cannot be built, or
 whose graph holds an op the language cannot, is one line and exit 2.

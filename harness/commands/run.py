@@ -26,7 +26,7 @@ from harness.engine.cache import DEFAULT_MAX_GB, MAX_GB_ENV, ArtifactCache, defa
 from harness.engine import ray_executor
 from harness.engine.lock import folder_lock
 from harness.engine.plan import shard
-from harness.engine.procs import RunnerError, default_max_memory_gb
+from harness.engine.procs import RunnerError
 from harness.engine.run import run
 from harness.oracle.twins import program_twin
 from harness.reports import baseline as gate
@@ -63,30 +63,30 @@ def cmd_run(args) -> int:
     if part:
         specs = shard(specs, *part)
     results = os.path.join(args.out, "results.jsonl")
-    jobs = args.jobs if args.jobs is not None else (os.cpu_count() or 1)
-    max_memory = args.max_memory if args.max_memory is not None else default_max_memory_gb(jobs)
     cache = cache_arg(args)
-    jobs = executor_arg(args, jobs)
+    jobs = executor_arg(args)
     policy = policy_arg(args)
-    with folder_lock(args.out):
-        try:
-            run(specs, path_names, args.out, jobs=jobs, timeout=args.timeout,
-                resume=args.resume, progress=not args.quiet, max_memory=max_memory, cache=cache,
-                executor=args.executor, address=args.address, policy=policy)
-        except KeyboardInterrupt:
-            kept = len(read_results(results)) if os.path.exists(results) else 0
-            _report(args.out, history)
-            print(f"normdiff: interrupted; {kept} records kept in {results}; "
-                  "run again with --resume to finish", file=sys.stderr)
-            return 130
-        except RunnerError as exc:
-            _report(args.out, history)
-            print(f"normdiff: error: {exc}", file=sys.stderr)
-            return 1
-        wanted = {(s.case_id, p) for s in specs for p in path_names}
-        mine = [r for r in latest_per_execution(read_results(results)) if (r["case_id"], r["path"]) in wanted]
-        _record_history(history, mine, "run", args.out)
+    wanted = {(s.case_id, p) for s in specs for p in path_names}
+    mine: list[dict] = []
+
+    def finish(finished: bool) -> None:  # under the run's folder lock (harness.engine.run)
+        if finished:
+            mine.extend(r for r in latest_per_execution(read_results(results)) if (r["case_id"], r["path"]) in wanted)
+            _record_history(history, mine, "run", args.out)
         _report(args.out, history)
+
+    try:
+        run(specs, path_names, args.out, jobs=jobs, timeout=args.timeout,
+            resume=args.resume, progress=not args.quiet, max_memory=args.max_memory, cache=cache,
+            executor=args.executor, address=args.address, policy=policy, finish=finish)
+    except KeyboardInterrupt:
+        kept = len(read_results(results)) if os.path.exists(results) else 0
+        print(f"normdiff: interrupted; {kept} records kept in {results}; "
+              "run again with --resume to finish", file=sys.stderr)
+        return 130
+    except RunnerError as exc:
+        print(f"normdiff: error: {exc}", file=sys.stderr)
+        return 1
     bad = [r for r in mine if r["verdict"] != Verdict.PASS]
     missing = len(wanted) - len(mine)
     print(f"normdiff: {len(mine)} executions, {len(bad)} not passing"
@@ -123,13 +123,12 @@ def policy_arg(args) -> Policy:
     return Policy(known)
 
 
-def executor_arg(args, jobs: int) -> int | None:
-    """Check --executor/--address; the jobs to ask for (Ray without --jobs: every CPU of its cluster)."""
+def executor_arg(args) -> int | None:
+    """Check --executor/--address; the jobs to ask for (None: the engine's default, harness.engine.run)."""
     if args.address and args.executor != "ray":
         raise UsageError("--address: only with --executor ray")
-    if args.executor != "ray":
-        return jobs
-    ray_executor.require()
+    if args.executor == "ray":
+        ray_executor.require()
     return args.jobs
 
 

@@ -1,4 +1,4 @@
-"""Errors that end a command with one line and exit 2 (DESIGN §5)."""
+"""Errors that end a command with one line and exit 2 (docs/contracts.md §5)."""
 from __future__ import annotations
 
 

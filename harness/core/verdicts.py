@@ -1,7 +1,7 @@
 """The verdicts of an execution and the statuses of the gate, defined once.
 
 Both are `StrEnum`s: a member *is* its string, so records stay plain JSON
-with the very strings of DESIGN §3 and comparisons with strings read from a
+with the very strings of docs/contracts.md §3 and comparisons with strings read from a
 results file just work.
 """
 from __future__ import annotations
@@ -10,7 +10,7 @@ from enum import StrEnum
 
 
 class Verdict(StrEnum):
-    """What one execution of a case on a path gave (DESIGN §3)."""
+    """What one execution of a case on a path gave (docs/contracts.md §3)."""
 
     PASS = "pass"
     INACCURATE = "inaccurate"
@@ -47,8 +47,3 @@ GATE_FAILS = frozenset({Status.NEW_FAIL, Status.FIXED, Status.MISSING})
 
 DEFAULT_TIMEOUT = 300.0  # seconds per execution, the first compile of its structure included
 DEFAULT_OUT = "reports/latest"  # where run, merge and bugs --check write unless told otherwise
-# Each worker's address-space limit unless `run --max-memory GB` says otherwise: this
-# fraction of the machine's memory shared by the jobs, never below MIN_MEMORY_GB (a warm
-# worker with torch, TVM and ExecuTorch imported already maps most of that before its first case).
-DEFAULT_MEMORY_FRACTION = 0.6
-MIN_MEMORY_GB = 2.0

@@ -150,7 +150,7 @@ def _cpu_digest() -> str:
 
 
 @dataclass
-class Entry:
+class CacheEntry:
     data: bytes
     facts: dict
 
@@ -224,7 +224,7 @@ class ArtifactCache:
         return os.path.join(self.root, f"v{ENTRY_FORMAT}", key[:2], key)
 
     # -- reading -----------------------------------------------------------------
-    def get(self, key: str) -> Entry | None:
+    def get(self, key: str) -> CacheEntry | None:
         """The entry for `key`, or None (missing; a bad one is deleted on the way)."""
         target = self.file_of(key)
         try:
@@ -324,7 +324,7 @@ class ArtifactCache:
         return removed
 
 
-def _parse(raw: bytes, key: str) -> Entry | None:
+def _parse(raw: bytes, key: str) -> CacheEntry | None:
     """The entry in `raw` if it is whole and is the one for `key`, else None."""
     if not raw.startswith(MAGIC):
         return None
@@ -342,7 +342,7 @@ def _parse(raw: bytes, key: str) -> Entry | None:
             or header.get("sha256") != hashlib.sha256(data).hexdigest()):
         return None
     facts = header.get("facts")
-    return Entry(data, facts if isinstance(facts, dict) else {})
+    return CacheEntry(data, facts if isinstance(facts, dict) else {})
 
 
 def library_cache_env(cache: ArtifactCache | None) -> dict[str, str]:

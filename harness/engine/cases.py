@@ -1,7 +1,7 @@
 """A case made concrete in a worker: its inputs, its FP64 reference, and the module every path compiles.
 
 A catalog or program case is built from its spec alone. A module case
-(DESIGN §8) is resolved here once per structure and worker (the class
+(docs/contracts.md §8) is resolved here once per structure and worker (the class
 imported, built, exported and lifted: harness.modules.module_case); its inputs
 take the module's parameters, its reference is the lifted program's, and its
 record carries the lifted source and the lift check. What cannot be resolved
@@ -14,6 +14,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from harness.core.records import LiftCheck
 from harness.core.verdicts import Verdict
 from harness.oracle.inputs import Inputs, make_inputs
 from harness.oracle.reference import Reference, evaluation_reference, reference
@@ -39,7 +40,8 @@ class Setup:
     inputs: Inputs
     ref: Reference
     build: Callable[[], tuple[Any, Any]]  # -> (a fresh eval module, its example tensors)
-    record: dict = field(default_factory=dict)  # keys a module case adds to its records
+    lift: LiftCheck | None = None  # a module case: its lifted program and the lift check its records carry
+    problem: CaseProblem | None = None  # a module case whose lift check fails: its reference is not trusted
     module_case: Any = None
     eager: dict = field(default_factory=dict)  # {"out": eager's output (None: it failed)}, once for every path
 
@@ -50,6 +52,8 @@ def problem_of(exc: BaseException, stage_of_spec: str = "spec") -> CaseProblem:
 
     if isinstance(exc, CaseProblem):
         return exc
+    if isinstance(exc, MemoryError):  # the worker's memory limit, not the spec: the case's executions fail
+        return CaseProblem(Verdict.ERROR, "lift", f"{exc}" if str(exc) else "lifting failed: MemoryError")
     if isinstance(exc, ModuleSpecError):
         return CaseProblem(Verdict.ERROR, stage_of_spec, str(exc))
     if isinstance(exc, Unliftable):
@@ -128,11 +132,11 @@ class Cases:
         inputs = mc.inputs(make_inputs(spec))
         arrays = mc.reference_arrays(inputs)
         evaluation = evaluate(mc.program, mc.case, arrays)
-        record = {"program": mc.resolved.source, "lifted_pattern": mc.resolved.pattern,
-                  **mc.lift_check(inputs, evaluation)}
+        lift = LiftCheck(program=mc.resolved.source, lifted_pattern=mc.resolved.pattern,
+                         **mc.lift_check(inputs, evaluation))
         witnesses = program_witnesses(spec.case_id, mc.program, mc.case, arrays)  # the lifted program's
         return Setup(inputs, evaluation_reference(evaluation, witnesses),
-                     lambda: (mc.build(), mc.example(inputs, spec.layout)), record, mc)
+                     lambda: (mc.build(), mc.example(inputs, spec.layout)), lift, lift_problem(lift), mc)
 
 
 def lift_versions() -> dict:
@@ -152,14 +156,10 @@ def _catalog_build(spec, inputs):
     return module, example
 
 
-def lift_problem(record: dict) -> CaseProblem | None:
-    """The lift check's verdict on a module case's record: an `error` at stage `lift` when the lifted program
-    and the module's own float64 run disagree by more than LIFT_SHARE of the bound anywhere."""
+def lift_problem(lift: LiftCheck) -> CaseProblem | None:
+    """The lift check's verdict on a module case: an `error` at stage `lift` when the lifted program and the
+    module's own float64 run disagree by more than LIFT_SHARE of the bound anywhere."""
     from harness.modules.lift_check import LIFT_SHARE
 
-    share = record.get("lift_check_over_bound")
-    if share is None or share <= LIFT_SHARE:
-        return None
-    return CaseProblem(Verdict.ERROR, "lift", f"the lifted program disagrees with the module run in float64: "
-                       f"{record['lift_check']:.3g} relative, {share:.3g}x its bound (over {LIFT_SHARE:g}); "
-                       "its reference is not trusted")
+    why = lift.problem(LIFT_SHARE)
+    return None if why is None else CaseProblem(Verdict.ERROR, "lift", why)

@@ -1,4 +1,4 @@
-"""One execution: a case through one path, scored, as a result record (DESIGN §4).
+"""One execution: a case through one path, scored, as a result record (docs/contracts.md §4).
 
 `Executor` keeps prepared artifacts keyed by (path, structure key), so cases
 that differ only in their input reuse one compiled artifact; a worker process
@@ -16,18 +16,19 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
+from dataclasses import replace
 
 import numpy as np
 
 from harness import paths
-from harness.attribution import ATTRIBUTED, annotate
+from harness.attribution import annotate
 from harness.attribution.policy import Policy
 from harness.core.machine import cpu_features
+from harness.core.records import PROVENANCE, Record, Resolution
 from harness.core.verdicts import Verdict
 from harness.engine import stored
 from harness.engine.cache import ArtifactCache, Origin
-from harness.engine.cases import CaseProblem, Cases, lift_problem
+from harness.engine.cases import CaseProblem, Cases
 from harness.engine.exports import ExportMemo
 from harness.oracle.compare import eager_row_errors, score
 from harness.paths.base import Prepared, StageError, Unsupported, first_line
@@ -57,24 +58,17 @@ def _cpu() -> list[str] | None:
     return None if features is None else list(features)
 
 
-def base_record(spec: CaseSpec, path: str) -> dict[str, Any]:
-    """A record with every DESIGN §4 key, before the verdict is known."""
-    return {
-        "case_id": spec.case_id, "case": spec.to_dict(), "path": path, "verdict": None,
-        "stage": None, "message": "", "max_abs_err": None, "max_rel_err": None,
-        "max_ulp": None, "worst_row": None, "eager_max_abs_err": None,
-        "out_dtype": None, "expected_dtype": None, "seconds": 0.0,
-        "versions": _versions(path), "cpu": _cpu(), "structure_key": None, "cache_hit": False,
-        "prepare_seconds": 0.0, "run_seconds": 0.0, "facts": {}, "artifact_cache": None,
-    }
+def started(spec: CaseSpec, path: str) -> Record:
+    """The record of `spec` on `path` before its verdict is known, with this process's provenance."""
+    return Record.start(spec, path, _versions(path), _cpu())
 
 
-# The record keys that say how long an execution took and where its artifact came from, not what it gave.
-PROVENANCE = ("seconds", "prepare_seconds", "run_seconds", "attribution_seconds", "cache_hit", "artifact_cache",
-              "ray_node")
+def failed(spec: CaseSpec, path: str, verdict: Verdict, **kw) -> Record:
+    """The record of an execution that gave no scored output (Record.failed), with this process's provenance."""
+    return Record.failed(spec, path, verdict, versions=_versions(path), cpu=_cpu(), **kw)
 
 
-def comparable(record: dict) -> dict:
+def comparable(record: Record | dict) -> dict:
     """`record` without its PROVENANCE keys and its path's `cache_facts`: what a warm run gives exactly as the
     cold run that filled the caches did (verdict, errors, dtypes, facts, attribution)."""
     out = {k: v for k, v in record.items() if k not in PROVENANCE}
@@ -199,10 +193,10 @@ class Executor:
             setup.eager["out"] = out
         return setup.eager["out"]
 
-    def execute(self, spec: CaseSpec | dict, path_name: str, attribute: bool = True) -> dict[str, Any]:
+    def execute(self, spec: CaseSpec | dict, path_name: str, attribute: bool = True) -> Record:
         """The result record of `spec` through path `path_name` (a failing one attributed, unless not `attribute`)."""
         spec = CaseSpec.from_dict(spec)
-        record = base_record(spec, path_name)
+        record = started(spec, path_name)
         start = time.perf_counter()
         from harness.modules import LIFT
 
@@ -211,93 +205,81 @@ class Executor:
         try:
             path = paths.get(path_name)
         except KeyError as exc:
-            record.update(verdict=Verdict.ERROR, stage="compile", message=str(exc.args[0]))
-            return record
+            return record.fail(Verdict.ERROR, "compile", str(exc.args[0]))
         try:
             setup = self.cases.setup(spec)
-            record.update(setup.record)
-            problem = lift_problem(record) if spec.is_module else None
-            if problem is not None:
-                raise problem
+            record = replace(record, lift=setup.lift)
+            if setup.problem is not None:
+                raise setup.problem
         except CaseProblem as exc:
-            record.update(verdict=exc.verdict, stage=exc.stage, message=exc.message,
-                          seconds=round(time.perf_counter() - start, 6))
-            return record
+            return record.fail(exc.verdict, exc.stage, exc.message, seconds=round(time.perf_counter() - start, 6))
         inputs, ref = setup.inputs, setup.ref
         if setup.module_case is not None and setup.module_case.exported is not None:
             self.exports.seed(spec, setup.module_case.exported)  # the lift exported this very module
-        record["structure_key"] = path.structure_key(spec)
-        record["expected_dtype"] = ref.out_dtype
-        record["rounding_dtype"] = ref.rounding_dtype
+        record = replace(record, structure_key=path.structure_key(spec), expected_dtype=ref.out_dtype,
+                         rounding_dtype=ref.rounding_dtype)
 
         eager_out = self._eager(spec, setup) if path_name != "eager" else None
         if eager_out is not None:
-            record["eager_max_abs_err"] = eager_row_errors(eager_out, ref)
-            record["expected_dtype"] = str(eager_out.dtype)
+            record = replace(record, eager_max_abs_err=eager_row_errors(eager_out, ref),
+                             expected_dtype=str(eager_out.dtype))
 
         prepared, hit, prep_s, origin = self._prepare(path, spec, setup)
-        record["cache_hit"] = hit
-        record["artifact_cache"] = origin
-        record["prepare_seconds"] = round(prep_s, 6)
+        record = replace(record, cache_hit=hit, artifact_cache=origin, prepare_seconds=round(prep_s, 6))
+        out = None
         if isinstance(prepared, Unsupported):
-            record.update(verdict=Verdict.UNSUPPORTED, message=str(prepared))
+            record = record.fail(Verdict.UNSUPPORTED, None, str(prepared))
         elif isinstance(prepared, StageError):
-            record.update(verdict=Verdict.ERROR, stage=prepared.stage, message=prepared.message)
+            record = record.fail(Verdict.ERROR, prepared.stage, prepared.message)
         else:
-            record["facts"] = dict(prepared.facts)
+            record = replace(record, facts=dict(prepared.facts))
             run_start = time.perf_counter()
             try:
                 out = prepared.run(inputs.run_arg)
             except StageError as exc:
-                record.update(verdict=Verdict.ERROR, stage=exc.stage, message=exc.message)
+                record = record.fail(Verdict.ERROR, exc.stage, exc.message)
             else:
-                record["run_seconds"] = round(time.perf_counter() - run_start, 6)
                 result = score(out, ref, eager_out)
-                record.update({k: v for k, v in result.to_dict().items()})
-                if path_name == "eager":
-                    record["eager_max_abs_err"] = result.max_abs_err
-        record["seconds"] = round(time.perf_counter() - start, 6)
-        if attribute and record["verdict"] in ATTRIBUTED:  # a wrong output was scored: which stage lost it (passes pay nothing)
-            self._attribute(record, spec, path, out, setup)
-        return record
+                record = record.scored(result, run_seconds=time.perf_counter() - run_start,
+                                       eager_max_abs_err=result.max_abs_err if path_name == "eager" else None)
+        record = replace(record, seconds=round(time.perf_counter() - start, 6))
+        # a wrong output: which stage lost it, if the policy says so (passes pay nothing)
+        return self.policy.apply(record, attribute, lambda r: self._attribute(r, spec, path, out, setup))
 
-    def _attribute(self, record: dict, spec: CaseSpec, path, out, setup) -> None:
-        """The attribution of a failing record: skipped for a known failure (the policy), else the one the
-        cache keeps for this very execution, else computed (and kept)."""
-        if not self.policy.wants(record):
-            self.policy.skip(record)
-            return
+    def _attribute(self, record: Record, spec: CaseSpec, path, out, setup) -> Record:
+        """The attribution of a failing record: the one the cache keeps for this very execution, else
+        computed (and kept)."""
         start = time.perf_counter()
         salt = setup.module_case.digest if setup.module_case is not None else ""
-        key = stored.attribution_key(self.cache, path, spec, salt, record["verdict"], out) if self.cache else None
+        key = stored.attribution_key(self.cache, path, spec, salt, record.verdict, out) if self.cache else None
         entry = self.cache.get(key) if key else None
         if entry is not None:
             try:
-                stored.apply_attribution(record, entry.data)
+                kept = stored.apply_attribution(record, entry.data)
             except Exception:  # noqa: BLE001 - not a kept attribution: dropped, and attributed again
                 self.cache.discard(key)
                 entry = None
             else:
-                record["attribution_seconds"] = round(time.perf_counter() - start, 6)
-        if entry is None:
-            annotate(record, spec, path, setup.inputs, out, setup.module_case)
-            if key:
-                self.cache.put(key, path.name, stored.attribution_bytes(record), {})
+                return replace(kept, attribution=replace(kept.attribution,
+                                                         seconds=round(time.perf_counter() - start, 6)))
+        record = annotate(record, spec, path, setup.inputs, out, setup.module_case)
+        if key:
+            self.cache.put(key, path.name, stored.attribution_bytes(record), {})
+        return record
 
-    def _resolve(self, spec: CaseSpec, record: dict, start: float) -> dict:
+    def _resolve(self, spec: CaseSpec, record: Record, start: float) -> Record:
         """A module case resolved before any path runs (the pseudo path LIFT): pass with the lifted program,
         or the problem a bad spec (stage `spec`), an op outside the language, or a failed export gives."""
         try:
             case = self.cases.module_case(spec)
         except CaseProblem as exc:
-            record.update(verdict=exc.verdict, stage=exc.stage, message=exc.message)
+            record = record.fail(exc.verdict, exc.stage, exc.message)
         else:
-            record.update(verdict=Verdict.PASS, message="lifted", program=case.resolved.source,
-                          lifted=case.resolved.to_dict(), lifted_pattern=case.resolved.pattern,
-                          param_values=case.constant_values(), param_arrays=encode_arrays(case.param_arrays()),
-                          module_digest=case.digest)  # what its artifacts' cache keys hold (scheduler.mark_cached)
-        record["seconds"] = round(time.perf_counter() - start, 6)
-        return record
+            record = replace(record, verdict=Verdict.PASS, message="lifted", resolution=Resolution(
+                program=case.resolved.source, lifted=case.resolved.to_dict(), lifted_pattern=case.resolved.pattern,
+                param_values=case.constant_values(), param_arrays=encode_arrays(case.param_arrays()),
+                module_digest=case.digest))
+        return replace(record, seconds=round(time.perf_counter() - start, 6))
 
 
 def encode_arrays(arrays: dict) -> dict:
@@ -310,17 +292,17 @@ def encode_arrays(arrays: dict) -> dict:
                 "data": base64.b64encode(np.ascontiguousarray(a).tobytes()).decode()} for n, a in arrays.items()}
 
 
-def executor_from_config(cfg: dict, cache: ArtifactCache | None) -> Executor:
+def executor_from_config(cfg, cache: ArtifactCache | None) -> Executor:
     """A worker's Executor (a process's or a Ray actor's) from the plain data its runner sends: the attribution
     policy, with the artifact cache the worker set the libraries' own caches under (use_library_caches_of,
     before its warm-ups)."""
-    return Executor(cache, policy=Policy.from_config(cfg.get("policy")))
+    return Executor(cache, policy=Policy.from_config(cfg.policy))
 
 
 _DEFAULT: Executor | None = None
 
 
-def execute(spec: CaseSpec | dict, path_name: str) -> dict[str, Any]:
+def execute(spec: CaseSpec | dict, path_name: str) -> Record:
     """One execution in this process (artifacts cached for the process's life)."""
     global _DEFAULT
     if _DEFAULT is None:

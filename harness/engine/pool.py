@@ -5,6 +5,7 @@ from collections import defaultdict, deque
 from typing import Iterable
 
 from harness.spec import CaseSpec
+from harness.core.records import Record
 from harness.core.verdicts import DEFAULT_TIMEOUT
 from harness.engine.plan import Task, structure_of
 from harness.engine.procs import Procs, RunnerError, Worker
@@ -47,11 +48,11 @@ class Pool:
             self.procs.close(list(self.lanes.values()), graceful)
         self.procs, self.lanes = None, {}
 
-    def submit(self, spec: CaseSpec | dict, path: str) -> dict:
+    def submit(self, spec: CaseSpec | dict, path: str) -> Record:
         """The record of one execution."""
         return self.map([Task(CaseSpec.from_dict(spec), path)])[0]
 
-    def map(self, tasks: list[Task]) -> list[dict]:
+    def map(self, tasks: list[Task]) -> list[Record]:
         """The records of `tasks`, in their order; different paths run at the same time."""
         if self.procs is None:
             raise RunnerError("the worker pool is closed (outside its `with` block, or stopped by an error)")

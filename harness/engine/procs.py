@@ -17,12 +17,13 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 from typing import Iterable
 
-from harness.core.verdicts import DEFAULT_MEMORY_FRACTION, MIN_MEMORY_GB, Verdict
-from harness.engine.execute import base_record
+from harness.core.memory import OUT_OF_MEMORY, memory_note
+from harness.core.verdicts import Verdict
+from harness.engine.execute import failed
+from harness.engine.messages import Done, Ready, Started, TaskMessage, WorkerConfig
 from harness.engine.plan import Group, Task
 from harness.engine.warm import retire_forkserver, start_forkserver, warm_modules
-from harness.engine.stored import OUT_OF_MEMORY
-from harness.engine.worker import memory_note, worker_main
+from harness.engine.worker import worker_main
 
 START_TIMEOUT = 600.0  # a worker that is not ready by then is hung in its imports
 START_FAILURES = 3  # consecutive workers dying before ready: the environment is broken
@@ -31,15 +32,6 @@ LOG_TAIL_BYTES = 4000
 
 class RunnerError(RuntimeError):
     """The run cannot go on (workers cannot even start)."""
-
-
-def machine_memory_gb() -> float:
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
-
-
-def default_max_memory_gb(jobs: int) -> float:
-    """Each worker's share of DEFAULT_MEMORY_FRACTION of the machine, at least MIN_MEMORY_GB."""
-    return round(max(MIN_MEMORY_GB, DEFAULT_MEMORY_FRACTION * machine_memory_gb() / max(1, jobs)), 1)
 
 
 @dataclass
@@ -56,7 +48,7 @@ class Worker:
     group: Group | None = None  # Runner: the group it works through
     tag: object = None  # Pool: where the record goes
     structures: set = field(default_factory=set)  # Pool: artifacts it holds
-    last_structure: str = ""  # Runner: the spec structure of its last task (its export is still held)
+    last_structure: str = ""  # Runner: the group structure key of its last task (its export is still held)
     paths: frozenset | None = None  # a bridge: the only paths it imported for (None: every path)
     queued: deque = field(default_factory=deque)  # tasks sent behind `task`, not started yet (Procs.lookahead)
 
@@ -76,8 +68,8 @@ class Procs:
     """Starts, feeds, watches and stops worker processes; turns deaths and hangs into records."""
 
     # Tasks a busy worker may hold behind its current one, waiting in its pipe: it starts the next as soon
-    # as it sends a record, not after this process has read the record and answered (measured on the
-    # nightly's warm run: workers busy 1.3 of 2 cores while executions took ≈ 4 ms each).
+    # as it sends a record, not after this process has read the record and answered: when
+    # executions take milliseconds, that round trip would idle the workers (docs/measurements.md).
     lookahead = 1
 
     def __init__(self, path_names: Iterable[str], timeout: float, start_method: str = "forkserver",
@@ -122,7 +114,7 @@ class Procs:
     def _library_env(self) -> dict[str, str]:
         """The libraries' cache environment the workers will set (harness.engine.cache), for the forkserver's
         warm-ups too: Inductor's probe of the CPU's vector ISA compiles test programs into Inductor's cache
-        folder (measured: 8.0 s into an empty one, 1.3 s when they are there), which is then the run's
+        folder (seconds into an empty one, far less when they are there), which is then the run's
         cache, kept with it from night to night, not torch's default under /tmp."""
         from harness.engine.cache import ArtifactCache, library_cache_env
 
@@ -155,9 +147,9 @@ class Procs:
                 raise RunnerError("the run is stopping")
             self.count += 1
             log = os.path.join(self.logdir, f"worker-{self.count}.log")
-        cfg = {"extra_paths": os.environ.get("NORMDIFF_EXTRA_PATHS", ""), "log": log,
-               "sys_path": list(sys.path), "warm": warm_modules(only, self.compiling) if only else self.warm, "threads": 1,
-               "max_memory": self.max_memory, "cache": self.cache, "policy": self.policy}
+        cfg = WorkerConfig(extra_paths=os.environ.get("NORMDIFF_EXTRA_PATHS", ""), sys_path=tuple(sys.path),
+                           warm=tuple(warm_modules(only, self.compiling) if only else self.warm), threads=1,
+                           cache=self.cache, policy=self.policy, log=log, max_memory=self.max_memory)
         for attempt in range(2):
             ctx = mp.get_context("fork") if only else self._context()
             parent, child = ctx.Pipe()
@@ -222,7 +214,7 @@ class Procs:
         else:
             w.task, w.acked, w.started, w.log_offset = task, False, time.monotonic(), _size(w.log)
         try:
-            w.conn.send((reset, task.spec.to_dict(), task.path, task.attribute))
+            w.conn.send(TaskMessage(reset, task.spec.to_dict(), task.path, task.attribute))
             return True
         except (OSError, ValueError):
             if busy:
@@ -246,19 +238,18 @@ class Procs:
         (never started) go back to be run."""
         try:
             while w.conn.poll():
-                kind, payload = w.conn.recv()
-                if kind == "ready":
+                msg = w.conn.recv()
+                if isinstance(msg, Ready):
                     w.ready = True
                     self.failed_starts = 0
-                elif kind == "started":  # with the log's size as the worker started the task
+                elif isinstance(msg, Started):  # with the log's size as the worker started the task
                     w.acked = True
-                    if isinstance(payload, int):
-                        w.log_offset = payload
-                elif kind == "record":
+                    w.log_offset = msg.log_offset
+                elif isinstance(msg, Done):
                     w.task = None
-                    if w.queued:  # the worker went on to the next at once (its "started" gives its log offset)
+                    if w.queued:  # the worker went on to the next at once (its Started gives its log offset)
                         w.task, w.acked, w.started = w.queued.popleft(), False, time.monotonic()
-                    return "record", payload
+                    return "record", msg.record
         except (EOFError, OSError):
             pass
         now = time.monotonic()
@@ -278,12 +269,13 @@ class Procs:
                 return "requeue", task
             tail = _log_tail(w.log, w.log_offset)
             message = f"worker died ({_signal_name(code)})" + _crash_summary(tail) + self._memory_hint(code, tail)
-            return "failed", _failure(task, Verdict.CRASH, message, now - w.started, signal=_signal_name(code),
-                                      log_tail=tail[-20:])
+            return "failed", failed(task.spec, task.path, Verdict.CRASH, message=message, seconds=now - w.started,
+                                    signal=_signal_name(code), log_tail=tail[-20:])
         if w.task is not None and now - w.started > self.timeout:
             self.kill(w)
             task, w.task = w.task, None
-            return "failed", _failure(task, Verdict.TIMEOUT, f"no result after {self.timeout:g} s", now - w.started)
+            return "failed", failed(task.spec, task.path, Verdict.TIMEOUT, message=f"no result after {self.timeout:g} s",
+                                    seconds=now - w.started)
         if not w.ready and now - w.born > START_TIMEOUT:
             self.kill(w)
             self.failed_starts += 1
@@ -375,8 +367,3 @@ def _crash_summary(tail: list[str]) -> str:
             break
     return f": {tail[fatal]}{where}"
 
-
-def _failure(task: Task, verdict: Verdict, message: str, seconds: float, **extra) -> dict:
-    record = base_record(task.spec, task.path)
-    record.update(verdict=verdict, message=message, seconds=round(seconds, 6), **extra)
-    return record

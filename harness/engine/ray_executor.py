@@ -1,4 +1,4 @@
-"""`run --executor ray`: the same run on a Ray cluster (DESIGN §5).
+"""`run --executor ray`: the same run on a Ray cluster (docs/contracts.md §5).
 
 Why it is built this way:
 
@@ -27,12 +27,13 @@ import importlib.util
 import os
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable
 
 from harness.core.errors import UsageError
-from harness.spec import CaseSpec
+from harness.core.records import Record
 from harness.core.verdicts import DEFAULT_TIMEOUT, Verdict
+from harness.engine.messages import TaskMessage, WorkerConfig
 from harness.engine.plan import Task
 from harness.engine.procs import START_FAILURES, START_TIMEOUT, RunnerError, Worker
 from harness.engine.scheduler import Runner
@@ -67,43 +68,21 @@ def _ray():
 class ExecutorActor:
     """A Ray actor around an Executor: warm imports once, then one task at a time."""
 
-    def __init__(self, cfg: dict):
-        import warnings
+    def __init__(self, cfg: WorkerConfig):
+        from harness.engine.worker import warm_executor
 
-        sys.path.extend(p for p in cfg["sys_path"] if p not in sys.path)
-        if cfg["extra_paths"]:
-            os.environ["NORMDIFF_EXTRA_PATHS"] = cfg["extra_paths"]
-        warnings.filterwarnings("ignore")  # library deprecation chatter is not a finding
-        from harness.engine.cache import use_library_caches_of
-        from harness.engine.execute import executor_from_config
-        from harness.engine.warm import warm
-
-        cache = use_library_caches_of(cfg.get("cache"))  # before the warm-ups, which compile into Inductor's folder
-        warm(cfg["warm"])
-        if cfg.get("threads"):
-            import torch
-
-            torch.set_num_threads(cfg["threads"])
-            os.environ["TVM_NUM_THREADS"] = str(cfg["threads"])
-        self.executor = executor_from_config(cfg, cache)
+        self.executor = warm_executor(cfg)
         self.node = _ray().get_runtime_context().get_node_id()[:12]
 
     def ready(self) -> int:
         return os.getpid()
 
-    def execute(self, reset: bool, spec_dict: dict, path: str, attribute: bool = True) -> dict:
-        from harness.engine.execute import base_record
-        from harness.paths.base import first_line
+    def execute(self, msg: TaskMessage) -> Record:
+        from harness.engine.worker import execute_guarded
 
-        if reset:  # a new group: drop the artifacts of the previous ones (recent exports stay)
+        if msg.reset:  # a new group: drop the artifacts of the previous ones (recent exports stay)
             self.executor = self.executor.fresh()
-        try:
-            record = self.executor.execute(spec_dict, path, attribute=attribute)
-        except Exception as exc:  # noqa: BLE001 - a harness bug is still one record
-            record = base_record(CaseSpec.from_dict(spec_dict), path)
-            record.update(verdict=Verdict.ERROR, stage="run", message=f"harness: {first_line(exc)}")
-        record["ray_node"] = self.node
-        return record
+        return replace(execute_guarded(self.executor, msg), ray_node=self.node)
 
 
 # -- actors seen from the driver ----------------------------------------------------
@@ -120,9 +99,9 @@ class RayProcs:
     def __init__(self, path_names: Iterable[str], timeout: float, cache: dict | None, policy: dict | None = None):
         self.ray = _ray()
         self.timeout = timeout
-        self.cfg = {"extra_paths": os.environ.get("NORMDIFF_EXTRA_PATHS", ""), "sys_path": list(sys.path),
-                    "warm": warm_modules(sorted(set(path_names))), "threads": 1, "cache": cache,
-                    "policy": policy}
+        self.cfg = WorkerConfig(extra_paths=os.environ.get("NORMDIFF_EXTRA_PATHS", ""), sys_path=tuple(sys.path),
+                                warm=tuple(warm_modules(sorted(set(path_names)))), threads=1, cache=cache,
+                                policy=policy)
         self.actor_class = self.ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0)(ExecutorActor)
         self.failed_starts = 0
 
@@ -144,7 +123,7 @@ class RayProcs:
 
     def send(self, w: ActorWorker, task: Task, reset: bool) -> bool:
         w.task, w.acked, w.started = task, True, time.monotonic()
-        w.ref = w.process.execute.remote(reset, task.spec.to_dict(), task.path, task.attribute)
+        w.ref = w.process.execute.remote(TaskMessage(reset, task.spec.to_dict(), task.path, task.attribute))
         return True
 
     def wait(self, workers: list[ActorWorker]) -> None:
@@ -213,12 +192,10 @@ def _reason(exc: BaseException) -> str:
     return f"{type(exc).__name__}: {text[:300]}"
 
 
-def _failure(task: Task, verdict: Verdict, message: str, seconds: float) -> dict:
-    from harness.engine.execute import base_record
+def _failure(task: Task, verdict: Verdict, message: str, seconds: float) -> Record:
+    from harness.engine.execute import failed
 
-    record = base_record(task.spec, task.path)
-    record.update(verdict=verdict, message=message, seconds=round(seconds, 6))
-    return record
+    return failed(task.spec, task.path, verdict, message=message, seconds=seconds)
 
 
 class RayRunner(Runner):

@@ -36,17 +36,18 @@ from typing import Callable, Iterable
 
 from harness import paths
 from harness.core.errors import UsageError
-from harness.core.records import ResultsWriter, read_results
+from harness.core.records import Record, ResultsWriter, read_results
 from harness.spec import CaseSpec
+from harness.core.memory import default_max_memory_gb
 from harness.core.verdicts import DEFAULT_TIMEOUT
 from harness.attribution.policy import Policy
 from harness.engine.cache import ArtifactCache, library_caches
-from harness.engine.execute import Executor, base_record
+from harness.engine.execute import Executor, started
 from harness.engine.lock import folder_lock
 from harness.engine.plan import Task, plan
 from harness.engine.preflight import preflight, unresolved_record
 from harness.modules import LIFT
-from harness.engine.procs import default_max_memory_gb
+from harness.engine.procs import RunnerError
 from harness.engine.progress import Progress
 from harness.engine.scheduler import Runner
 
@@ -54,12 +55,16 @@ from harness.engine.scheduler import Runner
 def run(specs: list[CaseSpec], path_names: list[str], out_dir: str, *, jobs: int | None = None,
         timeout: float = DEFAULT_TIMEOUT, resume: bool = False, progress: bool = True,
         max_memory: float | None = None, cache: ArtifactCache | None = None, executor: str = "local",
-        address: str | None = None, policy: Policy | None = None) -> list[dict]:
+        address: str | None = None, policy: Policy | None = None,
+        finish: Callable[[bool], None] | None = None) -> list[Record]:
     """Run specs × paths, appending records to out_dir/results.jsonl; return this run's records.
 
     The folder is locked for the run (FolderBusy, a UsageError, if another
-    process writes it). With `resume`, executions already recorded in
-    results.jsonl are skipped and the file is appended to (UsageError if it was
+    process writes it), and for `finish` (the caller's reports), called as
+    the run ends with whether it finished (False: interrupted, or its
+    workers could not go on; not called for a bad spec, which writes
+    nothing): the lock is decided here, for every caller. With `resume`,
+    executions already recorded in results.jsonl are skipped and the file is appended to (UsageError if it was
     written with other library versions); otherwise it is started afresh.
     `max_memory` is each worker's limit in GB (default: default_max_memory_gb).
     `cache` is the persistent artifact cache (None: every artifact is built).
@@ -72,48 +77,71 @@ def run(specs: list[CaseSpec], path_names: list[str], out_dir: str, *, jobs: int
     anything is written.
     """
     with folder_lock(out_dir):
-        results_path = os.path.join(out_dir, "results.jsonl")
-        tasks = plan(specs, path_names)
-        if jobs is None and executor == "local":
-            jobs = os.cpu_count() or 1
-        options = dict(timeout=timeout, max_memory=max_memory, cache=cache, executor=executor, address=address,
-                       policy=policy)
-        digests: dict[str, str] = {}
-        # The lift's workers fork from a forkserver that imports the run's paths too: the run's own workers
-        # then fork from it at once (a run that compiles replaces it with one that also ran the warm-ups).
-        unresolved = preflight(specs, lambda lift, on: execute_tasks(lift, on, jobs=_lift_jobs(jobs, lift),
-                                                                     path_names=[LIFT, *path_names], **options),
-                               single=len(specs) == 1, digests=digests)
-        done_now = [unresolved_record(base_record(t.spec, t.path), unresolved[t.spec.structure_key()])
-                    for t in tasks if t.spec.is_module and t.spec.structure_key() in unresolved]
-        tasks = [t for t in tasks if not (t.spec.is_module and t.spec.structure_key() in unresolved)]
-        done: set = set()
-        if resume and os.path.exists(results_path):
-            _trim_torn_line(results_path)
-            earlier = read_results(results_path)
-            _check_versions(earlier, results_path)
-            done = {(r["case_id"], r["path"]) for r in earlier}
-            tasks = [t for t in tasks if t.key not in done]
-        elif os.path.exists(results_path):
-            os.remove(results_path)
-        if resume:
-            done_now = [r for r in done_now if (r["case_id"], r["path"]) not in done]
-        records: list[dict] = []
-        bar = Progress(len(tasks) + len(done_now), progress)
-        with ResultsWriter(results_path) as writer, _sigterm_as_interrupt():
-            def on_record(record: dict) -> None:
-                writer.write(record)
-                records.append(record)
-                bar.update(record)
-
-            for record in done_now:
-                on_record(record)
-
-            try:
-                execute_tasks(tasks, on_record, jobs=jobs, path_names=path_names, module_digests=digests, **options)
-            finally:
-                bar.close()
+        try:
+            records = _run_locked(specs, path_names, out_dir, jobs=jobs, timeout=timeout, resume=resume,
+                                  progress=progress, max_memory=max_memory, cache=cache, executor=executor,
+                                  address=address, policy=policy)
+        except (KeyboardInterrupt, RunnerError):  # what finished stays, and is reported (a bad spec: nothing)
+            if finish is not None:
+                finish(False)
+            raise
+        if finish is not None:
+            finish(True)
         return records
+
+
+def _run_locked(specs, path_names, out_dir, *, jobs, timeout, resume, progress, max_memory, cache, executor,
+                address, policy) -> list[Record]:
+    """run(), its folder locked."""
+    results_path = os.path.join(out_dir, "results.jsonl")
+    tasks = plan(specs, path_names)
+    if jobs is None and executor == "local":
+        jobs = default_jobs()
+    if max_memory is None and jobs:  # the run's share per worker, for the preflight's fewer workers too
+        max_memory = default_max_memory_gb(jobs)
+    options = dict(timeout=timeout, max_memory=max_memory, cache=cache, executor=executor, address=address,
+                   policy=policy)
+    digests: dict[str, str] = {}
+    # The lift's workers fork from a forkserver that imports the run's paths too: the run's own workers
+    # then fork from it at once (a run that compiles replaces it with one that also ran the warm-ups).
+    unresolved = preflight(specs, lambda lift, on: execute_tasks(lift, on, jobs=_lift_jobs(jobs, lift),
+                                                                 path_names=[LIFT, *path_names], **options),
+                           single=len(specs) == 1, digests=digests)
+    done_now = [unresolved_record(started(t.spec, t.path), unresolved[t.spec.structure_key()])
+                for t in tasks if t.spec.is_module and t.spec.structure_key() in unresolved]
+    tasks = [t for t in tasks if not (t.spec.is_module and t.spec.structure_key() in unresolved)]
+    done: set = set()
+    if resume and os.path.exists(results_path):
+        _trim_torn_line(results_path)
+        earlier = read_results(results_path)
+        _check_versions(earlier, results_path)
+        done = {(r["case_id"], r["path"]) for r in earlier}
+        tasks = [t for t in tasks if t.key not in done]
+    elif os.path.exists(results_path):
+        os.remove(results_path)
+    if resume:
+        done_now = [r for r in done_now if r.key not in done]
+    records: list[Record] = []
+    bar = Progress(len(tasks) + len(done_now), progress)
+    with ResultsWriter(results_path) as writer, _sigterm_as_interrupt():
+        def on_record(record: Record) -> None:
+            writer.write(record)
+            records.append(record)
+            bar.update(record)
+
+        for record in done_now:
+            on_record(record)
+
+        try:
+            execute_tasks(tasks, on_record, jobs=jobs, path_names=path_names, module_digests=digests, **options)
+        finally:
+            bar.close()
+    return records
+
+
+def default_jobs() -> int:
+    """The local workers of a run not told how many: one per core (the Ray executor asks its cluster)."""
+    return os.cpu_count() or 1
 
 
 def _lift_jobs(jobs: int | None, tasks: list[Task]) -> int | None:
@@ -131,7 +159,7 @@ def _check_versions(records: list[dict], where: str) -> None:
                                  f"{now[name]} is installed; run without --resume to start afresh")
 
 
-def execute_tasks(tasks: list[Task], on_record: Callable[[dict], None], *, jobs: int | None,
+def execute_tasks(tasks: list[Task], on_record: Callable[[Record], None], *, jobs: int | None,
                   timeout: float = DEFAULT_TIMEOUT, path_names: Iterable[str] | None = None,
                   max_memory: float | None = None, cache: ArtifactCache | None = None,
                   executor: str = "local", address: str | None = None, policy: Policy | None = None,

@@ -19,7 +19,7 @@ from harness.engine.procs import Procs, Worker
 ENDGAME = 2.0  # affinity gives way to longest-first when the work left is within this many largest groups a worker
 MIN_STEAL_GAIN = 0.5  # seconds a split must save before a group's tail moves to an idle worker
 # Seconds a warm module takes to import once torch and the harness are loaded, the collector paused
-# as warm() does (measured on the 2-core development machine at load ≈ 3); they only order which path
+# as warm() does (docs/measurements.md); they only order which path
 # family a bridge worker takes. Others count 2 s.
 IMPORT_SECONDS = {"executorch.exir": 3.0, "executorch.runtime": 0.01, "torch._dynamo": 1.1,
                   "torch._inductor.compile_fx": 1.0, "tvm": 1.4, "tvm.relax": 0.0,
@@ -264,8 +264,8 @@ class Runner:
     def _widen(self, w: Worker) -> bool:
         """Give bridge `w`, its own paths done, the next family while the forkserver still imports (no
         warm worker has arrived): it imports what that family needs itself, at a fraction of the
-        forkserver's whole warm-up, instead of leaving its core idle until then (measured on the bench's
-        sample: a bridge given eager alone had 0.08 s of work in a 6.6 s wait). False once a warm worker
+        forkserver's whole warm-up, instead of leaving its core idle until then (a bridge given eager
+        alone idled for most of the wait). False once a warm worker
         is here (a fresh one from the forkserver takes the bridge's place) or no path is left."""
         if any(v.paths is None for v in self.workers):
             return False

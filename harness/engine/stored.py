@@ -16,9 +16,12 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from dataclasses import replace
 
 import numpy as np
 
+from harness.core.memory import OUT_OF_MEMORY
+from harness.core.records import Attribution, Record
 from harness.core.verdicts import Verdict
 from harness.paths.base import StageError, Unsupported
 
@@ -27,9 +30,6 @@ ATTRIBUTION = "attribution"
 # The record keys an attribution sets (harness.attribution.annotate), besides its fact and its seconds.
 ATTRIBUTION_KEYS = ("attribution", "first_stage_over", "attribution_note")
 
-# What an allocation refused under RLIMIT_AS looks like from Python, numpy, torch and C++.
-OUT_OF_MEMORY = re.compile(r"MemoryError|Unable to allocate|can't allocate memory|Cannot allocate memory|"
-                           r"bad_alloc|out of memory", re.IGNORECASE)
 # What the machine, not the code, makes fail: the memory limit, the disk, descriptors, a killed child, a clock.
 MOMENTARY = re.compile(OUT_OF_MEMORY.pattern + r"|OSError|IOError|\[Errno|No space left|Too many open files|"
                        r"Resource temporarily unavailable|BrokenPipe|ConnectionError|TimeoutError|"
@@ -66,17 +66,17 @@ def attribution_key(cache, path, spec, salt: str, verdict: str, out) -> str:
                              verdict=str(verdict), output=output_digest(out))
 
 
-def attribution_bytes(record: dict) -> bytes:
-    kept = {k: record[k] for k in ATTRIBUTION_KEYS if k in record}
-    kept["fact"] = (record.get("facts") or {}).get("attribution")
+def attribution_bytes(record: Record) -> bytes:
+    kept = {k: v for k, v in record.attribution.to_dict().items() if k in ATTRIBUTION_KEYS}
+    kept["fact"] = record.facts.get("attribution")
     return json.dumps(kept).encode()
 
 
-def apply_attribution(record: dict, data: bytes) -> None:
-    """Put a kept attribution into `record`, as the attribution itself did."""
+def apply_attribution(record: Record, data: bytes) -> Record:
+    """`record` with a kept attribution, as the attribution itself gave it (its seconds are the caller's)."""
     kept = json.loads(data)
     fact = kept.pop("fact")
-    if not set(kept) <= set(ATTRIBUTION_KEYS):
+    if not set(kept) <= set(ATTRIBUTION_KEYS) or "attribution" not in kept:
         raise ValueError("not a kept attribution")
-    record.update(kept)
-    record.setdefault("facts", {})["attribution"] = fact
+    found = Attribution(kept["attribution"], kept.get("first_stage_over"), kept.get("attribution_note"))
+    return replace(record.with_fact("attribution", fact), attribution=found)

@@ -53,13 +53,12 @@ def warm(modules: Iterable[str]) -> None:
     "module:function" also calls that function (a path's warm-up beyond imports, Path.warm_imports).
 
     The collector is paused meanwhile: the imports make hundreds of thousands
-    of long-lived objects, and collecting while they are made cost a quarter of
-    the import time (measured: 5.3 s against 3.6 s plus 0.2 s for one collection
-    after). If anything was imported, one collection of the youngest generation
+    of long-lived objects, and collecting while they are made cost a sizeable share of
+    the import time (docs/measurements.md). If anything was imported, one collection of the youngest generation
     (where the collector, paused, left all the imports made) clears their
     garbage and gc.freeze() moves what is left out of the collector's
     generations: this process's full collections, and those of every worker
-    forked from it, no longer walk the imported objects (≈ 0.3 s each), nor
+    forked from it, no longer walk the imported objects, nor
     write to their pages (the fork's copy-on-write memory stays shared).
     """
     import gc
@@ -181,8 +180,8 @@ def retire_forkserver(modules: Iterable[str]) -> None:
 
     A run resolves its module cases first, on workers whose forkserver imports
     torch alone; reused as it is, it would leave every worker of the run to
-    import its paths' modules and run their warm-ups itself (measured: the
-    zoo's workers did).
+    import its paths' modules and run their warm-ups itself (as the zoo's
+    workers once did).
     """
     if _SERVING[0] is not None and not set(modules) <= _SERVING[0]:
         stop_forkserver()

@@ -7,49 +7,37 @@ import signal
 import sys
 import threading
 import time
+from dataclasses import replace
 
+from harness.core.memory import OUT_OF_MEMORY, memory_note
+from harness.core.records import Record
 from harness.core.verdicts import Verdict
 from harness.spec import CaseSpec
 from harness.engine.cache import use_library_caches_of
-from harness.engine.execute import base_record, executor_from_config
-from harness.engine.stored import OUT_OF_MEMORY
+from harness.engine.execute import executor_from_config, failed
+from harness.engine.messages import Done, Ready, Started, TaskMessage, WorkerConfig
 from harness.engine.warm import warm
 from harness.paths.base import first_line
 
 
-def worker_main(conn, cfg: dict) -> None:
+def worker_main(conn, cfg: WorkerConfig) -> None:
     """Serve tasks until told to stop, keeping prepared artifacts until told to drop them."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C
-    sys.path.extend(p for p in cfg["sys_path"] if p not in sys.path)  # e.g. a test's path module
-    if cfg["extra_paths"]:
-        os.environ["NORMDIFF_EXTRA_PATHS"] = cfg["extra_paths"]
-    else:
-        os.environ.pop("NORMDIFF_EXTRA_PATHS", None)
     try:
-        log = os.open(cfg["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        log = os.open(cfg.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     except OSError:  # launched as the run stopped: its folder is gone, and nobody waits for it
         os._exit(0)
     os.dup2(log, 1)
     os.dup2(log, 2)
     os.close(log)
     import faulthandler
-    import warnings
 
     faulthandler.enable(file=2, all_threads=False)  # a crash leaves its stack in the log (fd 2, whatever sys.stderr is)
-    warnings.filterwarnings("ignore")  # library deprecation chatter is not a finding
     _watch_parent(os.getppid())
-    cache = use_library_caches_of(cfg.get("cache"))  # before the warm-ups: a bridge runs its own
-    warm(cfg["warm"])  # no-op when forked from the warm forkserver
-    if cfg.get("threads"):  # jobs share the cores; one thread each also keeps sums in one order
-        import torch
-
-        torch.set_num_threads(cfg["threads"])
-        os.environ["TVM_NUM_THREADS"] = str(cfg["threads"])
-    limit = cfg.get("max_memory")
-    if limit:
-        limit_memory(limit)
-    executor = executor_from_config(cfg, cache)
-    conn.send(("ready", os.getpid()))
+    executor = warm_executor(cfg)
+    if cfg.max_memory:
+        limit_memory(cfg.max_memory)
+    conn.send(Ready(os.getpid()))
     while True:
         try:
             msg = conn.recv()
@@ -57,18 +45,44 @@ def worker_main(conn, cfg: dict) -> None:
             return
         if msg is None:
             return
-        reset, spec_dict, path, attribute = msg
-        conn.send(("started", os.fstat(2).st_size))  # where this task's output (a crash's stack) begins in the log
-        if reset:  # a new group: drop the artifacts of the previous ones (recent exports stay)
+        conn.send(Started(os.fstat(2).st_size))  # where this task's output (a crash's stack) begins in the log
+        if msg.reset:  # a new group: drop the artifacts of the previous ones (recent exports stay)
             executor = executor.fresh()
-        try:
-            record = executor.execute(spec_dict, path, attribute=attribute)
-        except Exception as exc:  # noqa: BLE001 - a harness bug is still one record
-            record = base_record(CaseSpec.from_dict(spec_dict), path)
-            record.update(verdict=Verdict.ERROR, stage="run", message=f"harness: {first_line(exc)}")
-        if limit:
-            note_memory_limit(record, limit)
-        conn.send(("record", record))
+        record = execute_guarded(executor, msg)
+        if cfg.max_memory:
+            record = note_memory_limit(record, cfg.max_memory)
+        conn.send(Done(record))
+
+
+def warm_executor(cfg: WorkerConfig):
+    """A worker's (a process's or a Ray actor's) set-up: the parent's import path and plug-in paths, the
+    libraries' caches under the artifact cache (before the warm-ups: a bridge runs its own), the warm-ups,
+    its threads; then its Executor."""
+    import warnings
+
+    sys.path.extend(p for p in cfg.sys_path if p not in sys.path)  # e.g. a test's path module
+    if cfg.extra_paths:
+        os.environ["NORMDIFF_EXTRA_PATHS"] = cfg.extra_paths
+    else:
+        os.environ.pop("NORMDIFF_EXTRA_PATHS", None)
+    warnings.filterwarnings("ignore")  # library deprecation chatter is not a finding
+    cache = use_library_caches_of(cfg.cache)
+    warm(list(cfg.warm))  # no-op when forked from the warm forkserver
+    if cfg.threads:  # jobs share the cores; one thread each also keeps sums in one order
+        import torch
+
+        torch.set_num_threads(cfg.threads)
+        os.environ["TVM_NUM_THREADS"] = str(cfg.threads)
+    return executor_from_config(cfg, cache)
+
+
+def execute_guarded(executor, msg: TaskMessage) -> Record:
+    """The task's record; a harness bug is still one record (an `error` at stage `run`)."""
+    try:
+        return executor.execute(msg.spec, msg.path, attribute=msg.attribute)
+    except Exception as exc:  # noqa: BLE001 - a harness bug is still one record
+        return failed(CaseSpec.from_dict(msg.spec), msg.path, Verdict.ERROR, stage="run",
+                      message=f"harness: {first_line(exc)}")
 
 
 def limit_memory(limit: int) -> None:
@@ -79,15 +93,12 @@ def limit_memory(limit: int) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, hard))
 
 
-def memory_note(limit: int) -> str:
-    return f"over the worker memory limit of {limit / 2**30:g} GB (--max-memory)"
-
-
-def note_memory_limit(record: dict, limit: int) -> None:
+def note_memory_limit(record: Record, limit: int) -> Record:
     """An error that is a refused allocation says so, with the limit that refused it."""
-    if record.get("verdict") == Verdict.ERROR and OUT_OF_MEMORY.search(record.get("message") or ""):
-        record["message"] = f"{record['message']} [{memory_note(limit)}]"
-        record["memory_limit_gb"] = round(limit / 2**30, 3)
+    if record.verdict == Verdict.ERROR and OUT_OF_MEMORY.search(record.message or ""):
+        return replace(record, message=f"{record.message} [{memory_note(limit)}]",
+                       memory_limit_gb=round(limit / 2**30, 3))
+    return record
 
 
 def _watch_parent(ppid: int) -> None:

@@ -1,8 +1,8 @@
-"""Module cases (DESIGN §8): a norm class from model code, built, exported and lifted into a norm program.
+"""Module cases (docs/contracts.md §8): a norm class from model code, built, exported and lifted into a norm program.
 
 The class is user code: everything here that imports, builds or runs it is
 called only inside worker processes (as pytest runs a test file). The
-exported ATen graph is *lifted* into a program of the language (DESIGN §7),
+exported ATen graph is *lifted* into a program of the language (docs/contracts.md §7),
 which gives the FP64 reference and its bound exactly as a program does; the
 paths compile the module itself. Modules: load (import the class, build it
 from `init`), names (the lifted program's names for inputs and parameters),

@@ -1,4 +1,4 @@
-"""Lift a module's torch.export graph into a norm program (DESIGN §7, §8).
+"""Lift a module's torch.export graph into a norm program (docs/contracts.md §7, §8).
 
 One statement per computing node, in graph order, named after the node
 (`to`, `pow_1`, `mean`, …), built as the IR of the op table's ops

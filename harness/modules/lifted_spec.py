@@ -1,4 +1,4 @@
-"""A module case's lifted program as a ready program spec (DESIGN §7): what `normdiff lift` prints and what
+"""A module case's lifted program as a ready program spec (docs/contracts.md §7): what `normdiff lift` prints and what
 `repro --inline` reproduces.
 
 Plain data from the case's LIFT record (its resolution in a worker): the

@@ -5,7 +5,9 @@
 names, calls the constructor with `init` under a seeded RNG (a constructor
 that draws, as nn.Linear's does, draws the same values every time), and moves
 the module to `weight_dtype` with `.to()`, as `model.to(dtype)` does. Anything
-that goes wrong is a ModuleSpecError: one line naming the class and why.
+that goes wrong is a ModuleSpecError: one line naming the class and why, but
+for a refused allocation (ModuleOutOfMemory): a class that outgrows the
+worker's memory limit is not a bad spec but one failing case.
 """
 from __future__ import annotations
 
@@ -13,10 +15,15 @@ import importlib
 import inspect
 
 from harness.core.dtypes import torch_dtype
+from harness.core.memory import is_out_of_memory
 
 
 class ModuleSpecError(Exception):
     """A module case whose class cannot be found or built: a bad spec (one line naming the class)."""
+
+
+class ModuleOutOfMemory(MemoryError):
+    """A class whose constructor (or its .to()) ran out of memory: its executions fail, the spec is fine."""
 
 
 class Unliftable(Exception):
@@ -76,10 +83,15 @@ def build(spec):
             torch.manual_seed(spec.seed)
             module = cls(**init)
     except Exception as exc:  # noqa: BLE001 - a constructor that rejects init is a bad spec
+        if is_out_of_memory(exc):
+            raise ModuleOutOfMemory(f"class {spec.cls}: its constructor ran out of memory ({_line(exc)})") from None
         raise ModuleSpecError(f"class {spec.cls}: its constructor rejects init {sorted(init)} ({_line(exc)})") from None
     try:
         module = module.to(torch_dtype(spec.weight_dtype))
     except Exception as exc:  # noqa: BLE001
+        if is_out_of_memory(exc):
+            raise ModuleOutOfMemory(f"class {spec.cls}: .to({spec.weight_dtype}) ran out of memory "
+                                    f"({_line(exc)})") from None
         raise ModuleSpecError(f"class {spec.cls}: .to({spec.weight_dtype}) failed ({_line(exc)})") from None
     return module.eval()
 

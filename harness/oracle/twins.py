@@ -1,4 +1,4 @@
-"""A catalog case's program twin: the same norm written as its style's program (DESIGN §7).
+"""A catalog case's program twin: the same norm written as its style's program (docs/contracts.md §7).
 
 The twin draws the same input and the same parameters (w and b from the
 stream weight and bias come from, in that order), and its program is the

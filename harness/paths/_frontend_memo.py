@@ -2,20 +2,20 @@
 
 A worker compiles hundreds of structures, and each compile of the TVM,
 ExecuTorch and ONNX paths pays twice for tables that depend only on which
-operators are registered (measured on a worker with every path imported):
+operators are registered (docs/measurements.md has the figures):
 
 * `ExportedProgram.run_decompositions` (TVM's importer, `to_edge`, XNNPACK's
   lowering, the ONNX exporter: about eight calls per structure) collects the
   CompositeImplicitAutograd ops twice a call, and each collection re-walks
   the C++ dispatcher's CIA registrations once per op namespace to make sure
-  `torch.ops` has an attribute for each (`_materialize_cpp_cia_ops`: ≈ 40
-  namespaces in a worker). Those attributes, once made, stay; walking again
+  `torch.ops` has an attribute for each (`_materialize_cpp_cia_ops`, over
+  every namespace a worker has). Those attributes, once made, stay; walking again
   when the registrations are the same list as last time makes nothing new.
   torch does not cache this because a custom op can be registered at any
   time, so the memo keys on the registrations themselves: a new op changes
   the list and the walk runs again.
 * `torch.onnx.export` builds its `ONNXRegistry` from torchlib on every call
-  (`ONNXRegistry.from_torchlib`, ≈ 0.5 s: an ONNX signature inferred per
+  (`ONNXRegistry.from_torchlib`: an ONNX signature inferred per
   function). The registry is a pure function of the opset version and of
   the installed torchlib; each call gets its own copy of the first one built
   for that opset (its own dict and lists, so `register_op` on one registry

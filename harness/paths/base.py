@@ -19,7 +19,7 @@ class. What the engine may do with a path is declared, never found by
 inspecting its methods: `takes_shared_export`, `artifact_cacheable`,
 `restore_takes_build`, `has_intermediates` (defaults: no, so a path written
 before they existed runs as it always did, exporting itself and uncached).
-This is the public plug-in face (DESIGN §6): keep it stable (add, never
+This is the public plug-in face (docs/contracts.md §6): keep it stable (add, never
 rename).
 """
 from __future__ import annotations
@@ -89,7 +89,7 @@ def pasted(functions) -> str:
 def stage(name: str, step: str | None = None):
     """Re-raise anything from the block as a StageError of stage `name`.
 
-    `name` is one of DESIGN's stages (export, compile, run); `step` names the
+    `name` is one of the contracts' stages (docs/contracts.md §3) (export, compile, run); `step` names the
     finer step inside it (e.g. "import" for TVM's frontend), which prefixes
     the message.
     """
@@ -109,7 +109,7 @@ class Prepared:
 
     `x` is a NumPy array in the case's dtype (bfloat16 as ml_dtypes.bfloat16),
     in logical (contiguous) order; the output is returned the same way. A case
-    whose program reads extra inputs (DESIGN §7) passes a tuple of arrays
+    whose program reads extra inputs (docs/contracts.md §7) passes a tuple of arrays
     (x first, then the extra inputs in sorted order); `input_arrays` unpacks
     both forms.
     `facts` holds JSON-able facts about what the path did (delegated or not,

@@ -71,7 +71,7 @@ def delegation_facts(edge) -> dict:
 def warm_up() -> None:
     """What XNNPACK's first lowering in a process pays, paid once by the warm process workers fork from: its
     passes match the graphs of reference modules (bilinear upsampling, SDPA) that they export and lower on
-    first use (measured: 37 s at load 15, kept by functools caches, so forked workers start with them)."""
+    first use (kept by functools caches, so forked workers start with them)."""
     from executorch.backends.xnnpack.partition.graphs import bilinear_2d, sdpa
 
     bilinear_2d.get_graphs_dict()

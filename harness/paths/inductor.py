@@ -16,7 +16,7 @@ Choices, written down:
   shared by every instance of a module class, and its guards look neither at
   the Inductor config nor at which torch.compile call made the entry: without
   a reset, `inductor-emulate` would silently reuse `inductor`'s kernels for
-  the same structure (checked: same forward, second compile 1 ms), and after
+  the same structure, and after
   the recompile limit a new structure would silently run eager. So each
   prepare resets Dynamo and compiles one OptimizedModule with dynamic=False
   (no automatic dynamic shapes). One artifact is live at a time: a prepared
@@ -40,9 +40,8 @@ Choices, written down:
   same Dynamo capture, the same Inductor with the same config, its result a
   function that can be saved. `artifact` saves it (guards, Dynamo's bytecode,
   Inductor's bundled output) and `restore` loads it onto a freshly built
-  module, so a warm run skips Dynamo's tracing as well as Inductor (measured:
-  ≈ 0.02 s a structure against 0.3-0.8 s for a traced compile whose Inductor
-  caches hit). It is called without Dynamo in between; its guards are checked
+  module, so a warm run skips Dynamo's tracing as well as Inductor, which
+  costs far more than the load even when Inductor's caches hit. It is called without Dynamo in between; its guards are checked
   on every call, and a miss is an error. A forward with a graph break, forward
   hooks, or the caches off (--no-cache: precompiling needs them) takes the
   plain torch.compile above, as the repro script does, and is not kept.
@@ -126,7 +125,7 @@ def _cache_status(before: dict, after: dict, kind: str) -> str:
 
 
 def warm_up_loader() -> None:
-    """What loading a precompiled function first pays in a process (`restore`; measured ≈ 1.3 s): the CPU's
+    """What loading a precompiled function first pays in a process (`restore`): the CPU's
     vector ISA, probed by compiling and loading test programs, and the loader's imports. Kept by torch in
     the process (functools caches), so forked workers start with it."""
     from torch._inductor import cpu_vec_isa
@@ -138,7 +137,7 @@ def warm_up_loader() -> None:
 
 def warm_up() -> None:
     """What Inductor's first compile in a process pays besides its imports, paid once by the warm process
-    workers fork from (measured ≈ 3-5 s per worker): the loader's warm-up (above); the hash of torch's own
+    workers fork from: the loader's warm-up (above); the hash of torch's own
     sources its cache keys hold; the C++ builder's imports."""
     import torch.utils.cpp_extension  # noqa: F401 - the builder's setuptools and distutils imports
     from torch._inductor.codecache import torch_key

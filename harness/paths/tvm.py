@@ -1,4 +1,4 @@
-"""The `tvm` and `tvm-decompose` paths (DESIGN §2).
+"""The `tvm` and `tvm-decompose` paths (docs/contracts.md §2).
 
     torch.export.export
       -> tvm.relax.frontend.torch.from_exported_program      (stage "compile", step "import")
@@ -228,8 +228,7 @@ class LinkedBuild:
 
     tvm.compile leaves the kernels as an LLVM module; a VM made from it
     JIT-compiles them, and export_library emits them again as an object file,
-    each a full LLVM code generation (0.7 s apiece for a decomposed float16
-    layer_norm of 1000 columns, against 0.2 s for tvm.compile itself). So the
+    each a full LLVM code generation, each dearer than tvm.compile itself. So the
     library is exported once and the VM runs from it, loaded: one code
     generation, and a cold run computes with the very code a warm run loads
     from the cache (a deployed model is run the same way). Only when the
@@ -242,7 +241,7 @@ class LinkedBuild:
 
 
 # The builds of the modules of each program, by the program (as _IMPORTS): a Relax pass that changes nothing
-# gives the same module (DecomposeOpsForInference leaves every norm but batch_norm whole: 105 of 108 sampled
+# gives the same module (DecomposeOpsForInference leaves every norm but batch_norm whole: most
 # nightly structures), and tvm.compile of the same module gives the same executable, so the TVM paths of a
 # structure compile each distinct module once.
 _COMPILED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()

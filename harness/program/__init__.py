@@ -1,4 +1,4 @@
-"""Norm programs (DESIGN §7): model code for a norm, in a small checked subset of Python.
+"""Norm programs (docs/contracts.md §7): model code for a norm, in a small checked subset of Python.
 
 User text is parsed with `ast` into a frozen IR and never executed. The IR
 runs as a torch module (`build_program_module`, what every path exports) and

@@ -1,4 +1,4 @@
-"""The vocabulary of the program language (DESIGN §7): every name, call and keyword it allows.
+"""The vocabulary of the program language (docs/contracts.md §7): every name, call and keyword it allows.
 
 A whitelist: parse.py accepts exactly what these tables list and names
 anything else in its error (the label tables give the construct's name).

@@ -1,4 +1,4 @@
-"""The norm program IR (DESIGN §7): what `parse` turns user text into.
+"""The norm program IR (docs/contracts.md §7): what `parse` turns user text into.
 
 User text is never executed; every later stage (static check, torch module,
 FP64 interpreter) walks these frozen dataclasses instead. Arguments are

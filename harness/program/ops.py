@@ -1,4 +1,4 @@
-"""The op table of the program language (DESIGN §7): one entry per op, read by every part of the language.
+"""The op table of the program language (docs/contracts.md §7): one entry per op, read by every part of the language.
 
 An entry holds everything normdiff knows of an op: how source spells it (the
 parser's whitelist), the torch callable the program module calls, its NumPy

@@ -1,6 +1,6 @@
 """Norm program text -> IR, by walking Python's AST (never exec/eval/compile).
 
-Everything not listed in DESIGN §7 is rejected with a one-line ProgramError
+Everything not listed in docs/contracts.md §7 is rejected with a one-line ProgramError
 naming the construct and its line. A whitelist, not a blacklist: each AST
 node type is accepted only where the language allows it, so nothing the
 user writes can reach an interpreter.

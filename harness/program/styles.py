@@ -1,4 +1,4 @@
-"""The catalog's styles, each defined once, as its program (DESIGN §7: "the catalog's styles are programs too").
+"""The catalog's styles, each defined once, as its program (docs/contracts.md §7: "the catalog's styles are programs too").
 
 Each text is its model's code line for line: `qwen` transformers'
 Qwen2RMSNorm, `llama` Meta's reference RMSNorm, `t5` T5LayerNorm, `gemma`

@@ -1,4 +1,4 @@
-"""A program as a torch nn.Module: the module every path exports (DESIGN §7).
+"""A program as a torch nn.Module: the module every path exports (docs/contracts.md §7).
 
 forward() walks the IR calling the very torch functions and Python operators
 a hand-written module would (`a * b`, `torch.rsqrt(t)`, `t.mean(dim,

@@ -63,7 +63,7 @@ class BaselineError(ValueError):
 
 
 @dataclass(frozen=True)
-class Entry:
+class BaselineEntry:
     """One known failure: case × path, its expected verdict, upstream report and reason."""
 
     case_id: str
@@ -129,7 +129,7 @@ def case_label(case: dict, case_id: str) -> str:
     return "-".join(str(p) for p in (case.get("pattern"), style, case.get("dtype"), shape, case_id))
 
 
-def _entry(raw, where: str) -> Entry:
+def _entry(raw, where: str) -> BaselineEntry:
 
     if not isinstance(raw, dict):
         raise BaselineError(f"{where}: expected an object, got {type(raw).__name__}")
@@ -162,11 +162,11 @@ def _entry(raw, where: str) -> Entry:
     if spec.case_id != raw["case_id"]:
         raise BaselineError(f"{where}: case_id {raw['case_id']!r} does not match its case "
                             f"(which hashes to {spec.case_id!r}); rewrite with --update")
-    return Entry(raw["case_id"], raw["path"], Verdict(raw["verdict"]), raw["upstream"], raw["reason"].strip(),
+    return BaselineEntry(raw["case_id"], raw["path"], Verdict(raw["verdict"]), raw["upstream"], raw["reason"].strip(),
                  spec.to_dict(), raw.get("flaky", False), tuple(f for f in FEATURES if f in cpu))
 
 
-def parse_baseline(text: str, name: str = "baseline") -> dict[tuple[str, str], Entry]:
+def parse_baseline(text: str, name: str = "baseline") -> dict[tuple[str, str], BaselineEntry]:
     """The entries of a baseline file's text, keyed by (case_id, path); BaselineError if malformed."""
     try:
         raw = json.loads(text)
@@ -183,7 +183,7 @@ def parse_baseline(text: str, name: str = "baseline") -> dict[tuple[str, str], E
         raise BaselineError(f"{name}: unsupported version {raw.get('version')!r} (this normdiff reads {VERSION})")
     if not isinstance(raw.get("entries"), list):
         raise BaselineError(f"{name}: key 'entries' must be a list")
-    entries: dict[tuple[str, str], Entry] = {}
+    entries: dict[tuple[str, str], BaselineEntry] = {}
     for i, item in enumerate(raw["entries"]):
         where = f"{name}: entry {i}"
         if isinstance(item, dict) and "case_id" in item and "path" in item:
@@ -195,7 +195,7 @@ def parse_baseline(text: str, name: str = "baseline") -> dict[tuple[str, str], E
     return entries
 
 
-def load_baseline(path: str) -> dict[tuple[str, str], Entry]:
+def load_baseline(path: str) -> dict[tuple[str, str], BaselineEntry]:
     """The entries of the baseline file at `path`; BaselineError (one line) if unreadable or malformed."""
     try:
         with open(path, encoding="utf-8") as fh:
@@ -205,7 +205,7 @@ def load_baseline(path: str) -> dict[tuple[str, str], Entry]:
     return parse_baseline(text, path)
 
 
-def _entry_order(e: Entry):
+def _entry_order(e: BaselineEntry):
     return (e.case.get("pattern"), e.case.get("style"), e.case.get("dtype"), e.case_id, e.path)
 
 
@@ -224,7 +224,7 @@ def dump_baseline(entries) -> str:
     return "\n".join(lines) + "\n"
 
 
-def default_baseline() -> dict[tuple[str, str], Entry] | None:
+def default_baseline() -> dict[tuple[str, str], BaselineEntry] | None:
     """reports/baseline.json under the current directory when it exists and parses, else None."""
     if not os.path.exists(DEFAULT_BASELINE):
         return None
@@ -237,7 +237,7 @@ def default_baseline() -> dict[tuple[str, str], Entry] | None:
 
 # -- classification -----------------------------------------------------------
 
-def judge(record: dict, entry: Entry | None) -> str:
+def judge(record: dict, entry: BaselineEntry | None) -> str:
     """The status of one result record given its baseline entry (or None)."""
     holds = entry.holds_on(record) if entry else True
     if holds is False:  # a failure of other machines: judged as if not listed
@@ -253,7 +253,7 @@ def judge(record: dict, entry: Entry | None) -> str:
     return Status.NEW_FAIL
 
 
-def classify(records: list[dict], baseline: dict[tuple[str, str], Entry], subset: bool = False) -> list[Row]:
+def classify(records: list[dict], baseline: dict[tuple[str, str], BaselineEntry], subset: bool = False) -> list[Row]:
     """One row per execution in `records` (the last record wins) plus one per MISSING entry.
 
     With `subset` (a PR job, one shard), only the entries the results hold are
@@ -274,13 +274,13 @@ def classify(records: list[dict], baseline: dict[tuple[str, str], Entry], subset
     return rows
 
 
-def updated(records: list[dict], baseline: dict[tuple[str, str], Entry]) -> dict[tuple[str, str], Entry]:
+def updated(records: list[dict], baseline: dict[tuple[str, str], BaselineEntry]) -> dict[tuple[str, str], BaselineEntry]:
     """The baseline the results call for: every failing execution, old upstream and reason kept.
 
     A failure new to the baseline takes its upstream report, reason and CPU
     features from the triage rules (cases/triage.py), or is marked "untriaged".
     """
-    out: dict[tuple[str, str], Entry] = {}
+    out: dict[tuple[str, str], BaselineEntry] = {}
     for r in records:
         key = (r["case_id"], r["path"])
         old = baseline.get(key)
@@ -289,7 +289,7 @@ def updated(records: list[dict], baseline: dict[tuple[str, str], Entry]) -> dict
             continue
         if old and old.flaky:  # a flaky entry stays, with its last failing verdict
             verdict = old.verdict if r["verdict"] == Verdict.PASS else r["verdict"]
-            out[key] = Entry(old.case_id, old.path, verdict, old.upstream, old.reason, old.case, True, old.cpu)
+            out[key] = BaselineEntry(old.case_id, old.path, verdict, old.upstream, old.reason, old.case, True, old.cpu)
             continue
         if r["verdict"] == Verdict.PASS:
             out.pop(key, None)
@@ -305,7 +305,7 @@ def updated(records: list[dict], baseline: dict[tuple[str, str], Entry]) -> dict
                 upstream, reason, cpu = rule.upstream, rule.reason, rule.cpu
             else:
                 reason = one_line(f"untriaged: {r['verdict']}: {r.get('message') or ''}")
-        out[key] = Entry(r["case_id"], r["path"], r["verdict"], upstream, reason, case, cpu=cpu)
+        out[key] = BaselineEntry(r["case_id"], r["path"], r["verdict"], upstream, reason, case, cpu=cpu)
     return out
 
 

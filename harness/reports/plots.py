@@ -10,7 +10,7 @@ from __future__ import annotations
 import base64
 import io
 
-from harness.core.verdicts import Verdict
+from harness.core.verdicts import Status, Verdict
 from harness.reports.baseline import case_label
 from harness.reports.known import Known, cells, paths_of
 
@@ -46,7 +46,7 @@ def plot_heatmap(records: list[dict], known: Known) -> str:
                 continue
             passing = sum(r["verdict"] == Verdict.PASS for r in rs)
             data[i, j] = passing / len(rs)
-            new = sum(known.status(r) in ("NEW_FAIL", "FIXED") for r in rs) if known.baseline is not None else 0
+            new = sum(known.status(r) in (Status.NEW_FAIL, Status.FIXED) for r in rs) if known.baseline is not None else 0
             ax.text(j, i, f"{passing}/{len(rs)}" + (f"\n{new} new" if new else ""),
                     ha="center", va="center", fontsize=8)
     cmap = colormaps["RdYlGn"].with_extremes(bad="#dddddd")  # grey: nothing ran there

@@ -43,7 +43,7 @@ def summary_markdown(records: list[dict], title: str = "normdiff results", *, ou
         lines += ["", "## Against the baseline", "",
                   ", ".join(f"{status[s]} {s}" for s in gate.STATUSES if s != Status.MISSING) + " "
                   f"({len(baseline)} known failures; `normdiff gate` also reports those not run)."]
-        fixed = [r for r in records if known.status(r) == "FIXED"]
+        fixed = [r for r in records if known.status(r) == Status.FIXED]
         if fixed:
             lines += ["", "Known failures that now pass (remove them from the baseline):", ""]
             lines += [f"- {r['path']} on {case_label(r['case'], r['case_id'])}: {known.note(r)}" for r in fixed]

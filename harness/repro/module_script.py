@@ -1,4 +1,4 @@
-"""The standalone repro script of a module case (DESIGN §8): the user's class imported and built as normdiff
+"""The standalone repro script of a module case (docs/contracts.md §8): the user's class imported and built as normdiff
 built it, or (`--inline`) its lifted program pasted as the model.
 
 Everything about the class comes from its resolution in a worker (the LIFT

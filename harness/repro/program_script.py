@@ -1,4 +1,4 @@
-"""The parts of a standalone repro script that are a program's own (DESIGN §7).
+"""The parts of a standalone repro script that are a program's own (docs/contracts.md §7).
 
 A program case's script writes the program, as written, as the forward of a
 plain `nn.Module` holding w/b/s (a catalog layer_norm/rms_norm case: its

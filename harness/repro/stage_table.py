@@ -1,7 +1,7 @@
 """The repro script's stage table: which stage of the compiled norm lost the precision (docs/attribution.md).
 
-A script whose path defines `intermediates(model, example, x)` (its
-`script_code`: the TVM and ExecuTorch recompose paths) gets this section:
+A script whose path declares `has_intermediates` (its `script_calls`
+define `intermediates(model, example, x)`) gets this section:
 the program's stages in FP64 NumPy (stage_code), each stage's bound as a
 plain tolerance ATOL + RTOL*|value| that is at least normdiff's bound at
 every element (so the script never calls a stage over that normdiff calls

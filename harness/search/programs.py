@@ -1,4 +1,4 @@
-"""Hypothesis strategies over norm programs (DESIGN §7): canonical norms with a few changes.
+"""Hypothesis strategies over norm programs (docs/contracts.md §7): canonical norms with a few changes.
 
     from hypothesis import given
     from harness.search.programs import program_specs

@@ -87,7 +87,7 @@ def failures_dir(out_dir: str) -> str:
 
 
 def save_failure(out_dir: str, sig: Signature, spec: CaseSpec) -> str:
-    """Write the spec (plain DESIGN §1 JSON, so `run --case` and `repro` take it) and return its path."""
+    """Write the spec (plain docs/contracts.md §1 JSON, so `run --case` and `repro` take it) and return its path."""
     folder = failures_dir(out_dir)
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, signature_name(sig) + ".json")

@@ -7,7 +7,7 @@
     def test_my_path(spec): ...
 
 Every drawn spec is built with `CaseSpec.from_dict`, valid by construction,
-and covers every DESIGN §1 dimension: pattern and style, dtype and weight
+and covers every docs/contracts.md §1 dimension: pattern and style, dtype and weight
 dtype, cast, shape, layout, affine, eps, groups, input kind and its
 parameters, params kind, seed.
 
@@ -150,7 +150,7 @@ def resolve_inputs(names) -> dict[str, bool]:
 
 
 def input_specs(kinds=None) -> st.SearchStrategy[dict]:
-    """An `input` object (DESIGN §1) of the given kinds/groups (default: all)."""
+    """An `input` object (docs/contracts.md §1) of the given kinds/groups (default: all)."""
     return _input_strategy(resolve_inputs(kinds))
 
 

@@ -1,4 +1,4 @@
-"""The case spec (DESIGN §1, §7, §8): keys and their values, the normalised CaseSpec, spec files.
+"""The case spec (docs/contracts.md §1, §7, §8): keys and their values, the normalised CaseSpec, spec files.
 
 Above the program language (a program case is parsed to be checked) and below
 everything that runs a case.

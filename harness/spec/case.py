@@ -1,4 +1,4 @@
-"""The case spec (DESIGN §1): one norm, one style, dtype, layout, cast, input.
+"""The case spec (docs/contracts.md §1): one norm, one style, dtype, layout, cast, input.
 
 `CaseSpec.from_dict` validates a JSON object and fills in the defaults; every
 problem is a `SpecError` whose one-line message names the key. The normalised
@@ -64,7 +64,7 @@ class CaseSpec:
     program: str | None = None                                   # normalised source, or None
     inputs: tuple[tuple[str, tuple[tuple[str, Any], ...]], ...] = ()  # extra inputs: name -> input object
     param_shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()     # every parameter the program reads
-    cls: str | None = None   # a module case (DESIGN §8): "package.module:ClassName", its `class` key
+    cls: str | None = None   # a module case (docs/contracts.md §8): "package.module:ClassName", its `class` key
     init: str | None = None  # a module case: the constructor's keyword arguments, canonical JSON
 
     # -- construction -----------------------------------------------------
@@ -168,7 +168,7 @@ class CaseSpec:
 
     @classmethod
     def _module(cls, raw: dict) -> "CaseSpec":
-        """A module case (DESIGN §8): its class named, never imported here."""
+        """A module case (docs/contracts.md §8): its class named, never imported here."""
         check_module_raw(raw)
         for key in ("dtype", "shape"):
             if key not in raw:
@@ -222,7 +222,7 @@ class CaseSpec:
 
     @property
     def is_module(self) -> bool:
-        """A module case (DESIGN §8): a class from model code, not a catalog style or a program."""
+        """A module case (docs/contracts.md §8): a class from model code, not a catalog style or a program."""
         return self.cls is not None
 
     @property
@@ -230,7 +230,7 @@ class CaseSpec:
         return json.loads(self.init) if self.init is not None else {}
 
     def to_dict(self) -> dict[str, Any]:
-        """The normalised spec as a JSON-able dict, keys in DESIGN order (program keys only for programs)."""
+        """The normalised spec as a JSON-able dict, keys in the contracts' order (docs/contracts.md §1) (program keys only for programs)."""
         if self.is_module:
             out = {"pattern": self.pattern, "style": self.style, "class": self.cls, "init": self.init_dict,
                    "dtype": self.dtype, "weight_dtype": self.weight_dtype, "shape": list(self.shape),

@@ -1,4 +1,4 @@
-"""The vocabulary of a case spec (DESIGN §1): its keys, the values each takes, and the one-line SpecError.
+"""The vocabulary of a case spec (docs/contracts.md §1): its keys, the values each takes, and the one-line SpecError.
 
 Validators here name the key in every message, so a bad spec is one line.
 """
@@ -18,7 +18,7 @@ STYLES: dict[str, tuple[tuple[str, ...], str | None]] = {
     "llama": (("rms_norm",), "type_as"),
     "t5": (("rms_norm",), "to"),
     "gemma": (("rms_norm",), "type_as"),
-    "program": (PATTERNS, None),  # the case gives its own `program` (DESIGN §7)
+    "program": (PATTERNS, None),  # the case gives its own `program` (docs/contracts.md §7)
 }
 # The catalog's own styles: every style but "program" (whose case brings its program).
 CATALOG_STYLES = tuple(s for s in STYLES if s != "program")
@@ -50,7 +50,7 @@ KEYS = (
     "pattern", "style", "dtype", "weight_dtype", "cast", "shape", "layout",
     "affine", "eps", "groups", "input", "params", "seed",
 )
-# The keys of a program case (DESIGN §7); a catalog case's normalised form has none of them,
+# The keys of a program case (docs/contracts.md §7); a catalog case's normalised form has none of them,
 # so its case_id is what it was before programs existed.
 PROGRAM_KEYS = ("program", "inputs", "param_shapes")
 EXTRA_INPUTS = ("y", "r")       # the extra inputs a program may read

@@ -1,4 +1,4 @@
-"""The module keys of a case (DESIGN §8): `class`, `init`, `inputs`, and what a module case may not say.
+"""The module keys of a case (docs/contracts.md §8): `class`, `init`, `inputs`, and what a module case may not say.
 
 Checked here as data only: the class is named, never imported. A module case
 is user code, imported, built and exported only inside worker processes

@@ -1,4 +1,4 @@
-"""The program keys of a case (DESIGN §7): `program`, `inputs`, `param_shapes`, checked by parsing.
+"""The program keys of a case (docs/contracts.md §7): `program`, `inputs`, `param_shapes`, checked by parsing.
 
 The program is parsed and checked against the language (harness.program);
 nothing of it runs.
@@ -40,7 +40,7 @@ def parsed_program(spec):
 def _program(raw: dict, dtype: str, weight_dtype: str, shape: tuple[int, ...], eps: float):
     """(the parsed Program, extra inputs, parameter shapes) of a program case; SpecError when bad.
 
-    The program is parsed and checked against DESIGN §7's list; nothing of it runs.
+    The program is parsed and checked against docs/contracts.md §7's list; nothing of it runs.
     """
     source = raw["program"]
     if not isinstance(source, str) or not source.strip():

@@ -12,7 +12,7 @@ from functools import cached_property
 
 from harness.zoo.corpus import Corpus, Module
 
-# torch's norm modules, by class name, with the family they compute (DESIGN §1 patterns)
+# torch's norm modules, by class name, with the family they compute (docs/contracts.md §1 patterns)
 TORCH_NORMS = {
     "LayerNorm": "layer_norm", "RMSNorm": "rms_norm", "GroupNorm": "group_norm",
     "BatchNorm1d": "batch_norm", "BatchNorm2d": "batch_norm", "BatchNorm3d": "batch_norm",

@@ -1,4 +1,4 @@
-"""A norm implementation as a module spec (DESIGN §8), built small, from its source alone.
+"""A norm implementation as a module spec (docs/contracts.md §8), built small, from its source alone.
 
 Constructor arguments come from name rules (ARG_RULES: sizes 64, group counts 4, head counts 4, a
 group size of 16, ...): every required argument gets one, `eps` keeps its default, a `data_format`

@@ -8,7 +8,10 @@ from helpers import seed
 from harness import paths
 from harness.attribution import ATTRIBUTED, annotate, attribute
 from harness.attribution.annotate import CAPTURES
-from harness.core.records import dumps
+from dataclasses import replace
+
+from harness.core.records import Record, dumps
+from harness.core.verdicts import Verdict
 from harness.spec import CaseSpec
 from harness.engine.execute import Executor
 from harness.oracle.inputs import make_inputs
@@ -42,9 +45,9 @@ def test_passing_executions_carry_no_attribution_and_make_no_extra_run():
 def test_a_path_that_runs_as_one_call_says_why():
     spec = CaseSpec.from_dict(QWEN)
     record, inputs, out = _run(Executor(), spec, "executorch")
-    record["verdict"] = "inaccurate"  # as if it had failed: the same output, the same path object
+    record = replace(record, verdict=Verdict.INACCURATE)  # as if it had failed: the same output, the same path object
     before = CAPTURES["count"]
-    annotate(record, spec, paths.get("executorch"), inputs, out)
+    record = annotate(record, spec, paths.get("executorch"), inputs, out)
     assert record["attribution"] is None and record["first_stage_over"] is None
     assert record["facts"]["attribution"].startswith("unavailable: path 'executorch' does not expose")
     assert CAPTURES["count"] == before  # nothing re-run for a path whose intermediates cannot be read
@@ -54,8 +57,8 @@ def test_a_path_that_runs_as_one_call_says_why():
 def test_a_pattern_without_a_program_says_why():
     spec = CaseSpec.from_dict({"pattern": "batch_norm", "dtype": "float16", "shape": [2, 4, 3, 3]})
     record, inputs, out = _run(Executor(), spec, "eager")
-    record["verdict"] = "inaccurate"
-    annotate(record, spec, paths.get("eager"), inputs, out)
+    record = replace(record, verdict=Verdict.INACCURATE)
+    record = annotate(record, spec, paths.get("eager"), inputs, out)
     assert record["facts"]["attribution"].startswith("unavailable: no program for the batch_norm module")
 
 
@@ -65,7 +68,7 @@ def test_eager_pairs_every_stage_with_its_own_op_within_its_bound(raw):
     spec = CaseSpec.from_dict(raw)
     _, inputs, out = _run(Executor(), spec, "eager")
     result = attribute(spec, paths.get("eager"), inputs, out, "inaccurate")
-    entries = result["attribution"]
+    entries = result.stages
     assert entries and all(e["dtype"] == e["program_dtype"] for e in entries)
     ops = {"mean": "mean", "sub": "sub", "pow": "pow", "add": "add", "sqrt": "sqrt", "div": "div", "mul": "mul",
            "rsqrt": "rsqrt", "cast": ("to", "_to_copy")}
@@ -74,8 +77,8 @@ def test_eager_pairs_every_stage_with_its_own_op_within_its_bound(raw):
                                                              else ops[e["op"]])), e
         assert not e["over"] and e["max_err_over_tol"] <= 1.0, e
         assert e["approximate"] is False
-    assert result["first_stage_over"] is None
-    assert "bit-identical" in result["attribution_note"]
+    assert result.first_stage_over is None
+    assert "bit-identical" in result.note
 
 
 def test_eager_layer_norm_in_float32_exposes_its_kernels_statistics():
@@ -83,7 +86,7 @@ def test_eager_layer_norm_in_float32_exposes_its_kernels_statistics():
     spec = CaseSpec.from_dict({"pattern": "layer_norm", "dtype": "float32", "shape": [4, 256],
                                "params": {"kind": "normal"}})
     _, inputs, out = _run(Executor(), spec, "eager")
-    entries = attribute(spec, paths.get("eager"), inputs, out, "inaccurate")["attribution"]
+    entries = attribute(spec, paths.get("eager"), inputs, out, "inaccurate").stages
     by_stage = {e["stage"]: e for e in entries}
     assert set(by_stage) == {"return:layer_norm.mean", "return:layer_norm.rstd", "return:layer_norm"}
     assert by_stage["return:layer_norm.rstd"]["node"].endswith("native_layer_norm.default#rsqrt")
@@ -91,7 +94,7 @@ def test_eager_layer_norm_in_float32_exposes_its_kernels_statistics():
     # in float16 the kernel returns its statistics rounded to float16: they are not what it used
     spec16 = CaseSpec.from_dict({**spec.to_dict(), "dtype": "float16", "weight_dtype": "float16"})
     _, inputs16, out16 = _run(Executor(), spec16, "eager")
-    entries16 = attribute(spec16, paths.get("eager"), inputs16, out16, "inaccurate")["attribution"]
+    entries16 = attribute(spec16, paths.get("eager"), inputs16, out16, "inaccurate").stages
     assert [e["stage"] for e in entries16] == ["return:layer_norm"]
 
 
@@ -101,11 +104,11 @@ def test_tvm_float16_means_are_over_their_bound_on_the_manual_layer_norm():
     spec = CaseSpec.from_dict(MANUAL)
     _, inputs, out = _run(Executor(), spec, "tvm")
     result = attribute(spec, paths.get("tvm"), inputs, out, "inaccurate")
-    by_stage = {e["stage"]: e for e in result["attribution"]}
-    assert result["first_stage_over"] == "mean:mean"
+    by_stage = {e["stage"]: e for e in result.stages}
+    assert result.first_stage_over == "mean:mean"
     assert by_stage["mean:mean"]["node"] == "lv = relax.mean" and by_stage["mean:mean"]["max_err_over_tol"] > 2
     assert not by_stage["h:add"]["over"]  # var + eps: the variance's error is not the sum's
-    assert all(e["approximate"] is False for e in result["attribution"])  # the re-run is the path's, bit for bit
+    assert all(e["approximate"] is False for e in result.stages)  # the re-run is the path's, bit for bit
 
 
 @pytest.mark.slow
@@ -153,8 +156,8 @@ def test_a_path_without_the_hook_says_not_available():
     path.name = "plain"
     spec = CaseSpec.from_dict(QWEN32)
     inputs = make_inputs(spec)
-    record = {"verdict": "inaccurate"}
-    annotate(record, spec, path, inputs, inputs.x)
+    record = Record(spec.case_id, spec.to_dict(), "plain", verdict=Verdict.INACCURATE)
+    record = annotate(record, spec, path, inputs, inputs.x)
     assert record["attribution"] is None
     assert record["facts"]["attribution"] == ("unavailable: path 'plain' does not expose its intermediates "
                                               "(a compiled library or a delegated program runs as one call)")

@@ -2,7 +2,8 @@
 from cases import bugs, compiler_bugs
 from cases.triage import triage
 from harness import paths
-from harness.engine.execute import base_record
+from harness.core.verdicts import Verdict
+from harness.engine.execute import failed
 
 
 def test_the_compiler_findings_are_in_the_catalog_on_registered_paths_with_controls():
@@ -26,7 +27,6 @@ def test_each_error_entry_is_the_triage_rule_of_its_message():
     }
     for bug_id, message in messages.items():
         b = bugs.get(bug_id)
-        r = base_record(b.specs[0], b.paths[0])
-        r.update(verdict="error", message=message, facts={})
+        r = failed(b.specs[0], b.paths[0], Verdict.ERROR, message=message).to_dict()
         found = triage(r)
         assert found is not None and (found[0] == "new") == (b.link is None), (bug_id, found)

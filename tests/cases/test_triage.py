@@ -4,7 +4,8 @@ import json
 import pytest
 
 from cases.triage import triage
-from harness.engine.execute import base_record
+from harness.core.verdicts import Verdict
+from harness.engine.execute import failed
 from harness.reports.baseline import load_baseline
 from harness.spec import CaseSpec
 
@@ -14,9 +15,7 @@ QWEN = CaseSpec.from_dict({"pattern": "rms_norm", "style": "qwen", "dtype": "flo
 
 
 def record(spec, path, verdict, message=""):
-    r = base_record(spec, path)
-    r.update(verdict=verdict, message=message)
-    return r
+    return failed(spec, path, Verdict(verdict), message=message).to_dict()
 
 
 def test_seed_failures_are_tied_to_their_reports():

@@ -1,6 +1,7 @@
 """The iree and openvino rules: a failure is tied by what its record says (facts, message, input, CPU)."""
 from cases.triage import triage
-from harness.engine.execute import base_record
+from harness.core.verdicts import Verdict
+from harness.engine.execute import failed
 from harness.reports.baseline import updated
 from harness.spec import CaseSpec
 
@@ -12,8 +13,8 @@ SUBNORMAL = CaseSpec.from_dict({"pattern": "layer_norm", "dtype": "float32", "sh
 
 
 def record(spec, path, verdict, message="", facts=None, cpu=None):
-    r = base_record(spec, path)
-    r.update(verdict=verdict, message=message, facts=facts or {}, cpu=cpu)
+    r = failed(spec, path, Verdict(verdict), message=message, facts=facts or {}).to_dict()
+    r["cpu"] = cpu
     return r
 
 

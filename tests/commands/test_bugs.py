@@ -26,7 +26,7 @@ def _seed(name: str) -> CaseSpec:
 def test_catalog_entries_are_well_formed():
     assert len(set(bugs.ids())) == len(bugs.BUGS)
     for b in bugs.BUGS:
-        assert re.fullmatch(r"(tvm|executorch|pytorch|onnxruntime)-[a-z0-9-]+", b.id), b.id
+        assert re.fullmatch(r"(tvm|executorch|pytorch|onnxruntime|iree|openvino)-[a-z0-9-]+", b.id), b.id
         assert b.expect in bugs.EXPECTS and b.verdict in VERDICTS, b.id
         assert b.specs and b.paths and b.title and b.note, b.id
         assert b.link is None or b.link.startswith("https://github.com/"), b.id

@@ -6,7 +6,7 @@ import pytest
 
 from harness.core.records import read_results
 
-DESIGN_KEYS = {"case_id", "case", "path", "verdict", "stage", "message", "max_abs_err", "max_rel_err",
+RECORD_KEYS = {"case_id", "case", "path", "verdict", "stage", "message", "max_abs_err", "max_rel_err",
                "max_ulp", "worst_row", "eager_max_abs_err", "out_dtype", "expected_dtype", "seconds",
                "versions"}
 
@@ -61,7 +61,7 @@ def test_run_smoke_on_eager_writes_results_and_summary(cli, tmp_path):
     cases = [json.loads(line) for line in cli("cases", "--suite", "smoke").stdout.splitlines()]
     assert len(records) == len(cases) >= 25
     for rec in records:
-        assert DESIGN_KEYS <= set(rec) and rec["path"] == "eager"
+        assert RECORD_KEYS <= set(rec) and rec["path"] == "eager"
         assert rec["versions"]["torch"].startswith("2.13")
         assert rec["verdict"] in ("pass", "inaccurate") and rec["message"]
     # the eager path passes every smoke case except patterns eager itself is unstable on

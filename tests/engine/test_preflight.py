@@ -60,3 +60,25 @@ def test_a_class_that_hangs_while_it_is_built_times_out_as_its_executions(cli, t
     got = {rec["case"]["class"]: rec for rec in records(out)}
     assert got["user_norms:HangingNorm"]["verdict"] == "timeout" and got["user_norms:HangingNorm"]["stage"] == "lift"
     assert got["user_norms:LlamaRMSNorm"]["verdict"] == "pass"
+
+
+def test_a_class_that_outgrows_the_memory_limit_costs_its_executions_not_the_run(cli, tmp_path):
+    out = tmp_path / "out"
+    hungry = {"class": "user_norms:HungryNorm", "init": {"hidden_size": 16}}
+    others = [{"class": "user_norms:LlamaRMSNorm", "init": {"hidden_size": 16}},
+              {"class": "user_norms:ZeroCenteredRMSNorm", "init": {"dim": 16}},
+              {"class": "user_norms:GatedRMSNorm", "init": {"hidden_size": 16}, "inputs": {"gate": {"kind": "normal"}}}]
+    r = cli("run", "--case", write(tmp_path, "s.jsonl", others[0], hungry, *others[1:]), "--paths", "eager",
+            "--out", str(out), "--jobs", "1", "--max-memory", "3", "--no-cache", "--no-history", env=ENV)
+    assert r.returncode == 1, r.stderr
+    got = {rec["case"]["class"]: rec for rec in records(out)}
+    assert len(got) == 4
+    oom = got["user_norms:HungryNorm"]
+    assert oom["verdict"] == "error" and oom["stage"] == "lift", oom
+    assert "ran out of memory" in oom["message"] and "memory limit of 3 GB (--max-memory)" in oom["message"]
+    assert oom["memory_limit_gb"] == 3.0
+    assert all(got[s["class"]]["verdict"] == "pass" for s in others)
+    # the same class given an init its constructor rejects stays a bad spec: one line, exit 2
+    r = cli("run", "--case", write(tmp_path, "bad.json", {"class": "user_norms:HungryNorm", "init": {"size": 2}}),
+            "--paths", "eager", "--out", str(tmp_path / "bad"), "--no-history", env=ENV)
+    assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1 and "rejects init ['size']" in r.stderr

@@ -3,6 +3,8 @@ from the moment is never kept, and an attribution comes back as the record keys 
 import numpy as np
 import pytest
 
+from harness.core.records import Record
+from harness.core.verdicts import Verdict
 from harness.engine import stored
 from harness.paths.base import StageError, Unsupported
 
@@ -27,12 +29,15 @@ def test_an_entry_that_is_not_a_kept_failure_raises():
 
 
 def test_an_attribution_comes_back_as_the_keys_it_set():
-    record = {"verdict": "dtype_mismatch", "facts": {"rms_norm_built": True, "attribution": "read"},
-              "attribution": [{"stage": "return:mul", "dtype": "float32", "max_err_over_tol": None}],
-              "first_stage_over": "return:mul", "attribution_note": "interpreted", "attribution_seconds": 1.5}
-    again = {"verdict": "dtype_mismatch", "facts": {"rms_norm_built": True}}
-    stored.apply_attribution(again, stored.attribution_bytes(record))
-    assert again == {k: v for k, v in record.items() if k != "attribution_seconds"}
+    record = Record.from_dict({
+        "case_id": "c1", "case": {}, "path": "tvm", "verdict": "dtype_mismatch",
+        "facts": {"rms_norm_built": True, "attribution": "read"},
+        "attribution": [{"stage": "return:mul", "dtype": "float32", "max_err_over_tol": None}],
+        "first_stage_over": "return:mul", "attribution_note": "interpreted", "attribution_seconds": 1.5})
+    again = Record("c1", {}, "tvm", verdict=Verdict.DTYPE_MISMATCH, facts={"rms_norm_built": True})
+    back = stored.apply_attribution(again, stored.attribution_bytes(record))
+    assert again.attribution is None and "attribution" not in again.facts  # a new record, this one unchanged
+    assert dict(back) == {k: v for k, v in record.items() if k != "attribution_seconds"}
 
 
 def test_the_output_digest_tells_dtype_shape_and_bits_apart():

@@ -77,5 +77,5 @@ def test_a_path_that_is_not_installed_is_one_line_and_exit_2(tmp_path):
                     env={"NORMDIFF_EXTRA_PATHS": "absent-library=tests.plugin_paths:AbsentLibraryPath"})
     assert done.returncode == 2
     assert done.stderr == ("normdiff: error: path absent-library is not installed here "
-                           "(needs the normdiff-absent-library package)\n")
+                           "(needs the normdiff-no-such-distribution package)\n")
     assert not os.path.exists(tmp_path / "r")

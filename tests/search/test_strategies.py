@@ -1,7 +1,7 @@
 """The hypothesis strategies for case specs (harness.search.strategies), in process, without compiling.
 
 Valid by construction (every drawn spec normalises to itself and runs on
-eager), every DESIGN §1 dimension reachable, restrictions respected, the
+eager), every docs/contracts.md §1 dimension reachable, restrictions respected, the
 search biased toward adversarial inputs, and shrinking toward a small shape
 and the simplest choices.
 """
@@ -65,7 +65,7 @@ def test_restrictions_are_respected(spec):
 
 
 def _reachable():
-    """(name, predicate) for every value of every DESIGN §1 dimension."""
+    """(name, predicate) for every value of every docs/contracts.md §1 dimension."""
     checks = []
     for pattern in PATTERNS:
         checks.append((f"pattern={pattern}", lambda s, v=pattern: s.pattern == v))

@@ -1,4 +1,4 @@
-"""Program cases in the spec (DESIGN §7): checked before anything runs, stable ids, catalog ids unchanged."""
+"""Program cases in the spec (docs/contracts.md §7): checked before anything runs, stable ids, catalog ids unchanged."""
 from __future__ import annotations
 
 import json

@@ -1,0 +1,70 @@
+"""A results file written before the typed Record (commit 2a754ea) reads, merges, reports and gates unchanged.
+
+The folder records_2a754ea/ holds what that commit wrote: results.jsonl (a
+scalar case on eager/tvm/tvm-decompose with an attributed failure, a module
+case with its lift facts, a crashing class and a class whose lift is not
+trusted), the baseline it made from part of them, and the reports and gate
+output it printed for them, with the output folder written as <OUT> (merged
+from a folder without a reports/baseline.json, so the repository's baseline
+of the day does not enter them).
+"""
+import json
+import os
+import shutil
+
+import pytest
+
+from harness.commands.main import main
+from harness.core.records import Record, ResultsWriter, read_results
+from harness.core.verdicts import Verdict
+
+OLD = os.path.join(os.path.dirname(__file__), "records_2a754ea")
+
+
+def old(name: str) -> str:
+    with open(os.path.join(OLD, name), encoding="utf-8") as fh:
+        return fh.read()
+
+
+def test_old_results_round_trip_byte_for_byte_through_the_typed_record(tmp_path):
+    records = [Record.from_dict(d) for d in read_results(os.path.join(OLD, "results.jsonl"))]
+    assert len(records) == 12 and not any(r.extra for r in records)  # every key of the old format is typed
+    assert {r.verdict for r in records} == {Verdict.PASS, Verdict.INACCURATE, Verdict.DTYPE_MISMATCH,
+                                            Verdict.CRASH, Verdict.ERROR}
+    assert sum(r.lift is not None for r in records) == 7 and sum(r.attribution is not None for r in records) == 2
+    out = tmp_path / "results.jsonl"
+    with ResultsWriter(str(out)) as writer:
+        for record in records:
+            writer.write(record)
+    assert out.read_text() == old("results.jsonl")
+    first = json.loads(old("results.jsonl").splitlines()[0])
+    assert list(first) == list(json.loads(out.read_text().splitlines()[0]))  # the keys' order too
+
+
+def test_old_results_merge_into_the_same_reports(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no reports/baseline.json here: the reports mark no known failure, as then
+    shutil.copy(os.path.join(OLD, "results.jsonl"), tmp_path / "in.jsonl")
+    (tmp_path / "in").mkdir()
+    shutil.move(tmp_path / "in.jsonl", tmp_path / "in" / "results.jsonl")
+    out = tmp_path / "merged"
+    assert main(["merge", str(tmp_path / "in"), "--out", str(out), "--no-history"]) == 0
+    for name in ("summary.md", "junit.xml", "report.html"):
+        assert (out / name).read_text().replace(str(out), "<OUT>") == old(name), name
+    assert (out / "results.jsonl").read_text() == old("results.jsonl")
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_old_results_gate_the_same(tmp_path, capsys, verbose):
+    baseline = tmp_path / "baseline.json"
+    shutil.copy(os.path.join(OLD, "baseline.json"), baseline)
+    results = tmp_path / "merged" / "results.jsonl"
+    results.parent.mkdir()
+    shutil.copy(os.path.join(OLD, "results.jsonl"), results)
+    code = main(["gate", "--baseline", str(baseline), *(["--verbose"] if verbose else []), str(results.parent)])
+    captured = capsys.readouterr()
+    assert code == 1  # four failures the baseline does not expect
+    if verbose:
+        assert (captured.out + captured.err).replace(str(results.parent), "<OUT>") == old("gate-verbose.out")
+    else:
+        assert captured.out == old("gate.stdout")
+        assert captured.err == old("gate.stderr")
