@@ -1,4 +1,7 @@
-"""`normdiff bugs [--check]`: the catalog of known upstream bugs, and whether each still shows.
+"""`normdiff bugs [--check | --drafts DIR]`: the catalog of known upstream bugs, and whether each still shows.
+
+`--drafts DIR` writes a bug report (harness.repro.report) for every entry
+not reported upstream yet, one folder each.
 
 Listing prints one entry a line (data, on stdout). `--check` runs every
 entry's executions (and its controls) through the real paths in warm,
@@ -137,6 +140,51 @@ def cmd_check(entries, args) -> int:
     return 0
 
 
+def new_entries(entries) -> list:
+    """The entries of findings not reported upstream yet (`-new-` in their id, docs/findings.md's `new`)."""
+    return [b for b in entries if "-new-" in b.id]
+
+
+def cmd_drafts(entries, args) -> int:
+    """--drafts DIR: DIR/ID/report.md and its scripts for every `new` entry; exit 0 when every short script
+    exits 1 (the bug shows), 1 otherwise. Their executions run together in warm workers first."""
+    from harness.repro import report
+
+    chosen = new_entries(entries) if not args.id else entries
+    drafts, skipped = [], {}
+    for b in chosen:
+        if missing(b):
+            skipped[b.id] = missing(b)
+            continue
+        drafts.append(report.plan(b.id, None, "", args.timeout))
+    try:
+        records = report.run_drafts(drafts, args.jobs, args.timeout)
+    except RunnerError as exc:
+        print(f"normdiff: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("normdiff: interrupted", file=sys.stderr)
+        return 130
+    width = max([len(b.id) for b in chosen] or [0])
+    bad = 0
+    for b in chosen:
+        if b.id in skipped:
+            print(f"{b.id:<{width}}  skipped (needs {', '.join(skipped[b.id])})", flush=True)
+            continue
+        draft = next(d for d in drafts if d.target == b.id)
+        try:
+            written, code, lines = report.write_draft(draft, records, os.path.join(args.drafts, b.id))
+        except UsageError as exc:  # the entry passes now: no report, and it counts
+            print(f"{b.id:<{width}}  no report: {exc}", flush=True)
+            bad += 1
+            continue
+        print(f"{b.id:<{width}}  {written}  (short script: {lines} lines, exits {code})", flush=True)
+        bad += code != 1
+    print(f"normdiff: {len(drafts) - bad} of {len(drafts)} reports written whose short script exits 1"
+          + (f" ({len(skipped)} skipped)" if skipped else ""), file=sys.stderr)
+    return 1 if bad else 0
+
+
 def cmd_bugs(args) -> int:
     if args.jobs is not None and args.jobs < 0:
         raise UsageError(f"--jobs: must be >= 0, got {args.jobs}")
@@ -145,6 +193,10 @@ def cmd_bugs(args) -> int:
     if args.jobs is None:
         args.jobs = os.cpu_count() or 1
     entries = _select(args.id)
+    if args.drafts:
+        if args.check:
+            raise UsageError("--drafts and --check: one at a time")
+        return cmd_drafts(entries, args)
     return cmd_check(entries, args) if args.check else cmd_list(entries)
 
 
@@ -157,4 +209,7 @@ def add_command(subparsers) -> None:
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
                    help=f"seconds per execution (default {DEFAULT_TIMEOUT:g})")
     p.add_argument("--out", metavar="DIR", help="also write the check's records to DIR/results.jsonl")
+    p.add_argument("--drafts", metavar="DIR",
+                   help="write DIR/ID/report.md with its short and full scripts for every `new` entry (or the "
+                        "--id ones); exit 0 when every short script exits 1")
     p.set_defaults(func=cmd_bugs)

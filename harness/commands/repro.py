@@ -1,4 +1,7 @@
-"""`normdiff repro SPEC.json|CASE_ID|BUG-ID [--path P] [-o FILE|DIR]`: a standalone reproduction script.
+"""`normdiff repro SPEC.json|CASE_ID|BUG-ID [--path P] [-o FILE|DIR] [--report]`: a standalone reproduction script.
+
+`--report` writes a bug report into a folder instead (harness.repro.report):
+report.md, the short script it pastes, and the full script.
 
 A script runs correctly under any name, torch.py or onnxruntime.py included:
 it takes its own folder off sys.path before its imports (harness.repro.pieces).
@@ -12,13 +15,14 @@ import sys
 
 from harness.core.errors import UsageError
 from harness.core.records import write_atomic
+from harness.core.verdicts import DEFAULT_TIMEOUT
 from harness.repro.resolve import DEFAULT_RESULTS, check_path, resolve
 from harness.repro.script import render
 
 
 def _module_script(spec, path: str, inline: bool, extra: dict) -> str:
     """A module case's script: its class resolved in a worker first (it is user code), then written out."""
-    from harness.core.verdicts import DEFAULT_TIMEOUT, Verdict
+    from harness.core.verdicts import Verdict
     from harness.engine.plan import Task
     from harness.engine.run import execute_tasks
     from harness.modules import LIFT
@@ -32,7 +36,34 @@ def _module_script(spec, path: str, inline: bool, extra: dict) -> str:
     return render_module(spec, path, record, inline=inline, **extra)
 
 
+def cmd_report(args) -> int:
+    """--report: report.md, the short script and the full script in -o DIR (default report-CASE_ID-PATH)."""
+    from harness.repro import report
+
+    if args.inline:
+        raise UsageError("--inline: --report pastes a module case's lifted program already")
+    draft = report.plan(args.target, args.path, args.results)
+    folder = args.output if args.output not in (None, "-") else f"report-{draft.spec.case_id}-{draft.path}"
+    if os.path.exists(folder) and not os.path.isdir(folder):
+        raise UsageError(f"-o: {folder} is a file; --report writes a folder")
+    try:
+        records = report.run_drafts([draft], jobs=os.cpu_count() or 1, timeout=DEFAULT_TIMEOUT)
+    except KeyboardInterrupt:
+        print("normdiff: interrupted", file=sys.stderr)
+        return 130
+    report.failing(draft, records)  # a target that passes: one line, exit 2
+    try:
+        written, code, lines = report.write_draft(draft, records, folder)
+    except OSError as exc:
+        raise UsageError(f"-o: cannot write {folder} ({exc.strerror})") from None
+    print(f"normdiff: wrote {written}: {draft.spec} on {draft.path}; its short script ({lines} lines) exits {code}",
+          file=sys.stderr)
+    return 0
+
+
 def cmd_repro(args) -> int:
+    if args.report:
+        return cmd_report(args)
     spec, path, extra = resolve(args.target, args.path, args.results)
     check_path(path)
     if spec.is_module:
@@ -71,4 +102,7 @@ def add_command(subparsers) -> None:
                    help=f"results to look a CASE_ID up in (default {DEFAULT_RESULTS})")
     p.add_argument("--inline", action="store_true",
                    help="a module case: paste its lifted program as the model instead of importing the class")
+    p.add_argument("--report", action="store_true",
+                   help="write report.md (an issue body: expected, actual, controls run, environment), a short "
+                        "script and the full one into -o DIR (default report-CASE_ID-PATH)")
     p.set_defaults(func=cmd_repro)

@@ -164,6 +164,7 @@ class Path:
     name: str = ""
     # What it runs, in one line (the README's paths table, docs/paths.md and `normdiff paths`).
     description: str = ""
+    control_path: str | None = None  # the path without this one's rewrite (a report's control), or None
     # The Python packages whose versions records carry (distribution names).
     packages: tuple[str, ...] = ("torch",)
     # Modules a warm worker imports before forking, so `prepare` does not pay for them; "module:function"

@@ -187,6 +187,7 @@ class RecomposePath(_Recompose):
     """to_edge, then QNN's edge-graph RemoveRedundancy + RecomposeRmsNorm."""
 
     name = "executorch-recompose"
+    control_path = "executorch"
     description = ("torch.export -> to_edge -> QNN RemoveRedundancy + RecomposeRmsNorm -> "
                    "the edge graph run in Python")
     pipeline = _PIPELINE + (edge_rewritten,)
@@ -224,6 +225,7 @@ class RecomposeCapturePath(_Recompose):
     """QNN's quantization capture: both passes (quantization_capture=True) on ep.module()."""
 
     name = "executorch-recompose-capture"
+    control_path = "executorch"
     description = ("torch.export -> ep.module() -> QNN RemoveRedundancy + RecomposeRmsNorm "
                    "(quantization_capture=True) -> the graph run in Python")
     pipeline = _PIPELINE + (capture_rewritten,)

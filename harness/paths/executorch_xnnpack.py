@@ -80,6 +80,7 @@ def warm_up() -> None:
 
 class XnnpackPath(PteArtifact, Path):
     name = "executorch-xnnpack"
+    control_path = "executorch"
     description = "torch.export -> to_edge_transform_and_lower(XnnpackPartitioner) -> executorch.runtime"
     packages = ("torch", "executorch")
     warm_imports = EXECUTORCH_WARM + ("harness.paths.executorch_xnnpack:warm_up",)

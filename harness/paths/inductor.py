@@ -277,6 +277,7 @@ class InductorEmulatePath(InductorPath):
     """As `inductor`, with emulate_precision_casts=True around the compile."""
 
     name = "inductor-emulate"
+    control_path = "inductor"
     description = ("torch.compile(module, dynamic=False) with Inductor on CPU and "
                    "torch._inductor.config.emulate_precision_casts=True (eager's roundings kept)")
     emulate = True

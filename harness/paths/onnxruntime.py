@@ -262,6 +262,7 @@ class OnnxRuntimeFusedPath(OnnxRuntimePath):
     """As `onnxruntime`, with every graph optimization on (ORT_ENABLE_ALL)."""
 
     name = "onnxruntime-fused"
+    control_path = "onnxruntime"
     description = ("torch.onnx.export(dynamo=True) -> onnxruntime CPU InferenceSession with every graph "
                    "optimization on (ORT_ENABLE_ALL: LayerNormFusion, SimplifiedLayerNormFusion, ...)")
     level = "ORT_ENABLE_ALL"

@@ -232,6 +232,7 @@ class OpenVinoBf16Path(OpenVinoPath):
     """As `openvino`, with INFERENCE_PRECISION_HINT bf16 (OpenVINO's mode for bfloat16 CPUs)."""
 
     name = "openvino-bf16"
+    control_path = "openvino"
     description = ("openvino.convert_model(module) -> compile_model('CPU', "
                    "INFERENCE_PRECISION_HINT='bf16')")
     precision_hint = "bf16"

@@ -306,6 +306,7 @@ class TvmDecomposePath(TvmPath):
     (seed: apache/tvm#20909)."""
 
     name = "tvm-decompose"
+    control_path = "tvm"
     description = ("torch.export -> from_exported_program -> DecomposeOpsForTraining -> "
                    "tvm.compile(target='llvm') -> Relax VM")
     decompose = "DecomposeOpsForTraining"
@@ -321,6 +322,7 @@ class TvmDecomposeInferencePath(TvmPath):
     """
 
     name = "tvm-decompose-inference"
+    control_path = "tvm"
     description = ("torch.export -> from_exported_program -> DecomposeOpsForInference -> "
                    "tvm.compile(target='llvm') -> Relax VM")
     decompose = "DecomposeOpsForInference"

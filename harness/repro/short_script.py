@@ -1,0 +1,243 @@
+"""The short script of a bug report (`normdiff repro --report`): what a maintainer pastes and runs.
+
+apache/tvm#20909's script is 60 lines: the model, the input, the library's
+calls, the FP64 reference and the check. The full script of `normdiff
+repro` (harness.repro.script) also carries normdiff's machinery (every input
+kind's recipe, every dtype table, the stage table); this one carries only
+what the case uses, built from the same pieces:
+
+* the input: the line harness.repro.script draws it with (a one-line
+  construction for alternating, constant and the seeded kinds; the bytes
+  where a kind has no recipe), parameters as literals of their kind, and one
+  SHA-256 line that checks every byte against normdiff's;
+* the model: torch's own module for a layer_norm/rms_norm of the `module`
+  style and for the other norms, else the style's or the case's program as
+  the forward (harness.repro.script.model_code);
+* the path's own calls: its `script_code` (its pipeline pasted by source),
+  pruned to what `run_path` reaches, the pasted functions without their
+  docstrings (the full script keeps them);
+* the FP64 reference (harness.repro.script.reference_code) and normdiff's
+  check in its plain form: `|out - ref| <= ATOL + RTOL*|ref|` per row, a row
+  blamed only where it is also over 2x eager's error there, and the dtype.
+
+It exits 1 while the bug is present (a failed check, or the path raising),
+0 once it is fixed. Its output lines are the report's "Output" section, and
+`first_values` reads the path's first values back from them.
+"""
+from __future__ import annotations
+
+import ast
+import inspect
+import math
+import re
+
+from harness import paths
+from harness.oracle import inputs as draws
+from harness.oracle.inputs import EXTRA_STREAMS, NAMED, extra_type, make_inputs
+from harness.oracle.reference import reference
+from harness.program.ir import ones_value
+from harness.repro import pieces as T
+from harness.repro import program_script as P
+from harness.repro import script as S
+from harness.spec import CaseSpec
+
+# Names the script may use, each with the import that defines it (kept only where the script uses it).
+_IMPORTS = (("hashlib", "import hashlib"), ("zlib", "import zlib"),
+            ("ml_dtypes", "import ml_dtypes"), ("np", "import numpy as np"), ("torch", "import torch"),
+            ("nn", "from torch import nn"), ("F", "import torch.nn.functional as F"))
+FIRST = 4  # how many first values the script prints
+# normdiff's stream generator (harness.oracle.inputs._rng), pasted by its source
+_RNG = inspect.getsource(draws._rng).strip("\n")
+_VALUES = re.compile(r"^(?P<who>[\w.-]+) \((?P<dtype>\w+)\): (?P<values>\[.*\])$")
+
+
+def _torch_module(spec: CaseSpec) -> str | None:
+    """`model = nn.LayerNorm(...)` / nn.RMSNorm for a catalog module-style case (None for other cases)."""
+    if spec.program is not None or spec.style != "module" or spec.pattern not in ("layer_norm", "rms_norm"):
+        return None
+    c, wdt, eps = spec.shape[-1], S._TORCH[spec.weight_dtype], S._f(spec.eps)
+    affine = spec.affine != "none"
+    if spec.pattern == "layer_norm":
+        bias = "" if spec.affine != "weight" else ", bias=False"
+        line = f"model = nn.LayerNorm({c}, eps={eps}, elementwise_affine={affine}{bias}, dtype={wdt}).eval()"
+    else:
+        line = f"model = nn.RMSNorm({c}, eps={eps}, elementwise_affine={affine}, dtype={wdt}).eval()"
+    names = S._param_names(spec)
+    if spec.params_dict["kind"] == "ones" or not names:  # torch's own init is the `ones` kind: 1, and 0 for bias
+        return line + "\n"
+    copies = [f"    model.{n}.copy_(to_torch({n}))" for n in names]
+    return "\n".join([line, "with torch.no_grad():", *copies]) + "\n"
+
+
+def _params(spec: CaseSpec) -> str:
+    """Code setting each parameter: a literal of its kind, or its draw (checked by the SHA-256 line)."""
+    if spec.program is None:
+        return S._draw_params(spec)
+    params = spec.params_dict
+    kind, values = params["kind"], params.get("values") or {}
+    lines, drew = [], False
+    for name, shape in spec.param_shapes:
+        shape = tuple(shape)
+        if kind in ("ones", "fill"):
+            lines.append(f"{name} = np.full({shape}, {S._f(values.get(name, ones_value(name)))}).astype(WEIGHT_DTYPE)")
+            continue
+        n = math.prod(shape)
+        if name in ("w", "b", "s"):
+            if not drew:
+                lines.append("g = rng(1)  # w, b and s draw in that order from the parameters' stream")
+                drew = True
+            source = "g"
+        else:
+            source = f"rng(1, {name!r})"
+        draw = f"uniform(0.5, 2.0, {n})" if "var" in name.lower() else f"normal(0.0, 1.0, {n})"
+        lines.append(f"{name} = {source}.{draw}.reshape({shape}).astype(WEIGHT_DTYPE)")
+    return "\n".join(lines)
+
+
+def _draw(spec: CaseSpec, p: dict, stream, name: str, rounded, shape: str, dtype: str, shaped=None) -> str:
+    """Code setting `name` as normdiff draws it: one line where harness.repro.script's draw is one line."""
+    if p["kind"] == "alternating":  # -a, +a, ... plus the offset, in flat order: a pair repeated
+        low, high = p["offset"] - p["amplitude"], p["offset"] + p["amplitude"]
+        return f"{name} = np.resize([{S._f(low)}, {S._f(high)}], {shape}).astype({dtype})  # alternating"
+    code = S.draw_input(spec, p, stream, name, rounded, shaped)
+    if "\n" in code:
+        return code + f"\n{name} = {name}64.reshape({shape}).astype({dtype})"
+    expr = code.split(" = ", 1)[1].split("  #", 1)[0]
+    if not isinstance(ast.parse(expr, mode="eval").body, ast.Call):
+        expr = f"({expr})"
+    return f"{name} = {expr}.reshape({shape}).astype({dtype})"
+
+
+def _inputs(spec: CaseSpec) -> str:
+    inputs = make_inputs(spec)
+    lines = ["# -- the input, exactly normdiff's (the SHA-256 below checks every byte)",
+             f"SHAPE, DTYPE, WEIGHT_DTYPE = {tuple(spec.shape)!r}, {S._NP[spec.dtype]}, {S._NP[spec.weight_dtype]}",
+             _draw(spec, spec.input_dict, 0, "x", inputs.x, "SHAPE", "DTYPE")]
+    for name, p in spec.inputs_dict.items():
+        stream = EXTRA_STREAMS[name] if name in EXTRA_STREAMS else (NAMED, name)
+        shape, dtype = extra_type(spec, name)
+        lines.append(_draw(spec, p, stream, name, inputs.extra[name], repr(tuple(shape)), S._NP[dtype], shape))
+    lines.append(_params(spec) or None)
+    arrays = ", ".join(["x", *S._extra_names(spec), *S._param_names(spec)])
+    lines.append(f'assert hashlib.sha256(b"".join(a.tobytes() for a in ({arrays},))).hexdigest() == (\n'
+                 f'    "{S._digest(spec)}"), "the inputs differ from normdiff\'s"')
+    lines.append(f"INPUTS = ({', '.join(['x', *S._extra_names(spec)])},)")
+    if any(line and "rng(" in line for line in lines):  # a seeded kind: normdiff's streams, pasted by source
+        lines[2:2] = [f"SEED = {spec.seed}", "", "", _RNG, "", "", "def rng(stream, name=None):",
+                      "    return _rng(SEED, stream, name)", "", ""]
+    return "\n".join(line for line in lines if line is not None) + "\n"
+
+
+def _plain(spec: CaseSpec) -> bool:
+    """Whether torch.from_numpy and .numpy() carry the case's tensors as they are (no bfloat16, no layout)."""
+    dtypes = {spec.dtype, spec.weight_dtype, *(extra_type(spec, n)[1] for n in spec.inputs_dict)}
+    return "bfloat16" not in dtypes and spec.layout == "contiguous"
+
+
+def _check(spec: CaseSpec, path: str) -> str:
+    """Code running eager and the path and exiting 1 where normdiff's check fails (printing what it compares)."""
+    rtol, atol, _ = S.plain_tolerance(spec, compiled=path != "eager")
+    expected = "eager.dtype"
+    lines = [f"RTOL, ATOL = {rtol!r}, {atol!r}  # normdiff's tolerance here: |out - ref| <= ATOL + RTOL * |ref|"]
+    if path == "eager":
+        expected = f"np.dtype({S._NP[reference(spec, make_inputs(spec)).out_dtype]})"
+    if _plain(spec):
+        lines += ["example = tuple(torch.from_numpy(a) for a in INPUTS)", "with torch.no_grad():",
+                  "    eager = model(*example).numpy()"]
+    else:
+        lines += [f"example = tuple(to_torch(a, {spec.layout!r}) for a in INPUTS)", "with torch.no_grad():",
+                  "    eager = to_numpy(model(*example))"]
+    first = f"[float(v) for v in {{}}.reshape(-1)[:{FIRST}]]"
+    view = S._rows_view(spec)
+    lines += [
+        f'print("expected (FP64 reference):", {first.format("ref")})',
+        f'print(f"eager ({{eager.dtype}}):", {first.format("eager")})',
+        "out = run_path(model, example, INPUTS)",
+        f'print(f"{path} ({{out.dtype}}):", {first.format("out")})',
+        "err, eager_err = (np.abs(a.astype(np.float64) - ref) for a in (out, eager))",
+        f"rows = lambda a: {view}" + ("" if "#" in view else "  # one line per normalization row"),
+        "tol = ATOL + RTOL * np.abs(ref)  # a row fails over it and over 2x eager's error there (in units of it)",
+        "over = rows(~(err <= tol)).any(1) & ~(rows(err / tol).max(1) <= 2 * rows(eager_err / tol).max(1))",
+        f'print(f"max abs error: {path} {{err.max():.6g}}, eager {{eager_err.max():.6g}}; rows failing: '
+        f'{{over.sum()}} of {{over.size}}; dtype {{out.dtype}}, expected {{{expected}}}")',
+        f"raise SystemExit(1 if over.any() or out.dtype != {expected} else 0)",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _compact(code: str, imports: str = "") -> str:
+    """`code` without its functions' docstrings, without the imports inside them that the script makes at its
+    top, and without blank lines inside them (the full script and the source keep all three)."""
+    tree = ast.parse(code)
+    lines = code.split("\n")
+    top = {ast.unparse(n) for n in [*tree.body, *ast.parse(imports).body] if isinstance(n, (ast.Import, ast.ImportFrom))}
+    top |= {line for _, line in _IMPORTS}
+    drop: set[int] = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, (ast.FunctionDef, ast.ClassDef)) or not node.body:
+            continue
+        first = node.body[0]
+        if (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+                and isinstance(first.value.value, str) and len(node.body) > 1):
+            drop.update(range(first.lineno, first.end_lineno + 1))
+        drop.update(n.lineno for n in node.body if isinstance(n, (ast.Import, ast.ImportFrom)) and ast.unparse(n) in top)
+        drop.update(i for i in range(node.lineno, node.end_lineno + 1) if not lines[i - 1].strip())
+    return "\n".join(line for i, line in enumerate(lines, 1) if i not in drop)
+
+
+def _used(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
+
+
+def prune(code: str) -> str:
+    """`code` with only the top-level functions and classes its other statements reach, one blank line apart."""
+    tree = ast.parse(code)
+    defs = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}  # the last wins
+    keep: set[str] = set()
+    todo = [name for n in tree.body if not isinstance(n, (ast.FunctionDef, ast.ClassDef)) for name in _used(n)]
+    while todo:
+        name = todo.pop()
+        if name in defs and name not in keep:
+            keep.add(name)
+            todo.extend(_used(defs[name]))
+    lines = code.split("\n")
+    drop: set[int] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and defs[node.name] is not node or (
+                node in defs.values() and node.name not in keep):
+            start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
+            drop.update(range(start, node.end_lineno + 1))
+    kept = [line for i, line in enumerate(lines, 1) if i not in drop]
+    return re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip("\n") + "\n"
+
+
+def _imports(body: str, library: str) -> str:
+    used = _used(ast.parse(body))
+    lines = [line for name, line in _IMPORTS if name in used]
+    return "\n".join(lines) + "\n" + library
+
+
+def render_short(spec: CaseSpec, path: str, title: str) -> str:
+    """The short script reproducing `spec` on `path` (KeyError for an unknown path)."""
+    runner = paths.get(path)
+    model = _torch_module(spec) or S.model_code(spec)
+    if not model.startswith("#"):  # torch's own module: the comment beside it
+        first, _, rest = model.partition("\n")
+        model = f"{first}  # the model: torch's own module\n{rest}"
+    body = "\n\n".join(part.strip("\n") for part in (
+        T.CONVERSIONS, _inputs(spec), model, S.reference_code(spec),
+        "# -- the path's own calls (normdiff's harness/paths/, pasted)\n" + runner.script_code(),
+        _check(spec, path)))
+    body = prune(_compact(body, runner.script_imports))
+    head = (f'#!/usr/bin/env python3\n"""{S._clean(title)}\nExits 1 while the bug is present, 0 once it is fixed '
+            '(written by normdiff repro --report)."""\n')
+    return head + _imports(body, runner.script_imports).rstrip("\n") + "\n\n" + body
+
+
+def first_values(output: str, who: str) -> tuple[str, str] | None:
+    """(dtype, first values) the script printed for `who` (a path name, or "eager"), or None."""
+    for line in output.splitlines():
+        m = _VALUES.match(line.strip())
+        if m and m["who"] == who:
+            return m["dtype"], m["values"]
+    return None

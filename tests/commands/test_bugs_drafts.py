@@ -1,0 +1,45 @@
+"""`normdiff bugs --drafts DIR` (harness/commands/bugs.py): a report and its scripts per `new` catalog entry.
+
+Two entries here, through the real command line: a compile error on TVM and
+an inaccurate rewrite on ExecuTorch; every entry is a manual run (`normdiff
+bugs --drafts DIR`, figures in docs/bugs-and-repro.md).
+"""
+from __future__ import annotations
+
+import os
+
+from cases import bugs
+from harness.commands.bugs import new_entries
+from helpers import normdiff
+
+
+def test_new_entries_are_the_unreported_findings():
+    chosen = new_entries(bugs.BUGS)
+    assert chosen and all(b.link is None for b in chosen)
+    assert {b.id for b in bugs.BUGS if b.link is None} == {b.id for b in chosen}
+
+
+def test_drafts_write_a_report_whose_script_exits_1_and_whose_controls_are_listed(tmp_path):
+    ids = ["tvm-new-bf16-layer-norm", "executorch-new-recompose-used-twice"]
+    done = normdiff("bugs", "--drafts", str(tmp_path), *(a for i in ids for a in ("--id", i)), "--jobs", "2")
+    assert done.returncode == 0, done.stderr
+    assert "2 of 2 reports written whose short script exits 1" in done.stderr
+    for bug_id in ids:
+        folder = tmp_path / bug_id
+        assert sorted(n for n in os.listdir(folder) if not n.startswith("repro-")) == ["report.md", "repro.py"]
+        text = (folder / "report.md").read_text(encoding="utf-8")
+        assert f"normdiff catalog entry `{bug_id}`" in text and "Its output (exit status 1):" in text
+        assert "## Controls" in text and "| rewrite off |" in text and "| float32 input |" in text
+    error = (tmp_path / ids[0] / "report.md").read_text(encoding="utf-8")
+    assert "`tvm` fails at compile: InternalError" in error and "layer_norm: only support float32 and float16" in error
+    assert "| float32 inside | the catalog's `upcast` style" in error and "| `tvm` | passes" in error
+    rewrite = (tmp_path / ids[1] / "report.md").read_text(encoding="utf-8")
+    assert rewrite.startswith("# [executorch-recompose] QNN RemoveRedundancy + RecomposeRmsNorm: float32 rms_norm "
+                              "inaccurate")
+    assert "| rewrite off | the same case on `executorch`" in rewrite
+    assert "not run: the case is float32 already" in rewrite
+
+
+def test_drafts_and_check_together_is_bad_usage(tmp_path):
+    done = normdiff("bugs", "--drafts", str(tmp_path), "--check")
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "one at a time" in done.stderr
