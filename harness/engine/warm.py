@@ -215,6 +215,21 @@ def _reap(pid: int) -> None:
         os.waitpid(pid, 0)
 
 
+_SUN_PATH_MAX = 104  # a Unix socket's path must fit sockaddr_un's sun_path (108 bytes on Linux, 104 on macOS)
+
+
+def _short_socket_address() -> str:
+    """A socket path in a short private folder under /tmp, for a TMPDIR too deep to hold one (a CI workspace, a
+    test's folder): binding there would fail with "AF_UNIX path too long" and stop the run. Removed at exit."""
+    import atexit
+    import shutil
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="nd-", dir="/tmp")
+    atexit.register(shutil.rmtree, folder, True)
+    return os.path.join(folder, "forkserver")
+
+
 def _fork_forkserver(server, modules: list[str], env: dict[str, str]) -> None:
     """multiprocessing's ForkServer.ensure_running, with os.fork where it starts a fresh interpreter.
 
@@ -242,6 +257,8 @@ def _fork_forkserver(server, modules: list[str], env: dict[str, str]) -> None:
             server._forkserver_address = server._forkserver_alive_fd = server._forkserver_pid = None
         with socket.socket(socket.AF_UNIX) as listener:
             address = connection.arbitrary_address("AF_UNIX")
+            if len(os.fsencode(address)) >= _SUN_PATH_MAX:
+                address = _short_socket_address()
             listener.bind(address)
             if not util.is_abstract_socket_namespace(address):
                 os.chmod(address, 0o600)

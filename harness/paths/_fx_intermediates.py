@@ -71,8 +71,8 @@ def fx_intermediates(graph_module, example):
         s = short(op)
         if kwargs:
             return None
-        # 1e-5 is aten's own default of an omitted eps, written out (not harness.core.eps) because this
-        # function is pasted into standalone repro scripts, which import nothing of normdiff.
+        # 1e-5 is aten's own default of an omitted eps, written out here because this function is pasted
+        # into standalone repro scripts, which import nothing but torch, numpy and the library under test.
         if s == "layer_norm":
             x, shape, w, b, eps = (list(args) + [None, None, 1e-5])[:5]
             return "native_layer_norm", aten.native_layer_norm.default(x, shape, w, b, eps)
