@@ -38,13 +38,16 @@ def _spec(target, init, dtype, shape, **keys):
 def check(target, *, init: dict | None = None, dtype: str = "float32", shape=(2, 8, 64), inputs: dict | None = None,
           input: dict | None = None, params: dict | None = None, seed: int | None = None, pattern: str | None = None,
           weight_dtype: str | None = None, paths=None, jobs: int | None = None, timeout: float | None = None,
-          out: str | None = None, cache: bool = True) -> list[Record]:
+          out: str | None = None, cache: bool = True, reduce: str | None = None) -> list[Record]:
     """The records of `target` on `paths` (default every built-in path).
 
     `target` is a spec (dict or CaseSpec; a list of them runs them all), an
     nn.Module subclass, or "package.module:ClassName" with the module case's
     keys as keywords. `out` keeps results.jsonl there (default: a temporary
-    folder, removed); `cache=False` builds every artifact afresh.
+    folder, removed); `cache=False` builds every artifact afresh. `reduce`
+    (a folder): each execution failing on a compiled path is reduced to the
+    smallest program failing the same way (docs/reduce.md), written there as
+    reduced-CASE_ID-PATH.json, and a line on stderr says where (or why not).
     """
     from harness import paths as registry
     from harness.core.errors import UsageError
@@ -65,7 +68,28 @@ def check(target, *, init: dict | None = None, dtype: str = "float32", shape=(2,
         with tempfile.TemporaryDirectory(prefix="normdiff-check-") as tmp:
             folder = out or tmp
             os.makedirs(folder, exist_ok=True)
-            return run(specs, names, folder, jobs=jobs, timeout=timeout or DEFAULT_TIMEOUT, progress=False,
-                       cache=store)
+            records = run(specs, names, folder, jobs=jobs, timeout=timeout or DEFAULT_TIMEOUT, progress=False,
+                          cache=store)
     except (SpecError, UsageError) as exc:
         raise ValueError(str(exc)) from None
+    if reduce is not None:
+        _reduce_failures(records, specs, reduce, timeout or DEFAULT_TIMEOUT)
+    return records
+
+
+def _reduce_failures(records: list[Record], specs, folder: str, timeout: float) -> None:
+    """Each failure on a compiled path reduced into `folder`, on warm workers (the path's and eager's)."""
+    import sys
+
+    from harness.core.verdicts import FAILING
+    from harness.engine.pool import Pool
+    from harness.search.reduce import CONTROL, KEEP_STRUCTURES, reduce_into
+
+    by_id = {s.case_id: s for s in specs}
+    failing = [r for r in records if r["verdict"] in FAILING and r["path"] != CONTROL and r["case_id"] in by_id]
+    if not failing:
+        return
+    with Pool(sorted({r["path"] for r in failing}) + [CONTROL], timeout=timeout, keep=KEEP_STRUCTURES) as pool:
+        for r in failing:
+            line = reduce_into(folder, by_id[r["case_id"]], r["path"], pool.map)
+            print(f"normdiff: {r['case_id']} on {r['path']}: {line}", file=sys.stderr)

@@ -42,6 +42,7 @@ class VerdictFailure(Exception):
     def __init__(self, record: Record):
         super().__init__(f"{record.verdict}: {record.message}")
         self.record = record
+        self.reduced = ""  # with --normdiff-reduce: where the reduced spec is, or why there is none
 
 
 FAILURES: dict[str, type[VerdictFailure]] = {
@@ -60,6 +61,9 @@ def pytest_addoption(parser):
                 help="comma-separated paths (default: every built-in path)")
     g.addoption("--normdiff-baseline", default=None, metavar="FILE",
                 help="known failures, run as strict xfail (default: reports/baseline.json when it exists)")
+    g.addoption("--normdiff-reduce", default=None, metavar="DIR",
+                help="reduce each unexpected failure to the smallest program failing the same way, written to DIR "
+                     "(docs/reduce.md); the failure names it")
     g.addoption("--normdiff-timeout", type=float, default=DEFAULT_TIMEOUT, metavar="S",
                 help=f"seconds per execution before it is a timeout (default {DEFAULT_TIMEOUT:g})")
 
@@ -147,7 +151,13 @@ class NormdiffItem(pytest.Item):
             value = record.get(key)  # plain str (a Verdict is a StrEnum): xdist sends properties over execnet
             self.user_properties.append((key, str(value) if isinstance(value, str) else value))
         if record.verdict != Verdict.PASS:
-            raise FAILURES.get(record.verdict, VerdictFailure)(record)
+            failure = FAILURES.get(record.verdict, VerdictFailure)(record)
+            folder = self.config.getoption("normdiff_reduce")
+            if folder and self.entry is None and self.path_name != "eager":
+                from harness.search.reduce import reduce_into
+
+                failure.reduced = reduce_into(folder, self.spec, self.path_name, _pool(self.session).map)
+            raise failure
 
     def repr_failure(self, excinfo, style=None):
         if not isinstance(excinfo.value, VerdictFailure):
@@ -160,6 +170,8 @@ class NormdiffItem(pytest.Item):
             lines.append(f"baseline expects {self.entry.verdict} ({self.entry.upstream}: {self.entry.reason})")
         lines += [f"spec: {json.dumps(r['case'])}",
                   f"reproduce: normdiff repro SPEC.json --path {self.path_name}  (the spec above in SPEC.json)"]
+        if excinfo.value.reduced:
+            lines.append(excinfo.value.reduced)
         return "\n".join(lines)
 
     def reportinfo(self):

@@ -80,3 +80,9 @@ class PerCasePath(Float16StoragePath):
 
     def structure_key(self, spec) -> str:
         return f"case-{spec.case_id}"
+
+
+class AbsentLibraryPath(Float16StoragePath):
+    """The same path, said to run a library that is not installed: what a command refuses to run on."""
+    name = "absent-library"
+    packages = ("normdiff-no-such-distribution",)

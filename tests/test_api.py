@@ -26,3 +26,22 @@ def test_a_bad_class_is_a_value_error_with_the_command_lines_line():
         harness.check("user_norms:Nope", paths=["eager"], jobs=1)
     with pytest.raises(ValueError, match="unknown path"):
         harness.check(LlamaRMSNorm, init={"hidden_size": 8}, paths=["nosuch"])
+
+
+def test_a_failure_is_reduced_on_request_through_the_lifted_program(tmp_path, capsys):
+    from harness.core.verdicts import Verdict
+    from harness.engine.execute import Executor
+    from harness.search.reduce_steps import count_ops
+    from harness.spec import CaseSpec
+
+    (record,) = harness.check("user_norms:LlamaRMSNorm", init={"hidden_size": 32}, dtype="bfloat16",
+                              shape=(2, 32), params={"kind": "normal"}, paths=["executorch-recompose"], jobs=1,
+                              reduce=str(tmp_path))
+    assert record["verdict"] == Verdict.DTYPE_MISMATCH
+    file = tmp_path / f"reduced-{record['case_id']}-executorch-recompose.json"
+    assert f"{record['case_id']} on executorch-recompose: reduced (" in capsys.readouterr().err
+    reduced = CaseSpec.from_json(file.read_text())
+    assert reduced.style == "program" and count_ops(reduced) >= 1
+    executor = Executor()
+    assert executor.execute(reduced, "executorch-recompose")["verdict"] == Verdict.DTYPE_MISMATCH
+    assert executor.execute(reduced, "eager")["verdict"] == Verdict.PASS

@@ -165,3 +165,26 @@ def test_a_model_repository_gates_its_own_norm_classes(tmp_path):
                        env=dict(os.environ, PYTHONPATH=env_path))
     assert r.returncode == 0, r.stdout + r.stderr
     assert outcomes(r.stdout) == {"passed": 3, "xfailed": 1}
+
+
+def test_an_unexpected_failure_is_reduced_on_request_and_its_report_names_the_file(tmp_path):
+    """A model repository's failing test points at a reduced spec (the user's Llama norm, lifted)."""
+    llama = {"pattern": "rms_norm", "class": "user_norms:LlamaRMSNorm", "init": {"hidden_size": 32},
+             "dtype": "bfloat16", "shape": [2, 32], "params": {"kind": "normal"}}
+    cases = tmp_path / "norms.json"
+    cases.write_text(json.dumps(llama))
+    reduced = tmp_path / "reduced"
+    env_path = os.pathsep.join([os.path.join(ROOT, "tests"), os.environ.get("PYTHONPATH", "")])
+    (tmp_path / "pytest.ini").write_text("[pytest]\n")
+    cmd = [sys.executable, "-m", "pytest", *_plugin_args(), "-p", "no:cacheprovider", "-c", str(tmp_path / "pytest.ini"),
+           "--rootdir", str(tmp_path), "--normdiff-case", str(cases), "--normdiff-paths", "executorch-recompose",
+           "--normdiff-baseline", write_baseline(tmp_path / "baseline.json", []), "--normdiff-reduce", str(reduced),
+           "-q"]
+    r = subprocess.run(cmd, cwd=str(tmp_path), capture_output=True, text=True, timeout=900,
+                       env=dict(os.environ, PYTHONPATH=env_path))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert outcomes(r.stdout) == {"failed": 1}
+    files = sorted(p.name for p in reduced.iterdir())
+    assert len(files) == 1 and files[0].endswith("-executorch-recompose.json")
+    assert re.search(r"reduced \(\d+ -> \d+ ops, dtype_mismatch\): .*" + re.escape(files[0]), r.stdout)
+    assert load_spec_file(str(reduced / files[0]))[0].style == "program"
