@@ -45,6 +45,17 @@ def session_cache():
     return ArtifactCache(default_dir())
 
 
+@pytest.fixture(scope="module")
+def execute_cached(session_cache):
+    """`Executor.execute` over the session's artifact cache, one executor per test module: its tests share
+    their prepared artifacts in memory (as harness.engine.execute.execute does in a process), and a structure
+    another worker or run of the session compiled is restored, not compiled again. For tests of what a
+    path's record says (verdict, dtypes, facts), not of the compile or the cache."""
+    from harness.engine.execute import Executor
+
+    return Executor(session_cache).execute
+
+
 @pytest.fixture
 def cli_here(tmp_path):
     """The command line in this process, from tmp_path or `cwd` (helpers.normdiff_here says for what).

@@ -29,9 +29,9 @@ def _run(executor, spec, path):
 
 
 @pytest.mark.slow
-def test_passing_executions_carry_no_attribution_and_make_no_extra_run():
+def test_passing_executions_carry_no_attribution_and_make_no_extra_run(session_cache):
     before = CAPTURES["count"]
-    executor = Executor()
+    executor = Executor(session_cache)
     for path in ("eager", "tvm"):
         record = executor.execute(json.load(open(seed("tvm-20909.json"))), path)
         assert record["verdict"] == "pass"
@@ -42,9 +42,9 @@ def test_passing_executions_carry_no_attribution_and_make_no_extra_run():
 
 
 @pytest.mark.slow
-def test_a_path_that_runs_as_one_call_says_why():
+def test_a_path_that_runs_as_one_call_says_why(session_cache):
     spec = CaseSpec.from_dict(QWEN)
-    record, inputs, out = _run(Executor(), spec, "executorch")
+    record, inputs, out = _run(Executor(session_cache), spec, "executorch")
     record = replace(record, verdict=Verdict.INACCURATE)  # as if it had failed: the same output, the same path object
     before = CAPTURES["count"]
     record = annotate(record, spec, paths.get("executorch"), inputs, out)
@@ -99,10 +99,10 @@ def test_eager_layer_norm_in_float32_exposes_its_kernels_statistics():
 
 
 @pytest.mark.slow
-def test_tvm_float16_means_are_over_their_bound_on_the_manual_layer_norm():
+def test_tvm_float16_means_are_over_their_bound_on_the_manual_layer_norm(session_cache):
     """The manual layer_norm writes its mean in float16; torch accumulates it in float32, TVM in float16."""
     spec = CaseSpec.from_dict(MANUAL)
-    _, inputs, out = _run(Executor(), spec, "tvm")
+    _, inputs, out = _run(Executor(session_cache), spec, "tvm")
     result = attribute(spec, paths.get("tvm"), inputs, out, "inaccurate")
     by_stage = {e["stage"]: e for e in result.stages}
     assert result.first_stage_over == "mean:mean"

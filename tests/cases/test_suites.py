@@ -166,8 +166,8 @@ def test_cases_command_prints_the_nightly_specs_as_json_lines(cli, nightly):
     assert all(CaseSpec.from_dict(json.loads(line)).to_json() == line for line in lines)
 
 
-def test_cases_command_with_an_unknown_suite_is_one_line_and_exit_2(cli):
-    r = cli("cases", "--suite", "weekly")
+def test_cases_command_with_an_unknown_suite_is_one_line_and_exit_2(cli_here):
+    r = cli_here("cases", "--suite", "weekly")
     assert r.returncode == 2 and r.stdout == ""
     assert len(r.stderr.strip().splitlines()) == 1 and "unknown suite 'weekly'" in r.stderr
 

@@ -123,25 +123,26 @@ def test_a_killed_writers_leftover_is_swept(tmp_path):
     assert not os.path.exists(left)
 
 
-def test_a_bad_size_bound_is_one_line_exit_2(cli, tmp_path, monkeypatch):
+def test_a_bad_size_bound_is_one_line_exit_2(cli_here, tmp_path, monkeypatch):
     case = tmp_path / "case.json"
     case.write_text(SPEC.to_json())
     common = ["run", "--case", str(case), "--paths", "eager", "--quiet", "--out", str(tmp_path / "o")]
     for value in ("0", "-1", "lots"):
-        r = cli(*common, env={"NORMDIFF_CACHE_MAX_GB": value})
+        monkeypatch.setenv("NORMDIFF_CACHE_MAX_GB", value)
+        r = cli_here(*common)
         assert r.returncode == 2 and "NORMDIFF_CACHE_MAX_GB" in r.stderr, r.stderr
         assert len(r.stderr.strip().splitlines()) == 1
-    r = cli(*common, "--no-cache", env={"NORMDIFF_CACHE_MAX_GB": "lots"})
+    r = cli_here(*common, "--no-cache", "--jobs", "0")  # the bound is still "lots"
     assert r.returncode == 0, r.stderr  # --no-cache reads no bound
     monkeypatch.setenv("NORMDIFF_CACHE_MAX_GB", "0.5")
     assert max_bytes_from_env() == 2**29
 
 
-def test_cache_and_no_cache_exclude_each_other_and_a_file_is_refused(cli, tmp_path):
+def test_cache_and_no_cache_exclude_each_other_and_a_file_is_refused(cli_here, tmp_path):
     f = tmp_path / "file"
     f.write_text("x")
     for args in (["--cache", str(tmp_path), "--no-cache"], ["--cache", str(f)]):
-        r = cli("run", "--paths", "eager", "--quiet", "--out", str(tmp_path / "o"), *args)
+        r = cli_here("run", "--paths", "eager", "--quiet", "--out", str(tmp_path / "o"), *args)
         assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1, r.stderr
 
 

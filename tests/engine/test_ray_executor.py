@@ -55,7 +55,7 @@ def local_ray():
     ray.shutdown()
 
 
-def test_executor_ray_without_ray_is_one_line_exit_2(cli, tmp_path):
+def test_executor_ray_without_ray_is_one_line_exit_2(cli, cli_here, tmp_path):
     hidden = tmp_path / "hide" / "ray"
     hidden.mkdir(parents=True)
     (hidden / "__init__.py").write_text('raise ImportError("No module named \'ray\'")\n')
@@ -63,7 +63,7 @@ def test_executor_ray_without_ray_is_one_line_exit_2(cli, tmp_path):
     r = cli("run", "--paths", "eager", "--executor", "ray", "--out", str(tmp_path / "o"), env=env)
     assert r.returncode == 2 and "normdiff[ray]" in r.stderr, r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
-    r = cli("run", "--paths", "eager", "--address", "127.0.0.1:1", "--out", str(tmp_path / "o"))
+    r = cli_here("run", "--paths", "eager", "--address", "127.0.0.1:1", "--out", str(tmp_path / "o"))
     assert r.returncode == 2 and "--address" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 

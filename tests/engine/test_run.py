@@ -222,6 +222,6 @@ def test_two_shards_merged_equal_the_unsharded_run(cli, tmp_path):
     (["run", "--jobs", "-1", "--paths", "eager"], "--jobs"),
     (["run", "--timeout", "0", "--paths", "eager"], "--timeout"),
 ])
-def test_bad_runner_usage_is_one_line_exit_2(cli, args, words):
-    r = cli(*args)
+def test_bad_runner_usage_is_one_line_exit_2(cli_here, args, words):
+    r = cli_here(*args)
     assert r.returncode == 2 and words in r.stderr and len(r.stderr.strip().splitlines()) == 1

@@ -24,8 +24,8 @@ def test_a_style_case_and_its_program_twin_agree_on_eager(spec, twin):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", ["tvm", "executorch", "executorch-recompose"])
-def test_twins_give_the_same_bits_through_compiled_paths(path):
-    ex = Executor()
+def test_twins_give_the_same_bits_through_compiled_paths(path, session_cache):
+    ex = Executor(session_cache)
     for spec, twin in _twins()[:6]:
         a, b = ex.execute(spec, path), ex.execute(twin, path)
         assert a["verdict"] == b["verdict"], (str(spec), a["message"], b["message"])

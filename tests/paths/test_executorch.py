@@ -8,9 +8,10 @@ harness finds. Where a verdict is not `pass`, the expectation names the
 upstream report it matches, or "new". If ExecuTorch fixes one of these, the
 test fails on purpose: update the expectation (and the gate baseline).
 
-Compiled artifacts are cached per process by harness.engine.execute, so the seed and
-the table share their lowerings; the file costs about a minute of CPU (mostly
-XNNPACK lowering, which the table therefore runs for float16/bfloat16 only).
+Compiled artifacts are shared by the module's tests and kept in the session's artifact
+cache (the `execute_cached` fixture), so the seed and the table share their lowerings;
+the file costs about a minute of CPU when nothing of the session compiled them before
+(mostly XNNPACK lowering, which the table therefore runs for float16/bfloat16 only).
 """
 from __future__ import annotations
 
@@ -22,7 +23,6 @@ pytest.importorskip("executorch")
 from harness.oracle.inputs import make_inputs  # noqa: E402
 from harness.oracle.modules import build_module  # noqa: E402
 from harness import paths  # noqa: E402
-from harness.engine.execute import execute  # noqa: E402
 from harness.oracle.reference import reference  # noqa: E402
 from harness.spec import CaseSpec  # noqa: E402
 from harness.core.tensors import to_torch  # noqa: E402
@@ -60,14 +60,14 @@ def _prepare(raw: dict, path: str):
 # -- the seed: pytorch/executorch#24428 ---------------------------------------
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
-def test_seed_24428_reduced_precision(dtype):
+def test_seed_24428_reduced_precision(execute_cached, dtype):
     raw = {**SEED, "dtype": dtype}
-    eager = execute(raw, "eager")
+    eager = execute_cached(raw, "eager")
     assert eager["verdict"] == "pass", eager["message"]
     assert eager["out_dtype"] == dtype
 
     for path in RECOMPOSE_EDGE:
-        rec = execute(raw, path)
+        rec = execute_cached(raw, path)
         assert rec["verdict"] == "dtype_mismatch", (path, rec["message"])
         assert rec["out_dtype"] == "float32" and rec["expected_dtype"] == dtype
         # the rebuilt rms_norm reads the float32 upcast: the cast back is lost
@@ -76,7 +76,7 @@ def test_seed_24428_reduced_precision(dtype):
         assert rec["facts"]["dropped_casts"] == []
 
     # quantization capture skips aten.to.dtype, so it rebuilds on the input
-    cap = execute(raw, "executorch-recompose-capture")
+    cap = execute_cached(raw, "executorch-recompose-capture")
     assert cap["verdict"] == "pass", cap["message"]
     assert cap["out_dtype"] == dtype
     assert cap["facts"]["rms_norm_built"] is True
@@ -84,14 +84,14 @@ def test_seed_24428_reduced_precision(dtype):
 
     # the real runtime keeps the dtype
     for path in ("executorch", "executorch-xnnpack"):
-        rec = execute(raw, path)
+        rec = execute_cached(raw, path)
         assert rec["verdict"] == "pass", (path, rec["message"])
         assert rec["out_dtype"] == dtype
 
 
 @pytest.mark.parametrize("path", ["eager", *ET_PATHS])
-def test_seed_24428_float32_control(path):
-    rec = execute({**SEED, "dtype": "float32"}, path)
+def test_seed_24428_float32_control(execute_cached, path):
+    rec = execute_cached({**SEED, "dtype": "float32"}, path)
     assert rec["verdict"] == "pass", rec["message"]
     assert rec["out_dtype"] == "float32"
     if path in RECOMPOSE_EDGE or path == "executorch-recompose-capture":
@@ -149,11 +149,11 @@ def _cases():
 
 
 @pytest.mark.parametrize("pattern,style,dtype,path", list(_cases()))
-def test_style_verdicts_today(pattern, style, dtype, path):
+def test_style_verdicts_today(execute_cached, pattern, style, dtype, path):
     raw = {"pattern": pattern, "style": style, "dtype": dtype, "shape": [2, 64],
            "params": {"kind": "normal"}}
     expected, report, reason = KNOWN.get((pattern, style, dtype, path), ("pass", None, None))
-    rec = execute(raw, path)
+    rec = execute_cached(raw, path)
     assert rec["verdict"] == expected, f"{path} {pattern}/{style}/{dtype}: {rec['verdict']} ({rec['message']}); expected {expected} [{report}: {reason}]"
     if expected == "pass":
         assert rec["out_dtype"] == dtype
@@ -164,75 +164,75 @@ def test_style_verdicts_today(pattern, style, dtype, path):
 
 # -- facts -----------------------------------------------------------------------
 
-def test_xnnpack_facts_say_what_was_delegated():
-    rms = execute({**SEED, "dtype": "float32", "shape": [2, 64]}, "executorch-xnnpack")
+def test_xnnpack_facts_say_what_was_delegated(execute_cached):
+    rms = execute_cached({**SEED, "dtype": "float32", "shape": [2, 64]}, "executorch-xnnpack")
     facts = rms["facts"]
     assert set(facts) == {"delegated", "fully_delegated", "delegated_ops", "undelegated_ops"}
     assert facts["delegated"] is True and facts["fully_delegated"] is False
     assert "aten.rsqrt.default" in facts["delegated_ops"]
     assert facts["undelegated_ops"] == ["aten.mean.dim"]  # XNNPACK's mean takes 4-D only
 
-    ln = execute({"pattern": "layer_norm", "dtype": "float32", "shape": [2, 64]}, "executorch-xnnpack")
+    ln = execute_cached({"pattern": "layer_norm", "dtype": "float32", "shape": [2, 64]}, "executorch-xnnpack")
     assert ln["verdict"] == "pass", ln["message"]
     assert ln["facts"]["delegated"] is False
     assert ln["facts"]["undelegated_ops"] == ["aten.native_layer_norm.default"]
 
 
-def test_recompose_facts_when_nothing_is_rebuilt():
-    rec = execute({"pattern": "rms_norm", "style": "module", "dtype": "float16", "shape": [2, 64]},
-                  "executorch-recompose")
+def test_recompose_facts_when_nothing_is_rebuilt(execute_cached):
+    rec = execute_cached({"pattern": "rms_norm", "style": "module", "dtype": "float16", "shape": [2, 64]},
+                         "executorch-recompose")
     assert rec["verdict"] == "pass", rec["message"]
     assert rec["facts"] == {"rms_norm_built": False, "rms_norm_input_dtype": None,
                             "rms_norm_nodes": 0, "dropped_casts": []}
     # the captured ATen graph already holds torch's own aten.rms_norm
-    cap = execute({"pattern": "rms_norm", "style": "module", "dtype": "float16", "shape": [2, 64]},
-                  "executorch-recompose-capture")
+    cap = execute_cached({"pattern": "rms_norm", "style": "module", "dtype": "float16", "shape": [2, 64]},
+                         "executorch-recompose-capture")
     assert cap["facts"]["rms_norm_built"] is False and cap["facts"]["rms_norm_nodes"] == 1
 
 
 # -- beyond the seed ---------------------------------------------------------------
 
-def test_remove_redundancy_drops_dtype_casts_without_dim_order():
+def test_remove_redundancy_drops_dtype_casts_without_dim_order(execute_cached):
     """pytorch/executorch#24428 (its second commit): with _skip_dim_order=True,
     RemoveRedundancy deletes every _to_copy that has memory_format, even one
     that also changes the dtype, so x.to(float32, memory_format=...) vanishes
     and a Gemma norm (not recomposed) squares float16 values that overflow."""
     raw = {"pattern": "rms_norm", "style": "gemma", "cast": "to_contiguous", "dtype": "float16",
            "shape": [2, 64], "input": {"kind": "overflow"}}
-    bad = execute(raw, "executorch-recompose-no-dim-order")
+    bad = execute_cached(raw, "executorch-recompose-no-dim-order")
     assert bad["verdict"] == "inaccurate", bad["message"]
     assert "float16->float32" in bad["facts"]["dropped_casts"]
     assert bad["facts"]["rms_norm_built"] is False
     for path in ("executorch-recompose", "executorch-recompose-capture", "executorch"):
-        ok = execute(raw, path)
+        ok = execute_cached(raw, path)
         assert ok["verdict"] == "pass", (path, ok["message"])
         assert ok["facts"].get("dropped_casts", []) == []
 
 
-def test_capture_rebuilds_a_float16_norm_with_a_float32_weight():
+def test_capture_rebuilds_a_float16_norm_with_a_float32_weight(execute_cached):
     """pytorch/executorch#24428 (the float32-weight rule): in quantization
     capture a Qwen norm on float16 input with a float32 weight is rebuilt as
     rms_norm(x16, w32), which returns float16 where the model returns float32."""
     raw = {**SEED, "shape": [2, 64], "weight_dtype": "float32"}
-    cap = execute(raw, "executorch-recompose-capture")
+    cap = execute_cached(raw, "executorch-recompose-capture")
     assert cap["verdict"] == "dtype_mismatch", cap["message"]
     assert cap["out_dtype"] == "float16" and cap["expected_dtype"] == "float32"
     assert cap["facts"]["rms_norm_input_dtype"] == "float16"
 
 
-def test_channels_last_layer_norm_is_silently_wrong():
+def test_channels_last_layer_norm_is_silently_wrong(execute_cached):
     """pytorch/executorch#21866: the layer_norm kernel in the pybindings' kernel
     library ignores a channels-last input's dim order and normalizes the wrong
     elements; no error. XNNPACK does not take layer_norm, so it falls back to
     the same kernel."""
     raw = {"pattern": "layer_norm", "dtype": "float32", "shape": [2, 4, 8, 16],
            "layout": "channels_last", "params": {"kind": "normal"}}
-    assert execute(raw, "eager")["verdict"] == "pass"
+    assert execute_cached(raw, "eager")["verdict"] == "pass"
     for path in ("executorch", "executorch-xnnpack"):
-        rec = execute(raw, path)
+        rec = execute_cached(raw, path)
         assert rec["verdict"] == "inaccurate", (path, rec["message"])
         assert rec["max_abs_err"] > 1.0
-    contiguous = execute({**raw, "layout": "contiguous"}, "executorch")
+    contiguous = execute_cached({**raw, "layout": "contiguous"}, "executorch")
     assert contiguous["verdict"] == "pass", contiguous["message"]
 
 
@@ -240,11 +240,11 @@ def test_channels_last_layer_norm_is_silently_wrong():
     ("group_norm", "aten::native_group_norm.out"),  # portable: default dim order only
     ("rms_norm", "aten::mul.out"),  # weight (1-D) * channels-last x: dim orders differ
 ])
-def test_channels_last_portable_kernels_refuse(pattern, kernel):
+def test_channels_last_portable_kernels_refuse(execute_cached, pattern, kernel):
     """pytorch/executorch#12914 (portable kernels lack channels-last support):
     a clean run-stage error; the message names the kernel from the C++ log."""
     raw = {"pattern": pattern, "dtype": "float32", "shape": [2, 4, 8, 16], "layout": "channels_last"}
-    rec = execute(raw, "executorch")
+    rec = execute_cached(raw, "executorch")
     assert rec["verdict"] == "error" and rec["stage"] == "run", rec["message"]
     assert "0x12" in rec["message"] and kernel in rec["message"]
 

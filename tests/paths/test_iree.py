@@ -20,7 +20,6 @@ import pytest
 pytest.importorskip("iree.runtime")
 pytest.importorskip("iree.turbine")
 
-from harness.engine.execute import execute  # noqa: E402
 from harness.paths import iree  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("iree")]
@@ -30,8 +29,8 @@ SEED = json.loads((SEEDS / "tvm-20909.json").read_text())
 CONTROL = json.loads((SEEDS / "tvm-20909-fp32-control.json").read_text())
 
 
-def test_the_tvm_seed_fails_with_its_error_and_a_float16_reduction():
-    rec = execute(SEED, "iree")
+def test_the_tvm_seed_fails_with_its_error_and_a_float16_reduction(execute_cached):
+    rec = execute_cached(SEED, "iree")
     assert rec["verdict"] == "inaccurate", rec["message"]
     assert rec["max_abs_err"] > 0.3  # ±1.414 where ±1 is right: the seed's symptom
     assert rec["eager_max_abs_err"] < 1e-3
@@ -40,8 +39,8 @@ def test_the_tvm_seed_fails_with_its_error_and_a_float16_reduction():
     assert rec["facts"]["iree_target_cpu"] == iree.TARGET_CPU
 
 
-def test_the_float32_control_passes():
-    rec = execute(CONTROL, "iree")
+def test_the_float32_control_passes(execute_cached):
+    rec = execute_cached(CONTROL, "iree")
     assert rec["verdict"] == "pass", rec["message"]
     assert rec["facts"]["iree_reduction_dtypes"] == ["f32"]
 
@@ -50,8 +49,8 @@ def test_the_float32_control_passes():
     {"pattern": "rms_norm", "style": "qwen", "dtype": "float32", "shape": [2, 8, 64], "params": {"kind": "normal"}},
     {"pattern": "layer_norm", "dtype": "float32", "shape": [2, 64], "params": {"kind": "normal"}},
 ], ids=["qwen-rms-f32", "layer-norm-f32"])
-def test_float32_norms_pass(raw):
-    rec = execute(raw, "iree")
+def test_float32_norms_pass(execute_cached, raw):
+    rec = execute_cached(raw, "iree")
     assert rec["verdict"] == "pass", rec["message"]
     assert rec["out_dtype"] == rec["expected_dtype"] == "float32"
 
@@ -69,8 +68,8 @@ def test_every_16_bit_pattern_crosses_the_runtime_exactly(dtype):
     np.testing.assert_array_equal(out.view(np.uint16), bits)
 
 
-def test_a_bfloat16_case_without_parameters_runs_and_says_where_it_sums():
-    rec = execute({"pattern": "layer_norm", "dtype": "bfloat16", "shape": [2, 64], "affine": "none"}, "iree")
+def test_a_bfloat16_case_without_parameters_runs_and_says_where_it_sums(execute_cached):
+    rec = execute_cached({"pattern": "layer_norm", "dtype": "bfloat16", "shape": [2, 64], "affine": "none"}, "iree")
     assert rec["verdict"] in ("pass", "inaccurate"), rec["message"]
     assert rec["out_dtype"] == "bfloat16"
     assert rec["facts"]["iree_reduction_dtypes"] == ["bf16"]

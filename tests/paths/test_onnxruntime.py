@@ -22,7 +22,6 @@ pytest.importorskip("onnxruntime")
 from harness import paths  # noqa: E402
 from harness.spec import CaseSpec  # noqa: E402
 from harness.core.tensors import to_torch  # noqa: E402
-from harness.engine.execute import execute  # noqa: E402
 from harness.oracle.inputs import make_inputs  # noqa: E402
 from harness.oracle.modules import build_module  # noqa: E402
 from harness.paths.onnxruntime import session_runner, unsupported_reason  # noqa: E402
@@ -49,8 +48,8 @@ RMS_F32 = {"pattern": "rms_norm", "dtype": "float32", "shape": [2, 64], "params"
 
 @pytest.mark.parametrize("path", ORT)
 @pytest.mark.parametrize("raw", KNOWN_GOOD, ids=lambda r: f"{r['pattern']}-{r.get('style', 'module')}-{r['dtype']}")
-def test_known_good_cases_pass(raw, path):
-    rec = execute(raw, path)
+def test_known_good_cases_pass(execute_cached, raw, path):
+    rec = execute_cached(raw, path)
     assert rec["verdict"] == "pass", rec["message"]
     assert rec["out_dtype"] == rec["expected_dtype"]
     facts = rec["facts"]
@@ -59,9 +58,9 @@ def test_known_good_cases_pass(raw, path):
     assert ("ort_ops" in facts) is (path == "onnxruntime-fused")
 
 
-def test_layer_norm_fusion_fires_on_a_hand_written_layer_norm():
-    plain = execute(MANUAL_LN, "onnxruntime")
-    fused = execute(MANUAL_LN, "onnxruntime-fused")
+def test_layer_norm_fusion_fires_on_a_hand_written_layer_norm(execute_cached):
+    plain = execute_cached(MANUAL_LN, "onnxruntime")
+    fused = execute_cached(MANUAL_LN, "onnxruntime-fused")
     assert plain["verdict"] == fused["verdict"] == "pass", (plain["message"], fused["message"])
     assert {"ReduceMean", "Sub", "Pow", "Sqrt", "Div"} <= set(fused["facts"]["onnx_ops"])
     assert "LayerNormalization" not in fused["facts"]["onnx_ops"]
@@ -113,22 +112,22 @@ def test_simplified_layer_norm_fusion_fires_on_div_sqrt_not_on_rsqrt():
     ({"pattern": "layer_norm", "style": "manual", "dtype": "bfloat16", "shape": [2, 64]}, "onnxruntime",
      "ReduceMean(18)"),
 ])
-def test_bfloat16_without_a_cpu_kernel_is_unsupported_with_the_reason(raw, path, kernel):
-    rec = execute(raw, path)
+def test_bfloat16_without_a_cpu_kernel_is_unsupported_with_the_reason(execute_cached, raw, path, kernel):
+    rec = execute_cached(raw, path)
     assert rec["verdict"] == "unsupported", rec["message"]
     assert rec["message"] == f"onnxruntime's CPU provider has no kernel for {kernel} with these types (bfloat16)"
 
 
-def test_bfloat16_instance_norm_is_unsupported_and_says_why():
-    rec = execute({"pattern": "instance_norm", "dtype": "bfloat16", "shape": [2, 4, 3, 3]}, "onnxruntime")
+def test_bfloat16_instance_norm_is_unsupported_and_says_why(execute_cached):
+    rec = execute_cached({"pattern": "instance_norm", "dtype": "bfloat16", "shape": [2, 4, 3, 3]}, "onnxruntime")
     assert rec["verdict"] == "unsupported"
     assert "bfloat16 InstanceNormalization" in rec["message"] and "opset" in rec["message"]
 
 
-def test_the_fusion_lets_a_bfloat16_hand_written_layer_norm_run():
+def test_the_fusion_lets_a_bfloat16_hand_written_layer_norm_run(execute_cached):
     """No bfloat16 ReduceMean on the CPU provider, but LayerNormFusion replaces it by a kernel that has one."""
-    rec = execute({"pattern": "layer_norm", "style": "manual", "dtype": "bfloat16", "shape": [2, 64]},
-                  "onnxruntime-fused")
+    rec = execute_cached({"pattern": "layer_norm", "style": "manual", "dtype": "bfloat16", "shape": [2, 64]},
+                         "onnxruntime-fused")
     assert rec["verdict"] == "pass", rec["message"]
     assert rec["out_dtype"] == "bfloat16" and rec["facts"]["ort_fused"] == ["LayerNormalization"]
 

@@ -15,7 +15,6 @@ pytest.importorskip("openvino")
 
 from harness import paths  # noqa: E402
 from harness.core.tensors import to_torch  # noqa: E402
-from harness.engine.execute import execute  # noqa: E402
 from harness.oracle.inputs import make_inputs  # noqa: E402
 from harness.oracle.modules import build_module  # noqa: E402
 from harness.paths import openvino as ovpath  # noqa: E402
@@ -30,8 +29,8 @@ LN_F32 = {"pattern": "layer_norm", "dtype": "float32", "shape": [2, 64], "params
 
 
 @pytest.mark.parametrize("path", OV)
-def test_float32_layer_norm_passes_as_one_fused_mvn_node_in_float32(path):
-    rec = execute(LN_F32, path)
+def test_float32_layer_norm_passes_as_one_fused_mvn_node_in_float32(execute_cached, path):
+    rec = execute_cached(LN_F32, path)
     assert rec["verdict"] == "pass", rec["message"]
     facts = rec["facts"]
     assert facts["ov_fused_mvn"] is True and "MVN:f32" in facts["ov_runtime_nodes"]
@@ -39,21 +38,21 @@ def test_float32_layer_norm_passes_as_one_fused_mvn_node_in_float32(path):
 
 
 @pytest.mark.parametrize("path", OV)
-def test_float32_qwen_rms_norm_passes(path):
-    rec = execute(QWEN_F32, path)
+def test_float32_qwen_rms_norm_passes(execute_cached, path):
+    rec = execute_cached(QWEN_F32, path)
     assert rec["verdict"] == "pass", rec["message"]
     assert rec["out_dtype"] == "float32"
     assert all(n.endswith(":f32") or n.startswith("Const:i") for n in rec["facts"]["ov_runtime_nodes"])
 
 
-def test_a_2d_group_norm_is_unsupported_with_openvinos_words():
-    rec = execute({"pattern": "group_norm", "dtype": "float32", "shape": [2, 8], "groups": 2}, "openvino")
+def test_a_2d_group_norm_is_unsupported_with_openvinos_words(execute_cached):
+    rec = execute_cached({"pattern": "group_norm", "dtype": "float32", "shape": [2, 8], "groups": 2}, "openvino")
     assert rec["verdict"] == "unsupported"
     assert rec["message"].startswith("openvino: Unsupported operation of type: GroupNormalization")
 
 
-def test_the_bf16_hint_is_set_on_the_compiled_model():
-    rec = execute({"pattern": "layer_norm", "dtype": "float32", "shape": [2, 64]}, "openvino-bf16")
+def test_the_bf16_hint_is_set_on_the_compiled_model(execute_cached):
+    rec = execute_cached({"pattern": "layer_norm", "dtype": "float32", "shape": [2, 64]}, "openvino-bf16")
     assert rec["facts"]["ov_inference_precision"] == "bf16"
 
 

@@ -179,11 +179,11 @@ def test_a_bad_baseline_on_the_real_command_line_is_one_line_and_no_traceback(cl
     (["gate", "RESULTS", "--baseline", "/nonexistent/baseline.json"], "cannot read"),
     (["gate", "GARBAGE", "--baseline", "b.json"], "cannot read"),
 ])
-def test_bad_usage_is_one_line_and_exit_2(cli, tmp_path, args, words):
+def test_bad_usage_is_one_line_and_exit_2(cli_here, tmp_path, args, words):
     (tmp_path / "garbage.jsonl").write_bytes(bytes(range(128, 256)) * 4)
     args = [write_results(tmp_path, RESULTS) if a == "RESULTS" else
             str(tmp_path / "garbage.jsonl") if a == "GARBAGE" else a for a in args]
-    r = cli(*args)
+    r = cli_here(*args)
     assert r.returncode == 2 and words in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
@@ -246,9 +246,9 @@ def test_old_baselines_load_and_round_trip_byte_for_byte(tmp_path):
 
 
 @pytest.mark.parametrize("value", ["yes", 1, None])
-def test_flaky_must_be_a_boolean(cli, tmp_path, value):
+def test_flaky_must_be_a_boolean(cli_here, tmp_path, value):
     bad = write_baseline(tmp_path, [{**entry("b", "tvm", "inaccurate"), "flaky": value}])
-    r = cli("gate", write_results(tmp_path, RESULTS), "--baseline", bad)
+    r = cli_here("gate", write_results(tmp_path, RESULTS), "--baseline", bad)
     assert r.returncode == 2 and "'flaky'" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
@@ -316,9 +316,9 @@ def test_update_on_a_machine_without_the_feature_keeps_the_entry_and_writes_cpu_
 
 
 @pytest.mark.parametrize("value", [[], "avx512_fp16", ["avx512fp16"], [1]])
-def test_cpu_must_be_a_list_of_known_features(cli, tmp_path, value):
+def test_cpu_must_be_a_list_of_known_features(cli_here, tmp_path, value):
     bad = write_baseline(tmp_path, [{**entry("b", "tvm", "inaccurate"), "cpu": value}])
-    r = cli("gate", write_results(tmp_path, RESULTS), "--baseline", bad)
+    r = cli_here("gate", write_results(tmp_path, RESULTS), "--baseline", bad)
     assert r.returncode == 2 and "'cpu'" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 

@@ -74,17 +74,17 @@ def test_nothing_matching_is_one_line_and_exit_2(cli, tmp_path, target, words):
     assert r.returncode == 2 and words in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
-def test_an_ambiguous_prefix_and_a_bad_file_are_one_line_and_exit_2(cli, tmp_path):
+def test_an_ambiguous_prefix_and_a_bad_file_are_one_line_and_exit_2(cli_here, tmp_path):
     db = str(tmp_path / "h.sqlite")
     twins = [dict(record("a", "eager", "pass"), case_id=cid) for cid in ("abcd11111111", "abcd22222222")]
     history.append(db, twins, kind="run", out_dir="x")
-    r = cli("history", "abcd", "--history", db)
+    r = cli_here("history", "abcd", "--history", db)
     assert r.returncode == 2 and "start of 2 case ids" in r.stderr and "give more digits" in r.stderr
-    assert cli("history", "abcd2", "--history", db).returncode == 0
+    assert cli_here("history", "abcd2", "--history", db).returncode == 0
     (tmp_path / "junk.sqlite").write_bytes(b"not a database at all" * 100)
     for path, words in ((str(tmp_path / "junk.sqlite"), "not a normdiff history"),
                         (str(tmp_path / "none.sqlite"), "no run history")):
-        r = cli("history", "abcd1", "--history", path)
+        r = cli_here("history", "abcd1", "--history", path)
         assert r.returncode == 2 and words in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
@@ -127,8 +127,8 @@ def test_two_processes_appending_at_once_lose_nothing(tmp_path):
         assert {n for _, n in per_run} == {360}
 
 
-def test_run_into_a_folder_named_as_history_is_refused(cli, tmp_path):
-    r = cli("run", "--case", SEED, "--paths", "eager", "--history", str(tmp_path), "--out", str(tmp_path / "o"))
+def test_run_into_a_folder_named_as_history_is_refused(cli_here, tmp_path):
+    r = cli_here("run", "--case", SEED, "--paths", "eager", "--history", str(tmp_path), "--out", str(tmp_path / "o"))
     assert r.returncode == 2 and "--history" in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 

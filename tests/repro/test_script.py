@@ -30,7 +30,7 @@ from harness.oracle.compare import tolerance
 from harness.oracle.reference import reference
 from harness.spec import INPUT_KINDS, CaseSpec
 from harness.core.tensors import to_torch
-from helpers import ROOT
+from helpers import ROOT, seed
 
 # The standard library: a script may import any of it (it runs wherever Python does).
 STANDARD = set(sys.stdlib_module_names)
@@ -171,21 +171,21 @@ def test_two_generations_are_byte_identical(cli, tmp_path):
 @pytest.mark.parametrize("args,message", [
     (["tvm-99999"], "is not a bug id"),
     (["tvm-20909", "--path", "nope"], "unknown path 'nope'"),
-    (["cases/seeds/tvm-20909.json"], "needs --path"),
+    ([seed("tvm-20909.json")], "needs --path"),
     (["0123456789ab", "--results", "does/not/exist.jsonl"], "no results file"),
 ])
-def test_bad_usage_is_one_line_exit_2(cli, args, message):
-    proc = cli("repro", *args)
+def test_bad_usage_is_one_line_exit_2(cli_here, args, message):
+    proc = cli_here("repro", *args)
     assert proc.returncode == 2
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], proc.stderr
     assert "Traceback" not in proc.stderr and proc.stdout == ""
 
 
-def test_spec_file_with_two_specs_is_refused(cli, tmp_path):
+def test_spec_file_with_two_specs_is_refused(cli_here, tmp_path):
     f = tmp_path / "two.jsonl"
     f.write_text(json.dumps(SEED_TVM) + "\n" + json.dumps(SEED_EXECUTORCH) + "\n")
-    proc = cli("repro", str(f), "--path", "tvm")
+    proc = cli_here("repro", str(f), "--path", "tvm")
     assert proc.returncode == 2 and "holds 2 specs" in proc.stderr
 
 

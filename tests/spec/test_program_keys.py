@@ -58,12 +58,12 @@ def test_a_bad_program_case_is_one_line_naming_the_problem(change, words):
     assert "\n" not in message and words in message
 
 
-def test_the_command_line_rejects_a_program_before_anything_runs(cli, tmp_path):
+def test_the_command_line_rejects_a_program_before_anything_runs(cli_here, tmp_path):
     marker = tmp_path / "pwned"
     case = tmp_path / "case.json"
     case.write_text(json.dumps({**QWEN, "program": f"return __import__('os').system('touch {marker}')"}))
     out = tmp_path / "out"
-    proc = cli("run", "--case", str(case), "--paths", "eager", "--out", str(out), "--jobs", "0")
+    proc = cli_here("run", "--case", str(case), "--paths", "eager", "--out", str(out), "--jobs", "0")
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
     assert "__import__" in proc.stderr and "Traceback" not in proc.stderr
     assert not marker.exists() and not (out / "results.jsonl").exists()
