@@ -155,3 +155,21 @@ def test_a_result_on_a_fused_node_changes_what_the_plugin_computes():
     read, unread = ovi.readable_nodes(core, model, config, (inputs.x,))
     assert "aten::pow/Power" in unread and "aten::pow/Power" not in read
     assert ovi.computing_nodes(ovpath.compile_cpu(core, ovi.with_results(model, read), config)) == nodes
+
+
+def test_the_repro_scripts_stage_table_reads_what_attribution_reads(capsys):
+    """The openvino-bf16 script of the seed, its definitions run in this process: its `intermediates` (the
+    path's own functions, pasted) and its stage table name the same first stage as the record."""
+    from harness.repro import script as repro_script
+
+    spec = CaseSpec.from_dict(QWEN_BF16)
+    text = repro_script.render(spec, "openvino-bf16")
+    assert "def exposed_runner(" in text and "def print_stage_table(" in text
+    ns = {"__name__": "openvino_repro"}
+    exec(compile(text, "<repro script>", "exec"), ns)  # noqa: S102 - the generated script under test
+    example = tuple(ns["to_torch"](a, spec.layout) for a in ns["INPUTS"])
+    out = ns["run_path"](ns["model"], example, ns["INPUTS"])
+    ns["print_stage_table"](ns["model"], example, ns["INPUTS"], out, False)
+    printed = capsys.readouterr().out
+    assert "first stage over its bound: return:cast (computed in bfloat16" in printed
+    assert "OpenVINO nodes the CPU plugin fused (not read" in printed and "approximate" not in printed
