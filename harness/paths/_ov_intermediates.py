@@ -133,19 +133,21 @@ def readable_nodes(core, model, config: dict, arrays: tuple):
     computing nodes (computing_nodes) and gives the same output bits on
     `arrays` as `model` compiled as it is; the readable ones are then checked
     together, and added one by one in order if together they change it. The
-    node giving the model's output is not among them (it is read anyway).
+    node giving the model's (first) output is not among them (it is read anyway).
     """
     base = compile_cpu(core, model, config)
-    signature, output = computing_nodes(base), infer_all(base, arrays)[0].tobytes()
+    own = len(model.get_results())  # the model's own outputs come first, the added Results after them
+    signature, outputs = computing_nodes(base), [a.tobytes() for a in infer_all(base, arrays)]
 
     def unchanged(names):
         compiled = compile_cpu(core, with_results(model, names), config)
-        return computing_nodes(compiled) == signature and infer_all(compiled, arrays)[0].tobytes() == output
+        return (computing_nodes(compiled) == signature
+                and [a.tobytes() for a in infer_all(compiled, arrays)[:own]] == outputs)
 
     returned = model.get_results()[0].input_value(0).get_node().get_friendly_name()
     candidates = [name for name in value_nodes(model) if name != returned]
     alone = [name for name in candidates if unchanged([name])]
-    if alone and not unchanged(alone):
+    if len(alone) > 1 and not unchanged(alone):
         kept = []
         for name in alone:
             if unchanged(kept + [name]):
@@ -167,10 +169,11 @@ def exposed_runner(core, model, config: dict, arrays: tuple):
     types = {op.get_friendly_name(): op.get_type_name() for op in model.get_ordered_ops()}
     compiled = compile_cpu(core, with_results(model, read), config)
     dtypes = stored_dtypes(compiled)
+    own = len(model.get_results())  # the model's own outputs come first, the added Results after them
 
     def run(x):
         values = infer_all(compiled, x)
-        found = [(name, types[name], dtype, value) for name, dtype, value in zip(read, dtypes[1:], values[1:])]
+        found = [(name, types[name], dtype, value) for name, dtype, value in zip(read, dtypes[own:], values[own:])]
         found.append((returned.get_friendly_name(), returned.get_type_name(), dtypes[0], values[0]))
         return found, len(found) - 1, values[0]
 
