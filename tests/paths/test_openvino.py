@@ -3,7 +3,10 @@
 float32 norms pass on both; the runtime model says which node ran at which
 precision and whether MVN or RMS was fused; what the plugin cannot take is
 `unsupported` with its words; bfloat16 and float16 bits cross exactly; a
-compiled model restores from its exported blob to the same bits.
+compiled model restores from its exported blob to the same bits. Attribution
+reads the nodes whose Results leave the compiled model as it was (the fused
+RMS's output on the Qwen bfloat16 seed, a layer norm's MVN node), and the
+repro script's stage table reads the same.
 """
 from __future__ import annotations
 
@@ -135,6 +138,22 @@ def test_a_float32_layer_norms_stages_all_pass_and_its_mvn_is_read(path):
     assert {e["node"] for e in computed} == {"aten::layer_norm/MVN = MVN", "aten::layer_norm/Add = Add"}
     assert all(e["dtype"] == "float32" and not e["over"] and not e["approximate"] for e in computed)
     assert found.first_stage_over is None and "bit-identical" in found.note
+
+
+def test_a_bfloat16_layer_norm_stores_its_mvn_output_in_bfloat16_before_the_affine():
+    """The issue's finding, read off the MVN node: the normalize, float32 in the program, is stored in bf16."""
+    from harness.attribution import attribute
+    from harness.core.verdicts import Verdict
+
+    spec = CaseSpec.from_dict({**LN_F32, "dtype": "bfloat16"})
+    inputs = make_inputs(spec)
+    runner = paths.get("openvino-bf16")
+    out = runner.prepare(spec, build_module(spec, inputs.params), to_torch(inputs.x, spec.layout)).run(inputs.x)
+    found = attribute(spec, runner, inputs, out, Verdict.DTYPE_MISMATCH)
+    normalize = {e["stage"]: e for e in found.stages}["return:layer_norm.normalize"]
+    assert normalize["node"] == "aten::layer_norm/MVN = MVN" and normalize["program_dtype"] == "float32"
+    assert normalize["dtype"] == "bfloat16" and found.first_stage_over == "return:layer_norm.normalize"
+    assert not normalize["approximate"]
 
 
 def test_a_result_on_a_fused_node_changes_what_the_plugin_computes():
