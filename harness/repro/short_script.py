@@ -37,6 +37,7 @@ from harness.oracle.inputs import EXTRA_STREAMS, NAMED, extra_type, make_inputs
 from harness.oracle.reference import reference
 from harness.program.ir import ones_value
 from harness.repro import pieces as T
+from harness.repro.check_code import check_code
 from harness.repro import program_script as P
 from harness.repro import script as S
 from harness.spec import CaseSpec
@@ -46,6 +47,7 @@ _IMPORTS = (("hashlib", "import hashlib"), ("zlib", "import zlib"),
             ("ml_dtypes", "import ml_dtypes"), ("np", "import numpy as np"), ("torch", "import torch"),
             ("nn", "from torch import nn"), ("F", "import torch.nn.functional as F"))
 FIRST = 4  # how many first values the script prints
+RUN = "out = run_path(model, example, INPUTS)"  # the script's one line running the path
 # normdiff's stream generator (harness.oracle.inputs._rng), pasted by its source
 _RNG = inspect.getsource(draws._rng).strip("\n")
 _VALUES = re.compile(r"^(?P<who>[\w.-]+) \((?P<dtype>\w+)\): (?P<values>\[.*\])$")
@@ -135,33 +137,20 @@ def _plain(spec: CaseSpec) -> bool:
 
 
 def _check(spec: CaseSpec, path: str) -> str:
-    """Code running eager and the path and exiting 1 where normdiff's check fails (printing what it compares)."""
-    rtol, atol, _ = S.plain_tolerance(spec, compiled=path != "eager")
-    expected = "eager.dtype"
-    lines = [f"RTOL, ATOL = {rtol!r}, {atol!r}  # normdiff's tolerance here: |out - ref| <= ATOL + RTOL * |ref|"]
-    if path == "eager":
-        expected = f"np.dtype({S._NP[reference(spec, make_inputs(spec)).out_dtype]})"
-    if _plain(spec):
-        lines += ["example = tuple(torch.from_numpy(a) for a in INPUTS)", "with torch.no_grad():",
-                  "    eager = model(*example).numpy()"]
-    else:
-        lines += [f"example = tuple(to_torch(a, {spec.layout!r}) for a in INPUTS)", "with torch.no_grad():",
-                  "    eager = to_numpy(model(*example))"]
+    """Code running eager and the path and exiting 1 where normdiff's check fails (harness.repro.check_code)."""
+    ref = reference(spec, make_inputs(spec))
+    expected = f"np.dtype({S._NP[ref.out_dtype]})" if path == "eager" else "eager.dtype"
     first = f"[float(v) for v in {{}}.reshape(-1)[:{FIRST}]]"
-    view = S._rows_view(spec)
-    lines += [
-        f'print("expected (FP64 reference):", {first.format("ref")})',
-        f'print(f"eager ({{eager.dtype}}):", {first.format("eager")})',
-        "out = run_path(model, example, INPUTS)",
-        f'print(f"{path} ({{out.dtype}}):", {first.format("out")})',
-        "err, eager_err = (np.abs(a.astype(np.float64) - ref) for a in (out, eager))",
-        f"rows = lambda a: {view}" + ("" if "#" in view else "  # one line per normalization row"),
-        "tol = ATOL + RTOL * np.abs(ref)  # a row fails over it and over 2x eager's error there (in units of it)",
-        "over = rows(~(err <= tol)).any(1) & ~(rows(err / tol).max(1) <= 2 * rows(eager_err / tol).max(1))",
-        f'print(f"max abs error: {path} {{err.max():.6g}}, eager {{eager_err.max():.6g}}; rows failing: '
-        f'{{over.sum()}} of {{over.size}}; dtype {{out.dtype}}, expected {{{expected}}}")',
-        f"raise SystemExit(1 if over.any() or out.dtype != {expected} else 0)",
-    ]
+    eager = "model(*example).detach().numpy()" if _plain(spec) else "to_numpy(model(*example))"
+    example = ("torch.from_numpy(a)" if _plain(spec) else f"to_torch(a, {spec.layout!r})") + " for a in INPUTS"
+    lines = [check_code(spec, ref, path, expected), "",
+             f"example = tuple({example})",
+             f"eager = {eager}",
+             f'print("expected (FP64 reference):", {first.format("ref")})',
+             f'print(f"eager ({{eager.dtype}}):", {first.format("eager")})',
+             f"{RUN}",
+             f'print(f"{path} ({{out.dtype}}):", {first.format("out")})',
+             "raise SystemExit(check(out, eager))"]
     return "\n".join(lines) + "\n"
 
 
@@ -225,7 +214,7 @@ def render_short(spec: CaseSpec, path: str, title: str) -> str:
         first, _, rest = model.partition("\n")
         model = f"{first}  # the model: torch's own module\n{rest}"
     body = "\n\n".join(part.strip("\n") for part in (
-        T.CONVERSIONS, _inputs(spec), model, S.reference_code(spec),
+        T.CONVERSIONS, _inputs(spec), model, S.reference_code(spec, terms=True),
         "# -- the path's own calls (normdiff's harness/paths/, pasted)\n" + runner.script_code(),
         _check(spec, path)))
     body = prune(_compact(body, runner.script_imports))
