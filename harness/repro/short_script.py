@@ -16,9 +16,9 @@ what the case uses, built from the same pieces:
 * the path's own calls: its `script_code` (its pipeline pasted by source),
   pruned to what `run_path` reaches, the pasted functions without their
   docstrings (the full script keeps them);
-* the FP64 reference (harness.repro.script.reference_code) and normdiff's
-  check in its plain form: `|out - ref| <= ATOL + RTOL*|ref|` per row, a row
-  blamed only where it is also over 2x eager's error there, and the dtype.
+* the FP64 reference (harness.repro.script.reference_code, with the terms
+  its bound reads) and normdiff's check itself (harness.repro.check_code):
+  its rows, its bound, the witnesses' allowance per row, the dtype.
 
 It exits 1 while the bug is present (a failed check, or the path raising),
 0 once it is fixed. Its output lines are the report's "Output" section, and
