@@ -135,10 +135,12 @@ def _draw_params(spec: CaseSpec) -> str:
     return "\n".join(lines)
 
 
-def _digest(spec: CaseSpec) -> str:
+def _digest(spec: CaseSpec, params: list[str] | None = None) -> str:
+    """The SHA-256 of normdiff's bytes of x, the extra inputs and the parameters (default: all of them)."""
     inputs = make_inputs(spec)
     h = hashlib.sha256()
-    for a in (inputs.x, *(inputs.extra[k] for k in _extra_names(spec)), *inputs.params.values()):
+    chosen = inputs.params if params is None else {k: inputs.params[k] for k in params}
+    for a in (inputs.x, *(inputs.extra[k] for k in _extra_names(spec)), *chosen.values()):
         h.update(np.ascontiguousarray(a).tobytes())
     return h.hexdigest()
 
@@ -191,11 +193,12 @@ def model_code(spec: CaseSpec) -> str:
 
 # -- the reference ------------------------------------------------------------------
 
-def reference_code(spec: CaseSpec, terms: bool = False) -> str:
+def reference_code(spec: CaseSpec, terms: bool = False, torch_init: bool = False) -> str:
     """Code defining `ref`: normdiff's FP64 reference in plain NumPy (a program: in float64 torch). With
-    `terms` (a catalog norm), also what normdiff's bound reads (harness.oracle.reference.Reference): the
-    normalized value `z`, the row's conditioning `kappa` = rms(x)/sqrt(var+eps), the effective weight `w`
-    and the bias `b`, each broadcastable to the output."""
+    `terms` (a catalog norm, for the short script), top-level statements that also define what normdiff's
+    bound reads (harness.oracle.reference.Reference): the normalized value `z`, the row's conditioning
+    `kappa` = rms(x)/sqrt(var+eps), the effective weight `w` and the bias `b`, each broadcastable to the
+    output; `torch_init`: the parameters are torch's own init (weight 1, bias 0), not arrays of the script."""
     if spec.program is not None:
         return P.reference_code(spec)
     shape = spec.shape
@@ -237,10 +240,13 @@ def reference_code(spec: CaseSpec, terms: bool = False) -> str:
         w = f"(1.0 + {w})" if spec.style == "gemma" else w
     b = f"bias.astype(np.float64){shaped}" if spec.affine == "weight_bias" else "0.0"
     if terms:
-        lines += [f"    kappa = {kappa}  # the row's conditioning rms(x)/sqrt(var+eps)",
-                  f"    w, b = {w}, {b}", "    return z * w + b, z, kappa, w, b", "", "",
-                  "ref, z, kappa, w, b = reference()"]
-        return "\n".join(lines) + "\n"
+        if torch_init and spec.affine != "none":
+            w, b = "1.0", "0.0" if spec.affine == "weight_bias" else b
+        body = [line[4:] for line in lines[2:]] + [
+            f"kappa = {kappa}  # the row's conditioning: rms(x) / sqrt(var + eps)",
+            f"w, b = {w}, {b}" + ("  # torch's init" if torch_init else ""), "ref = z * w + b"]
+        return "\n".join(["# -- the FP64 reference: the norm's exact mathematics on the rounded inputs, and its bound's terms",
+                          *body]) + "\n"
     out = "z" if w == "1.0" else f"z * {w}"
     if b != "0.0":
         out += f" + {b}"

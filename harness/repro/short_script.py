@@ -32,6 +32,7 @@ import math
 import re
 
 from harness import paths
+from harness.core import tensors
 from harness.oracle import inputs as draws
 from harness.oracle.inputs import EXTRA_STREAMS, NAMED, extra_type, make_inputs
 from harness.oracle.reference import reference
@@ -110,30 +111,75 @@ def _draw(spec: CaseSpec, p: dict, stream, name: str, rounded, shape: str, dtype
     return f"{name} = {expr}.reshape({shape}).astype({dtype})"
 
 
+def _torch_init(spec: CaseSpec) -> bool:
+    """Whether the model is torch's own module with its own init as the parameters (the `ones` kind)."""
+    return _torch_module(spec) is not None and spec.params_dict["kind"] == "ones"
+
+
 def _inputs(spec: CaseSpec) -> str:
     inputs = make_inputs(spec)
-    lines = ["# -- the input, exactly normdiff's (the SHA-256 below checks every byte)",
+    lines = ["# -- the input, exactly normdiff's",
              f"SHAPE, DTYPE, WEIGHT_DTYPE = {tuple(spec.shape)!r}, {S._NP[spec.dtype]}, {S._NP[spec.weight_dtype]}",
              _draw(spec, spec.input_dict, 0, "x", inputs.x, "SHAPE", "DTYPE")]
     for name, p in spec.inputs_dict.items():
         stream = EXTRA_STREAMS[name] if name in EXTRA_STREAMS else (NAMED, name)
         shape, dtype = extra_type(spec, name)
         lines.append(_draw(spec, p, stream, name, inputs.extra[name], repr(tuple(shape)), S._NP[dtype], shape))
-    lines.append(_params(spec) or None)
-    arrays = ", ".join(["x", *S._extra_names(spec), *S._param_names(spec)])
-    lines.append(f'assert hashlib.sha256(b"".join(a.tobytes() for a in ({arrays},))).hexdigest() == (\n'
-                 f'    "{S._digest(spec)}"), "the inputs differ from normdiff\'s"')
-    lines.append(f"INPUTS = ({', '.join(['x', *S._extra_names(spec)])},)")
-    if any(line and "rng(" in line for line in lines):  # a seeded kind: normdiff's streams, pasted by source
+    params = [] if _torch_init(spec) else S._param_names(spec)
+    if params:
+        lines.append(_params(spec))
+    if any("rng(" in line for line in lines):  # a seeded kind: normdiff's streams, pasted by source, checked
+        lines[0] += " (the SHA-256 below checks every byte)"
+        arrays = ", ".join(["x", *S._extra_names(spec), *params])
+        lines.append(f'assert hashlib.sha256(b"".join(a.tobytes() for a in ({arrays},))).hexdigest() == (\n'
+                     f'    "{S._digest(spec, params)}"), '
+                     '"the inputs differ from normdiff\'s"')
         lines[2:2] = [f"SEED = {spec.seed}", "", "", _RNG, "", "", "def rng(stream, name=None):",
                       "    return _rng(SEED, stream, name)", "", ""]
-    return "\n".join(line for line in lines if line is not None) + "\n"
+    lines.append(f"INPUTS = ({', '.join(['x', *S._extra_names(spec)])},)")
+    return "\n".join(lines) + "\n"
+
+
+def _inline_types(inputs: str, rest: str) -> str:
+    """`inputs` with SHAPE, DTYPE and WEIGHT_DTYPE written in place where nothing else in the script reads them."""
+    head = inputs.split("\n")[1]
+    names, values = head.split(" = ", 1)
+    names = names.split(", ")
+    if any(re.search(rf"\b{n}\b", rest) for n in names):
+        return inputs
+    for name, value in zip(names, ast.parse(values, mode="eval").body.elts):
+        inputs = re.sub(rf"\b{name}\b", ast.unparse(value), inputs.replace(head + "\n", ""))
+    return inputs
 
 
 def _plain(spec: CaseSpec) -> bool:
     """Whether torch.from_numpy and .numpy() carry the case's tensors as they are (no bfloat16, no layout)."""
     dtypes = {spec.dtype, spec.weight_dtype, *(extra_type(spec, n)[1] for n in spec.inputs_dict)}
     return "bfloat16" not in dtypes and spec.layout == "contiguous"
+
+
+def _conversions(spec: CaseSpec) -> str:
+    """normdiff's conversions (pasted by source); for a plain case, to_torch as the one call it comes to."""
+    if not _plain(spec):
+        return T.CONVERSIONS
+    to_torch = inspect.getsource(tensors.to_torch)
+    plain = ('def to_torch(x: np.ndarray, layout: str = "contiguous"):  # no bfloat16 and no layout here\n'
+             "    return torch.from_numpy(np.ascontiguousarray(x).copy())\n")
+    return T.CONVERSIONS.replace(to_torch, plain)
+
+
+def _reference(spec: CaseSpec) -> str:
+    """The FP64 reference: a catalog norm's with the terms of its bound; a program's as the model's own class
+    where the program rounds to no dtype of its own (its float64 copy would be the same text), else as a
+    subclass of it whose forward is that copy."""
+    if spec.program is None:
+        return S.reference_code(spec, terms=True, torch_init=_torch_init(spec))
+    if P.rounds(spec.program):
+        return P.reference_subclass_code(spec)
+    params = "{" + ", ".join(f"{n!r}: {n}.astype(np.float64)" for n, _ in spec.param_shapes) + "}"
+    args = ", ".join(f"to_torch({a}.astype(np.float64))" for a in P.program_args(spec).split(", "))
+    return ("# -- the FP64 reference: the same program (it rounds to no dtype of its own) on float64 copies\n"
+            f"ref = to_numpy(Program({params}, {float(spec.eps)!r})({args}))\n")
 
 
 def _check(spec: CaseSpec, path: str) -> str:
@@ -213,10 +259,11 @@ def render_short(spec: CaseSpec, path: str, title: str) -> str:
     if not model.startswith("#"):  # torch's own module: the comment beside it
         first, _, rest = model.partition("\n")
         model = f"{first}  # the model: torch's own module\n{rest}"
+    reference_code, path_code, check = _reference(spec), runner.script_code(), _check(spec, path)
+    inputs = _inline_types(_inputs(spec), "\n".join((model, reference_code, path_code, check)))
     body = "\n\n".join(part.strip("\n") for part in (
-        T.CONVERSIONS, _inputs(spec), model, S.reference_code(spec, terms=True),
-        "# -- the path's own calls (normdiff's harness/paths/, pasted)\n" + runner.script_code(),
-        _check(spec, path)))
+        _conversions(spec), inputs, model, reference_code,
+        "# -- the path's own calls (normdiff's harness/paths/, pasted)\n" + path_code, check))
     body = prune(_compact(body, runner.script_imports))
     head = (f'#!/usr/bin/env python3\n"""{S._clean(title)}\nExits 1 while the bug is present, 0 once it is fixed '
             '(written by normdiff repro --report)."""\n')
