@@ -54,9 +54,13 @@ def literal(values, name: str, comment: str, column: bool = False) -> str:
     vals = [up(float(v)) for v in np.asarray(values).reshape(-1)]
     if len(set(vals)) == 1:
         return f"{name} = {vals[0]!r}  # {comment}"
+    tail = "[:, None]" if column else ""
+    one = f"{name} = np.array([{', '.join(repr(v) for v in vals)}]){tail}"
+    if len(one) <= WIDTH:
+        return f"# {comment}\n{one}"
     body = textwrap.fill(", ".join(repr(v) for v in vals), WIDTH - 4, initial_indent="    ",
                          subsequent_indent="    ", break_long_words=False)
-    return f"# {comment}\n{name} = np.array([\n{body}])" + ("[:, None]" if column else "")
+    return f"# {comment}\n{name} = np.array([\n{body}]){tail}"
 
 
 def rows_view(spec: CaseSpec, ref: Reference) -> str:

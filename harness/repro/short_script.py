@@ -134,8 +134,8 @@ def _inputs(spec: CaseSpec) -> str:
         lines.append(f'assert hashlib.sha256(b"".join(a.tobytes() for a in ({arrays},))).hexdigest() == (\n'
                      f'    "{S._digest(spec, params)}"), '
                      '"the inputs differ from normdiff\'s"')
-        lines[2:2] = [f"SEED = {spec.seed}", "", "", _RNG, "", "", "def rng(stream, name=None):",
-                      "    return _rng(SEED, stream, name)", "", ""]
+        lines[2:2] = [f"SEED = {spec.seed}", "", "", _RNG, "", "",
+                      "rng = lambda stream, name=None: _rng(SEED, stream, name)  # the case's streams"]
     lines.append(f"INPUTS = ({', '.join(['x', *S._extra_names(spec)])},)")
     return "\n".join(lines) + "\n"
 
@@ -260,6 +260,8 @@ def render_short(spec: CaseSpec, path: str, title: str) -> str:
         first, _, rest = model.partition("\n")
         model = f"{first}  # the model: torch's own module\n{rest}"
     reference_code, path_code, check = _reference(spec), runner.script_code(), _check(spec, path)
+    if _plain(spec):  # to_torch comes to torch.from_numpy here (the path's own calls keep theirs)
+        model, reference_code = (re.sub(r"\bto_torch\(", "torch.from_numpy(", c) for c in (model, reference_code))
     inputs = _inline_types(_inputs(spec), "\n".join((model, reference_code, path_code, check)))
     body = "\n\n".join(part.strip("\n") for part in (
         _conversions(spec), inputs, model, reference_code,

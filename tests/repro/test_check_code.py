@@ -35,7 +35,8 @@ def test_up_never_rounds_below_and_literal_keeps_one_number_for_equal_rows():
         assert v <= up(v) <= v * 1.01
     assert up(0.0) == 0.0
     assert literal([0.25, 0.25], "A", "why") == "A = 0.25  # why"
-    assert literal([0.25, 0.5], "A", "why", column=True) == "# why\nA = np.array([\n    0.25, 0.5])[:, None]"
+    assert literal([0.25, 0.5], "A", "why", column=True) == "# why\nA = np.array([0.25, 0.5])[:, None]"
+    assert literal([0.25, 0.5] * 20, "A", "why").startswith("# why\nA = np.array([\n    0.25, 0.5, 0.25,")
 
 
 def _candidates(spec, ref) -> list[np.ndarray]:
