@@ -122,8 +122,8 @@ def check_code(spec: CaseSpec, ref: Reference, path: str, expected: str) -> str:
     lines += _program_unit(ref, rounding) if program else _catalog_unit(ref, rounding)
     allowed = witness_allowance(ref, rounding) if compiled else None
     if allowed is not None:
-        lines.append(literal(allowed, "ALLOWED", f"per row, per unit: {EAGER_MULTIPLIER:g}x the error normdiff's "
-                             "float32 witnesses (correct implementations) make there, at least the floor"))
+        lines.append(literal(allowed, "ALLOWED", f"per row, per unit: {EAGER_MULTIPLIER:g}x what normdiff's float32 "
+                             "witnesses (correct implementations) err there, at least the floor"))
         rule = [f"    excess = lambda e: np.where(e > pe, (e - pe) / unit, 0.0).max(1)  # beyond pe, per unit",
                 f"    over = excess(err) > np.maximum({EAGER_MULTIPLIER:g} * excess(eager_err), ALLOWED)"]
     else:
