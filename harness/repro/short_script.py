@@ -159,13 +159,20 @@ def _plain(spec: CaseSpec) -> bool:
 
 
 def _conversions(spec: CaseSpec) -> str:
-    """normdiff's conversions (pasted by source); for a plain case, to_torch as the one call it comes to."""
-    if not _plain(spec):
+    """normdiff's conversions (pasted by source), to_torch without the branches the case never takes: a plain
+    case's comes to torch.from_numpy, a contiguous one's has no layout."""
+    if spec.layout != "contiguous":
         return T.CONVERSIONS
     to_torch = inspect.getsource(tensors.to_torch)
-    plain = ('def to_torch(x: np.ndarray, layout: str = "contiguous"):  # no bfloat16 and no layout here\n'
-             "    return torch.from_numpy(np.ascontiguousarray(x).copy())\n")
-    return T.CONVERSIONS.replace(to_torch, plain)
+    if _plain(spec):
+        short = ('def to_torch(x: np.ndarray, layout: str = "contiguous"):  # no bfloat16 and no layout here\n'
+                 "    return torch.from_numpy(np.ascontiguousarray(x).copy())\n")
+    else:
+        short = ('def to_torch(x: np.ndarray, layout: str = "contiguous"):  # bfloat16 as its 16-bit words; no layout\n'
+                 "    if x.dtype == np.dtype(ml_dtypes.bfloat16):\n"
+                 "        return torch.from_numpy(np.ascontiguousarray(x).view(np.int16).copy()).view(torch.bfloat16)\n"
+                 "    return torch.from_numpy(np.ascontiguousarray(x).copy())\n")
+    return T.CONVERSIONS.replace(to_torch, short)
 
 
 def _reference(spec: CaseSpec) -> str:

@@ -56,3 +56,26 @@ def test_first_values_reads_the_line_the_script_prints():
     assert first_values(output, "tvm-decompose") == ("float16", "[-1.4140625]")
     assert first_values(output, "eager") == ("float16", "[-1.0, 1.0]")
     assert first_values(output, "tvm") is None
+
+
+def test_a_short_to_torch_gives_normdiffs_bits(tmp_path):
+    """The short script's to_torch drops the branches its case never takes; on the case's dtypes it is
+    harness.core.tensors.to_torch, bit for bit."""
+    import importlib.util
+
+    import ml_dtypes
+    import numpy as np
+    import torch
+
+    from harness.core.tensors import to_torch
+    from harness.repro.short_script import _conversions
+
+    for dtype in ("float16", "bfloat16"):
+        spec = CaseSpec.from_dict({"pattern": "layer_norm", "dtype": dtype, "shape": [2, 8]})
+        path = tmp_path / f"conv_{dtype}.py"
+        path.write_text("import ml_dtypes\nimport numpy as np\nimport torch\n\n" + _conversions(spec), encoding="utf-8")
+        module = importlib.util.module_from_spec(importlib.util.spec_from_file_location(path.stem, path))
+        module.__spec__.loader.exec_module(module)
+        x = np.linspace(-3, 3, 16).reshape(2, 8).astype(ml_dtypes.bfloat16 if dtype == "bfloat16" else np.float16)
+        mine, theirs = module.to_torch(x), to_torch(x)
+        assert mine.dtype == theirs.dtype and torch.equal(mine.view(torch.int16), theirs.view(torch.int16))
