@@ -31,7 +31,7 @@ import textwrap
 
 import numpy as np
 
-from harness.core.dtypes import _FORMAT, narrowest, unit_roundoff
+from harness.core.dtypes import narrowest, ulp, unit_roundoff
 from harness.oracle.compare import (C_ACC, C_IMPL, C_OUT, C_ROUND, EAGER_MULTIPLIER, program_unit,
                                     witness_allowance)
 from harness.oracle.reference import Reference
@@ -52,13 +52,14 @@ def literal(values, name: str, comment: str, column: bool = False) -> str:
     """`NAME = value  # comment` for per-row values: one number where every row has it, else an array (a
     column, with `column`, to scale a row's elements)."""
     vals = [up(float(v)) for v in np.asarray(values).reshape(-1)]
+    text = ["np.inf" if v == math.inf else repr(v) for v in vals]
     if len(set(vals)) == 1:
-        return f"{name} = {vals[0]!r}  # {comment}"
+        return f"{name} = {text[0]}  # {comment}"
     tail = "[:, None]" if column else ""
-    one = f"{name} = np.array([{', '.join(repr(v) for v in vals)}]){tail}"
+    one = f"{name} = np.array([{', '.join(text)}]){tail}"
     if len(one) <= WIDTH:
         return f"# {comment}\n{one}"
-    body = textwrap.fill(", ".join(repr(v) for v in vals), WIDTH - 4, initial_indent="    ",
+    body = textwrap.fill(", ".join(text), WIDTH - 4, initial_indent="    ",
                          subsequent_indent="    ", break_long_words=False)
     return f"# {comment}\n{name} = np.array([\n{body}]){tail}"
 
@@ -76,27 +77,29 @@ def rows_view(spec: CaseSpec, ref: Reference) -> str:
 
 
 def _ulp(r: str) -> str:
-    bits, emin = _FORMAT[r]
+    bits = round(-math.log2(unit_roundoff(r)))
+    emin = round(math.log2(float(ulp(np.array(0.0), r)))) + bits  # the spacing at 0 is 2**(emin - bits)
     return (f"ulp = lambda v: np.ldexp(1.0, np.where(v == 0, {emin}, np.maximum(np.frexp(v)[1] - 1, {emin})) - {bits})"
             f"  # {r}'s spacing at v >= 0")
 
 
-def _program_unit(ref: Reference, rounding: str) -> list[str]:
-    """Per row RTOL and ATOL with RTOL·|ref| + ATOL at least the program's unit (its bound) everywhere."""
+def _program_unit(ref: Reference, rounding: str, measured: bool) -> list[str]:
+    """Per row RTOL and ATOL with RTOL·|ref| + ATOL at least the program's unit everywhere: its bound, or on a
+    row where the bound is infinite somewhere 1 for the measured rule (absolute error), else infinity."""
     unit = program_unit(ref, rounding)
     n_rows = int(ref.rows.max()) + 1
     rtol, atol = np.zeros(n_rows), np.zeros(n_rows)
     for r in range(n_rows):
         u, a = unit[ref.rows == r], np.abs(ref.out[ref.rows == r])
-        if not np.isfinite(ref.bound[ref.rows == r]).all():  # compare's unit on such a row: 1
-            rtol[r], atol[r] = 0.0, 1.0
+        if not np.isfinite(ref.bound[ref.rows == r]).all():  # compare's unit on such a row
+            rtol[r], atol[r] = 0.0, 1.0 if measured else math.inf
             continue
         big = (a >= np.median(a)) & (a > 0)
         rtol[r] = up(float(np.max(u[big] / a[big]))) if big.any() else 0.0
         atol[r] = up(float(max(0.0, np.max(u - rtol[r] * a))))
     what = "normdiff's running bound of the program (each of its roundings, carried to the output)"
     return [literal(rtol, "RTOL", f"per row, {what}, as RTOL*|ref| + ATOL: at least the bound everywhere", True),
-            literal(atol, "ATOL", "per row (1 with RTOL 0: the bound is infinite on the row, absolute error)", True),
+            literal(atol, "ATOL", "per row (with RTOL 0: the bound is infinite on the row)", True),
             "unit = ATOL + RTOL * rows(np.abs(ref))",
             f"pe = rows({C_OUT:g} * ulp(np.abs(ref) * {1 + 2 * unit_roundoff(rounding)!r}))"
             f"  # {C_OUT:g} ulp of {rounding}: rounding the output"]
@@ -119,8 +122,8 @@ def check_code(spec: CaseSpec, ref: Reference, path: str, expected: str) -> str:
     program = ref.bound is not None
     lines = ["# -- normdiff's check (harness/oracle/compare.py), per normalization row, with the thresholds it "
              "derived here", f"rows = lambda a: {rows_view(spec, ref)}", _ulp(rounding)]
-    lines += _program_unit(ref, rounding) if program else _catalog_unit(ref, rounding)
     allowed = witness_allowance(ref, rounding) if compiled else None
+    lines += _program_unit(ref, rounding, allowed is not None) if program else _catalog_unit(ref, rounding)
     if allowed is not None:
         lines.append(literal(allowed, "ALLOWED", f"per row, per unit: {EAGER_MULTIPLIER:g}x what normdiff's float32 "
                              "witnesses (correct implementations) err there, at least the floor"))
@@ -135,7 +138,7 @@ def check_code(spec: CaseSpec, ref: Reference, path: str, expected: str) -> str:
             lines.append(f"tol = pe + {acc!r} * unit  # the bound: pe plus float32 sums over {ref.row_len} elements")
         eager_share = f"np.maximum(1.0, {EAGER_MULTIPLIER:g} * ratio(eager_err))" if compiled else "1.0"
         rule = ["    ratio = lambda e: (e / tol).max(1)  # in units of the bound",
-                f"    over = ratio(err) > {eager_share}" + ("  # over it, and over 2x eager's" if compiled else "")]
+                f"    over = ratio(err) > {eager_share}" + (f"  # over it and {EAGER_MULTIPLIER:g}x eager's" if compiled else "")]
     lines += ["", "", "def check(out, eager):",
               "    err, eager_err = (rows(np.nan_to_num(np.abs(a.astype(np.float64) - ref), nan=np.inf))"
               " for a in (out, eager))  # NaN: no bound holds it",
