@@ -230,17 +230,25 @@ class NumpyWalker(Walker):
             elif op in ("softmax", "cumsum"):
                 moved = np.moveaxis(x, options["dim"], -1)
                 self.reduced = self.reduced or moved.shape[-1] > 1
-                if op == "cumsum":
-                    z = np.add.accumulate(moved, axis=-1, dtype=self.COMPUTE)
-                else:
-                    e = np.exp(moved - moved.max(-1, keepdims=True))
-                    z = e / self.sum(e)[..., None]
-                z = np.moveaxis(z, -1, options["dim"])
+                z = np.moveaxis(self.cumsum(moved) if op == "cumsum" else self.softmax(moved), -1, options["dim"])
             elif "pool" in entry.extra:
                 z = self.pool(x, entry.extra["pool"], entry.extra["spatial"], options)
-            else:  # the activations: the op table's NumPy form, rounded to float32 first
-                z = np.asarray(entry.value(x, **options)).astype(self.COMPUTE)
+            else:
+                z = self.activation(op, x, options)
         return self.round(np.asarray(z).astype(self.COMPUTE), dtype)
+
+    def cumsum(self, x):
+        """A prefix sum over the last axis: a sequential float32 scan (ATen's CPU cumsum)."""
+        return np.add.accumulate(x, axis=-1, dtype=self.COMPUTE)
+
+    def softmax(self, x):
+        """Over the last axis: the max shift, exp in float32, the sum in `acc`'s order, one division."""
+        e = np.exp(x - x.max(-1, keepdims=True))
+        return e / self.sum(e)[..., None]
+
+    def activation(self, op, x, options):
+        """gelu, elu, hardswish: the op table's NumPy form, rounded to float32."""
+        return np.asarray(ops.get(op).value(x, **options)).astype(self.COMPUTE)
 
     def matmul(self, x, w):
         """a @ b: each output a float32 sum, in `acc`'s order, of the rounded float32 products."""
