@@ -401,7 +401,8 @@ def _canonical_names() -> dict[str, str]:
     for op in TABLE:
         if op.op_class == "layout":
             continue
-        canonical = "pow" if op.name == "square" else op.name  # x*x and x**2 are one computation
+        # x*x and x**2 are one computation; so are x @ W and F.linear (dot products: mm, bmm, dense)
+        canonical = {"square": "pow", "matmul": "linear"}.get(op.name, op.name)
         for name in (op.name, *op.aten, *op.compiled):
             names.setdefault(name, canonical)
     return names
