@@ -183,3 +183,28 @@ class NeighbourhoodNorm(nn.Module):
         a = torch.softmax(h @ self.proj, dim=-1)
         g = F.gelu(a) + F.gelu(h, approximate="tanh") + F.elu(h) + F.hardswish(h)
         return (g + g.cumsum(-1) * 0.1).clamp(min=-4.0) * torch.ones_like(g)
+
+
+class SpatialNorm(nn.Module):
+    """Emu3's spatial norm: a group norm modulated by pointwise convolutions of a nearest-upsampled input."""
+
+    def __init__(self, channels=8):
+        super().__init__()
+        self.norm = nn.GroupNorm(2, channels)
+        self.conv_y = nn.Conv2d(channels, channels, kernel_size=1)
+        self.conv_b = nn.Conv2d(channels, channels, kernel_size=1)
+
+    def forward(self, x, q):
+        q = F.interpolate(q, size=x.shape[-2:], mode="nearest")
+        return self.norm(x) * self.conv_y(q) + self.conv_b(q)
+
+
+class RunningGroupNorm(nn.Module):
+    """Gemma 3n's cumulative group norm: statistics over the features so far in time (cumsum, ones_like, clamp)."""
+
+    def forward(self, x):
+        h = x.to(torch.float32)
+        count = torch.cumsum(torch.ones_like(h).sum(-1, keepdim=True), dim=1).clamp(min=1.0)
+        mean = torch.cumsum(h.sum(-1, keepdim=True), dim=1) / count
+        var = torch.cumsum(((h - mean) ** 2).sum(-1, keepdim=True), dim=1) / count
+        return ((h - mean) * torch.rsqrt(var + 1e-3)).to(x.dtype)

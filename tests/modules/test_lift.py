@@ -41,6 +41,11 @@ def test_the_llama_norm_lifts_to_its_program_line_by_line():
     ({"class": "user_norms:NeighbourhoodNorm", "init": {"dim": 16}, "shape": [2, 3, 8, 16]},
      ["F.avg_pool2d(", "F.interpolate(", "F.max_pool2d(", "F.softmax(", " @ ", "F.gelu(", "approximate='tanh'",
       "F.elu(", "F.hardswish(", "torch.cumsum(", "torch.clamp(", "torch.ones_like(", "torch.cat(["]),
+    ({"class": "user_norms:SpatialNorm", "init": {"channels": 8}, "shape": [2, 8, 4, 4], "params": {"kind": "normal"},
+      "inputs": {"q": {"kind": "normal", "shape": [2, 8, 2, 2]}}},
+     ["F.interpolate(q, size=(4, 4))", ".view(8, 8) @ ", "F.group_norm("]),
+    ({"class": "user_norms:RunningGroupNorm", "shape": [2, 6, 16]},
+     ["torch.ones_like(", "torch.cumsum(", "dim=1)", "torch.clamp("]),
 ])
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_real_norms_lift_and_their_fp64_program_is_the_module_in_float64(raw, ops, dtype):
