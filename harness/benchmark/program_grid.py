@@ -88,7 +88,8 @@ NEIGHBOURHOODS = {
     "elu-norm-hardswish": ("layer_norm", "h = F.elu(x)\nreturn F.hardswish(F.layer_norm(h, (x.shape[-1],), w, b, eps))",
                            {}),
     "norm-cumsum": ("rms_norm", _RMS + "return h.cumsum(-1)", {}),
-    "norm-rotary": ("rms_norm", _RMS + "d = h.shape[-1] // 2\nreturn h * y + torch.cat([-h[..., d:], h[..., :d]], -1) * r",
+    "norm-rotary": ("rms_norm", _RMS + "d = h.shape[-1] // 2\n"
+                    "return h * y + torch.cat([-h[..., d:], h[..., :d]], -1) * r",
                     {"inputs": {"y": {"kind": "normal"}, "r": {"kind": "normal"}}}),
     "pool-upsample-norm": ("group_norm", "h = F.interpolate(F.avg_pool2d(x, 2), scale_factor=2) + "
                            "F.max_pool2d(x, 3, stride=1, padding=1)\nreturn F.group_norm(h, 2, w, b, eps)",

@@ -2,7 +2,8 @@
 
 Elementwise ops come from the op table (harness/program/ops.py: each op lists the ATen ops that compute
 it); the rest are handlers of their own (lift_ops: casts, reductions, norms, F.linear; lift_shapes: views,
-slices, splits, cat; lift_calls: matmul, softmax, cumsum, the activations, pools, interpolate, clamp). An op with no entry here is outside the language.
+slices, splits, cat; lift_calls: matmul, softmax, cumsum, the activations, pools, interpolate, clamp). An op
+with no entry here is outside the language.
 """
 from __future__ import annotations
 

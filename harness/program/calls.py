@@ -216,8 +216,9 @@ def matmul_bound(values, errs, options):
 
 
 def softmax_bound(values, errs, options):
-    """y = exp(a − max)/Σ: ∂y_i = y_i(∂a_i − Σ y_j ∂a_j), so y_i(e_i + Σ y_j e_j); in float32 the shift a − max
-    (u32·|a − max|), the exp (C_FN·u32), the sum of n positive terms (C_ACC·u32·√n) and the division (u32)."""
+    """y = exp(a − max)/Σ: ∂y_i = y_i(∂a_i − Σ y_j ∂a_j), so y_i(e_i + Σ y_j e_j); in float32 the shift
+    a − max (u32·|a − max|), the exp (C_FN·u32), the sum of n positive terms (C_ACC·u32·√n) and the
+    division (u32)."""
     (a,), (ea,) = values, errs
     dim = options["dim"]
     n = a.shape[dim] if a.ndim else 1

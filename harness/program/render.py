@@ -21,7 +21,8 @@ from harness.program.ir import (
 )
 
 _SYMBOL = {"add": "+", "sub": "-", "mul": "*", "div": "/", "pow": "**", "floordiv": "//"}
-_LEVEL = {"add": 1, "sub": 1, "mul": 2, "div": 2, "floordiv": 2, "matmul": 2}  # pow: 4; a unary minus: 3; an atom or postfix: 5
+# pow: 4; a unary minus: 3; an atom or postfix: 5 (`@` binds as `*`)
+_LEVEL = {"add": 1, "sub": 1, "mul": 2, "div": 2, "floordiv": 2, "matmul": 2}
 _SPELLING = {"float": ".float()", "half": ".half()", "bfloat16": ".bfloat16()"}
 
 
