@@ -1,0 +1,263 @@
+"""The neighbourhood generator: each catalog norm wrapped in the ops real models put around it, as programs.
+
+Compilers do not see a norm alone: their pattern matchers look at the ops
+around it, and most reported norm bugs with a CPU repro are about those ops
+(issue 39): a residual add fused into the norm (onnxruntime#27455, vLLM's two
+rounding contracts, vllm#52104), a multiply after it absorbed into the norm's
+weight (onnxruntime#31980, pytorch/executorch#24428 item 1), a projection after
+a rebuilt float32 norm, BatchNorm -> ELU -> GroupNorm under Inductor
+(pytorch#181696/#183120). Each neighbour is written here as data, a template
+of program lines (docs/contracts.md §7), so the FP64 reference and the error
+bound of the whole neighbourhood come from the language, as for any program.
+
+A norm is a catalog (pattern, style, cast) written as its program
+(harness.program.styles) and wrapped as
+
+    [before lines: a = f(x)]   the norm reads `a` where it reads x's values
+    n = <the norm's return>    (x's dtype and `type_as(x)` still name the model's dtype)
+    [after lines]  return g(n)
+
+Neighbours whose ops the language does not have yet sit in the same table
+with the ops they need; `active()` holds those the op table
+(harness.program.ops) has, `pending()` the others with the reason, and the
+`context` suite (cases/suites.py) says which are pending: none is dropped
+silently. Everything here is deterministic: the same table gives the same
+programs and specs in any process.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from harness.program import ops
+from harness.program.styles import STYLE_CASTS, style_program
+
+SHAPE = (2, 8, 64)   # [batch, tokens, hidden]: 3-D, as onnxruntime#27455 needs; rows long enough to match
+HEADS = 4            # QK-norm: 64 = 4 heads of 16
+GROUPS = 4           # group norm over the 8 channels of dim 1
+
+
+@dataclass(frozen=True)
+class Norm:
+    """A catalog norm as a program: its pattern, style and cast style (None: a style that does not cast)."""
+
+    pattern: str
+    style: str
+    cast: str | None = None
+
+    @property
+    def key(self) -> str:
+        return "/".join(p for p in (self.pattern, self.style, self.cast) if p)
+
+    @property
+    def upcasts(self) -> bool:
+        """Whether the norm's own text takes its input to float32 (and casts back to x's dtype)."""
+        return self.style in STYLE_CASTS and STYLE_CASTS[self.style] is not None
+
+    def source(self, dtype: str, affine: str | None = None) -> str:
+        """The norm's program text (reads x, w, b, eps)."""
+        if self.pattern == "group_norm":
+            w, b = ("None", "None") if affine == "none" else ("w", "b")
+            return f"return F.group_norm(x, {GROUPS}, {w}, {b}, eps)"
+        return style_program(self.pattern, self.style, self.cast, affine, dtype)
+
+    def params(self, affine: str | None = None) -> tuple[str, ...]:
+        """The norm's own parameters (they have the normalized dim's shape, or the channels' for group norm)."""
+        if affine == "none":
+            return ()
+        return ("w",) if self.pattern == "rms_norm" else ("w", "b")
+
+
+# Every catalog norm that has a program: the layer/rms styles (each casting style in every cast style)
+# and group norm (F.group_norm). instance_norm and batch_norm have none: the language has no
+# F.instance_norm / F.batch_norm with running statistics (NOT_WRAPPED says so).
+def catalog_norms() -> tuple[Norm, ...]:
+    from harness.spec import CASTS, CATALOG_STYLES, STYLES
+
+    out = []
+    for pattern in ("layer_norm", "rms_norm"):
+        for style in CATALOG_STYLES:
+            patterns, default_cast = STYLES[style]
+            if pattern in patterns:
+                out += [Norm(pattern, style, c) for c in (CASTS if default_cast else (None,))]
+    return tuple(out) + (Norm("group_norm", "module"),)
+
+
+NOT_WRAPPED = {"instance_norm": "no program form: the language has no F.instance_norm",
+               "batch_norm": "no program form: the language has no F.batch_norm (running statistics)"}
+
+
+@dataclass(frozen=True)
+class Neighbour:
+    """One neighbour template: program lines around a norm, and what it needs."""
+
+    name: str
+    where: str                      # "before" (lines make `a` from x) or "after" (lines read n, end in return)
+    what: str                       # in words: what real models do
+    lines: tuple[str, ...]
+    upstream: tuple[str, ...] = ()  # the reports it is the neighbourhood of
+    inputs: tuple[str, ...] = ()    # extra inputs it reads (x's shape and dtype, a normal draw)
+    params: dict = field(default_factory=dict)  # parameter -> shape ("D": the row; "T,D": tokens x row; ints)
+    ops: tuple[str, ...] = ()       # ops of harness.program.ops it needs (pending until the table has them)
+    patterns: tuple[str, ...] = ("layer_norm", "rms_norm", "group_norm")
+    needs_upcast: bool = False      # only around a norm that casts to float32 itself
+    affine: str | None = None       # the norm's affine (None: the pattern's default)
+    shape: tuple[int, ...] | None = None  # its own input shape (None: SHAPE)
+    norm_params: dict = field(default_factory=dict)  # the norm's parameter shapes where they are not the row's
+
+
+# -- the table --------------------------------------------------------------------------------------
+_BN = ("bn = (x - bm[:, None]) * torch.rsqrt(bv[:, None] * bv[:, None] + eps) * bw[:, None] + bb[:, None]",)
+
+TABLE: tuple[Neighbour, ...] = (
+    # -- before the norm ------------------------------------------------------------------------------
+    Neighbour("residual-dtype", "before", "a residual add in the model's dtype (a pre-norm block)",
+              ("a = x + r",), ("microsoft/onnxruntime#27455", "vllm-project/vllm#52104"), inputs=("r",)),
+    Neighbour("residual-float32", "before", "the residual add in float32, the norm on the float32 sum "
+              "(vLLM's native fused_add_rms_norm path)",
+              ("a = x.to(torch.float32) + r.to(torch.float32)",), ("vllm-project/vllm#52104",), inputs=("r",),
+              needs_upcast=True),
+    Neighbour("residual-rounded", "before", "the residual add in float32, rounded to the dtype before the "
+              "statistic (vLLM's fused kernel)",
+              ("a = (x.to(torch.float32) + r.to(torch.float32)).to(x.dtype)",), ("vllm-project/vllm#52104",),
+              inputs=("r",)),
+    Neighbour("bias-before", "before", "a bias add (a projection's bias) before the norm",
+              ("a = x + c",), params={"c": "D"}),
+    Neighbour("silu-before", "before", "an activation (SiLU) before the norm", ("a = F.silu(x)",)),
+    Neighbour("relu-before", "before", "an activation (ReLU) before the norm", ("a = torch.relu(x)",)),
+    Neighbour("qk-heads", "before", "a reshape into heads, the norm per head (QK-norm), back to tokens x heads",
+              (f"a = x.reshape(x.shape[0], x.shape[1], {HEADS}, -1)",), patterns=("layer_norm", "rms_norm"),
+              norm_params={"w": (SHAPE[-1] // HEADS,), "b": (SHAPE[-1] // HEADS,)}),
+    # -- after the norm -------------------------------------------------------------------------------
+    Neighbour("scale-dtype", "after", "a second scale in the dtype, the weight's shape (a gate, a layer scale)",
+              ("return n * s",), ("pytorch/executorch#24428",), params={"s": "D"}),
+    Neighbour("scale-float32", "after", "a second scale in float32",
+              ("return n.to(torch.float32) * s.to(torch.float32)",), ("pytorch/executorch#24428",),
+              params={"s": "D"}),
+    Neighbour("scale-rows", "after", "a second scale of another shape that broadcasts (one per token, [T, 1]): "
+              "it does not fit the norm's weight",
+              ("return n * s",), ("microsoft/onnxruntime#31980",), params={"s": "T,1"}),
+    Neighbour("scale-expand", "after", "a norm over rows of one element, then a scale [D] that expands them "
+              "(the repro of onnxruntime#31980)",
+              ("return n * s",), ("microsoft/onnxruntime#31980",), params={"s": (SHAPE[-1],)},
+              patterns=("layer_norm", "rms_norm"), affine="none", shape=(SHAPE[0] * SHAPE[1], 1)),
+    Neighbour("linear-after", "after", "a Linear (F.linear) after the norm: the next projection",
+              ("return F.linear(n, lw, lb)",), params={"lw": "D,D", "lb": "D"}),
+    Neighbour("silu-after", "after", "an activation (SiLU) after the norm", ("return F.silu(n)",)),
+    Neighbour("relu-after", "after", "an activation (ReLU) after the norm", ("return torch.relu(n)",)),
+    Neighbour("rotary-after", "after", "a rotary rotate (rotate_half by slicing and cat) after the norm",
+              (f"n1 = n.narrow(-1, 0, {SHAPE[-1] // 2})",
+               f"n2 = n.narrow(-1, {SHAPE[-1] // 2}, {SHAPE[-1] // 2})",
+               "return n * cs + torch.cat([-n2, n1], dim=-1) * sn"), params={"cs": "T,D", "sn": "T,D"}),
+    Neighbour("residual-after", "after", "a residual add after the norm", ("return n + r",), inputs=("r",)),
+    Neighbour("cast-after", "after", "a cast of the norm's output (to float32; a float32 model to bfloat16)",
+              ("return n.to({cast_to})",)),
+    # -- pending: ops the language does not have yet (issue 39 deliverable 2) -------------------------
+    Neighbour("bn-elu-groupnorm", "before", "an eval BatchNorm, then ELU, then the GroupNorm",
+              _BN + ("a = F.elu(bn)",), ("pytorch/pytorch#181696", "pytorch/pytorch#183120"),
+              params={"bm": "C", "bv": "C", "bw": "C", "bb": "C"}, ops=("elu",), patterns=("group_norm",)),
+    Neighbour("gelu-after", "after", "GELU (erf) after the norm", ("return F.gelu(n)",), ops=("gelu",)),
+    Neighbour("gelu-tanh-after", "after", "GELU (tanh form) after the norm",
+              ("return F.gelu(n, approximate='tanh')",), ops=("gelu",)),
+    Neighbour("hardswish-after", "after", "hardswish after the norm", ("return F.hardswish(n)",),
+              ("pytorch/pytorch#183601",), ops=("hardswish",)),
+    Neighbour("pool-hardswish", "after", "a pool, then hardswish (InstanceNorm2d -> pool -> hardswish)",
+              ("p = F.avg_pool1d(n, 2)", "return F.hardswish(p)"), ("pytorch/pytorch#183601",),
+              ops=("avg_pool", "hardswish")),
+    Neighbour("softmax-after", "after", "a softmax over the row after the norm", ("return torch.softmax(n, -1)",),
+              ops=("softmax",)),
+    Neighbour("qk-scores", "after", "attention scores after QK-norm: n @ n^T", ("return n @ n.transpose(-1, -2)",),
+              ops=("matmul",)),
+)
+
+BY_NAME: dict[str, Neighbour] = {n.name: n for n in TABLE}
+
+
+def missing_ops(nb: Neighbour) -> tuple[str, ...]:
+    """The ops `nb` needs that the op table does not have."""
+    return tuple(o for o in nb.ops if o not in ops.BY_NAME)
+
+
+def active() -> tuple[Neighbour, ...]:
+    return tuple(n for n in TABLE if not missing_ops(n))
+
+
+def pending() -> tuple[tuple[Neighbour, str], ...]:
+    """(neighbour, why) for every template the language cannot hold yet."""
+    return tuple((n, f"needs op {', '.join(missing_ops(n))}, not in harness.program.ops")
+                 for n in TABLE if missing_ops(n))
+
+
+def applies(nb: Neighbour, norm: Norm) -> bool:
+    """Whether the neighbour is one real models put around this norm."""
+    return norm.pattern in nb.patterns and (norm.upcasts or not nb.needs_upcast)
+
+
+# -- rendering -------------------------------------------------------------------------------------
+# x's values, not its dtype: `x.dtype` and `.type_as(x)` keep naming the model's dtype (vLLM's native
+# path casts the float32 sum back to the model's dtype), `x.shape` follows the norm's input.
+_VALUE_X = re.compile(r"(?<!type_as\()\bx\b(?!\.dtype)")
+_RETURN = re.compile(r"^return (.*)$", re.M)
+
+
+def _dims(spec: str | tuple, shape: tuple[int, ...]) -> list[int]:
+    if isinstance(spec, tuple):
+        return list(spec)
+    sizes = {"D": shape[-1], "T": shape[-2] if len(shape) > 2 else shape[0], "C": shape[1]}
+    return [sizes[p] if p in sizes else int(p) for p in spec.split(",")]
+
+
+def program(nb: Neighbour, norm: Norm, dtype: str) -> str:
+    """The program text of `norm` in dtype `dtype` with neighbour `nb` around it."""
+    body = norm.source(dtype, nb.affine)
+    if nb.where == "before":
+        return "\n".join(list(nb.lines) + [_VALUE_X.sub("a", body)])
+    body = _RETURN.sub(r"n = \1", body)
+    cast_to = "torch.bfloat16" if dtype == "float32" else "torch.float32"
+    return "\n".join([body] + [line.format(cast_to=cast_to) for line in nb.lines])
+
+
+def spec_of(nb: Neighbour, norm: Norm, dtype: str, *, input: dict | None = None, params: str = "normal") -> dict:
+    """The program case (a raw spec) of `norm` in `dtype` wrapped in `nb`."""
+    shape = nb.shape or SHAPE
+    raw: dict = {"pattern": norm.pattern, "dtype": dtype, "shape": list(shape), "program": program(nb, norm, dtype),
+                 "params": {"kind": params}}
+    if input:
+        raw["input"] = input
+    if nb.inputs:
+        raw["inputs"] = {name: {"kind": "normal"} for name in nb.inputs}
+    shapes = {p: _dims(s, shape) for p, s in nb.params.items()}
+    norm_shape = [shape[1]] if norm.pattern == "group_norm" else None
+    for p in norm.params(nb.affine):
+        if p in nb.norm_params:
+            shapes[p] = list(nb.norm_params[p])
+        elif norm_shape:
+            shapes[p] = norm_shape
+    if shapes:
+        raw["param_shapes"] = shapes
+    return raw
+
+
+def describe(nb: Neighbour) -> str:
+    """One line: the neighbour, where, what, and the reports it is the neighbourhood of."""
+    ups = f" ({', '.join(nb.upstream)})" if nb.upstream else ""
+    return f"{nb.name} [{nb.where}]: {nb.what}{ups}"
+
+
+# -- the context suite's selection ------------------------------------------------------------------
+# A few norms per neighbour: the Qwen RMSNorm (the seed's, vLLM's) wherever it applies, and one more
+# in turn from the others (every style once or more over the table), each in the three dtypes.
+SUITE_NORMS = (Norm("rms_norm", "qwen", "to"), Norm("layer_norm", "module"), Norm("rms_norm", "llama", "type_as"),
+               Norm("layer_norm", "upcast", "float"), Norm("group_norm", "module"), Norm("rms_norm", "gemma", "type_as"),
+               Norm("layer_norm", "manual"), Norm("rms_norm", "t5", "to"), Norm("rms_norm", "module"))
+SUITE_DTYPES = ("float16", "bfloat16", "float32")
+
+
+def suite_pairs(table: tuple[Neighbour, ...]) -> list[tuple[Neighbour, Norm]]:
+    """(neighbour, norm) pairs of the context suite: the first applicable suite norm, and one more in turn."""
+    out = []
+    for i, nb in enumerate(table):
+        fits = [n for n in SUITE_NORMS if applies(nb, n)]
+        picks = fits[:1] + ([fits[1:][i % (len(fits) - 1)]] if len(fits) > 1 else [])
+        out += [(nb, n) for n in picks]
+    return out
