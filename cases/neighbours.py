@@ -13,9 +13,9 @@ bound of the whole neighbourhood come from the language, as for any program.
 A norm is a catalog (pattern, style, cast) written as its program
 (harness.program.styles) and wrapped as
 
-    [before lines: a = f(x)]   the norm reads `a` where it reads x's values
-    n = <the norm's return>    (x's dtype and `type_as(x)` still name the model's dtype)
-    [after lines]  return g(n)
+    [before lines: pre = f(x)]  the norm reads `pre` where it reads x's values
+    nrm = <the norm's return>   (x's dtype and `type_as(x)` still name the model's dtype)
+    [after lines]  return g(nrm)
 
 Neighbours whose ops the language does not have yet sit in the same table
 with the ops they need; `active()` holds those the op table
@@ -92,7 +92,7 @@ class Neighbour:
     """One neighbour template: program lines around a norm, and what it needs."""
 
     name: str
-    where: str                      # "before" (lines make `a` from x) or "after" (lines read n, end in return)
+    where: str                      # "before" (lines make `pre` from x) or "after" (lines read nrm, end in return)
     what: str                       # in words: what real models do
     lines: tuple[str, ...]
     upstream: tuple[str, ...] = ()  # the reports it is the neighbourhood of
@@ -112,61 +112,61 @@ _BN = ("bn = (x - bm[:, None]) * torch.rsqrt(bv[:, None] * bv[:, None] + eps) * 
 TABLE: tuple[Neighbour, ...] = (
     # -- before the norm ------------------------------------------------------------------------------
     Neighbour("residual-dtype", "before", "a residual add in the model's dtype (a pre-norm block)",
-              ("a = x + r",), ("microsoft/onnxruntime#27455", "vllm-project/vllm#52104"), inputs=("r",)),
+              ("pre = x + r",), ("microsoft/onnxruntime#27455", "vllm-project/vllm#52104"), inputs=("r",)),
     Neighbour("residual-float32", "before", "the residual add in float32, the norm on the float32 sum "
               "(vLLM's native fused_add_rms_norm path)",
-              ("a = x.to(torch.float32) + r.to(torch.float32)",), ("vllm-project/vllm#52104",), inputs=("r",),
+              ("pre = x.to(torch.float32) + r.to(torch.float32)",), ("vllm-project/vllm#52104",), inputs=("r",),
               needs_upcast=True),
     Neighbour("residual-rounded", "before", "the residual add in float32, rounded to the dtype before the "
               "statistic (vLLM's fused kernel)",
-              ("a = (x.to(torch.float32) + r.to(torch.float32)).to(x.dtype)",), ("vllm-project/vllm#52104",),
+              ("pre = (x.to(torch.float32) + r.to(torch.float32)).to(x.dtype)",), ("vllm-project/vllm#52104",),
               inputs=("r",)),
     Neighbour("bias-before", "before", "a bias add (a projection's bias) before the norm",
-              ("a = x + c",), params={"c": "D"}),
-    Neighbour("silu-before", "before", "an activation (SiLU) before the norm", ("a = F.silu(x)",)),
-    Neighbour("relu-before", "before", "an activation (ReLU) before the norm", ("a = torch.relu(x)",)),
+              ("pre = x + c",), params={"c": "D"}),
+    Neighbour("silu-before", "before", "an activation (SiLU) before the norm", ("pre = F.silu(x)",)),
+    Neighbour("relu-before", "before", "an activation (ReLU) before the norm", ("pre = torch.relu(x)",)),
     Neighbour("qk-heads", "before", "a reshape into heads, the norm per head (QK-norm), back to tokens x heads",
-              (f"a = x.reshape(x.shape[0], x.shape[1], {HEADS}, -1)",), patterns=("layer_norm", "rms_norm"),
+              (f"pre = x.reshape(x.shape[0], x.shape[1], {HEADS}, -1)",), patterns=("layer_norm", "rms_norm"),
               norm_params={"w": (SHAPE[-1] // HEADS,), "b": (SHAPE[-1] // HEADS,)}),
     # -- after the norm -------------------------------------------------------------------------------
     Neighbour("scale-dtype", "after", "a second scale in the dtype, the weight's shape (a gate, a layer scale)",
-              ("return n * s",), ("pytorch/executorch#24428",), params={"s": "D"}),
+              ("return nrm * s",), ("pytorch/executorch#24428",), params={"s": "D"}),
     Neighbour("scale-float32", "after", "a second scale in float32",
-              ("return n.to(torch.float32) * s.to(torch.float32)",), ("pytorch/executorch#24428",),
+              ("return nrm.to(torch.float32) * s.to(torch.float32)",), ("pytorch/executorch#24428",),
               params={"s": "D"}),
     Neighbour("scale-rows", "after", "a second scale of another shape that broadcasts (one per token, [T, 1]): "
               "it does not fit the norm's weight",
-              ("return n * s",), ("microsoft/onnxruntime#31980",), params={"s": "T,1"}),
+              ("return nrm * s",), ("microsoft/onnxruntime#31980",), params={"s": "T,1"}),
     Neighbour("scale-expand", "after", "a norm over rows of one element, then a scale [D] that expands them "
               "(the repro of onnxruntime#31980)",
-              ("return n * s",), ("microsoft/onnxruntime#31980",), params={"s": (SHAPE[-1],)},
+              ("return nrm * s",), ("microsoft/onnxruntime#31980",), params={"s": (SHAPE[-1],)},
               patterns=("layer_norm", "rms_norm"), affine="none", shape=(SHAPE[0] * SHAPE[1], 1)),
     Neighbour("linear-after", "after", "a Linear (F.linear) after the norm: the next projection",
-              ("return F.linear(n, lw, lb)",), params={"lw": "D,D", "lb": "D"}),
-    Neighbour("silu-after", "after", "an activation (SiLU) after the norm", ("return F.silu(n)",)),
-    Neighbour("relu-after", "after", "an activation (ReLU) after the norm", ("return torch.relu(n)",)),
+              ("return F.linear(nrm, lw, lb)",), params={"lw": "D,D", "lb": "D"}),
+    Neighbour("silu-after", "after", "an activation (SiLU) after the norm", ("return F.silu(nrm)",)),
+    Neighbour("relu-after", "after", "an activation (ReLU) after the norm", ("return torch.relu(nrm)",)),
     Neighbour("rotary-after", "after", "a rotary rotate (rotate_half by slicing and cat) after the norm",
-              (f"n1 = n.narrow(-1, 0, {SHAPE[-1] // 2})",
-               f"n2 = n.narrow(-1, {SHAPE[-1] // 2}, {SHAPE[-1] // 2})",
-               "return n * cs + torch.cat([-n2, n1], dim=-1) * sn"), params={"cs": "T,D", "sn": "T,D"}),
-    Neighbour("residual-after", "after", "a residual add after the norm", ("return n + r",), inputs=("r",)),
+              ("nrm1 = nrm.narrow(-1, 0, {half})",
+               "nrm2 = nrm.narrow(-1, {half}, {rest})",
+               "return nrm * cs + torch.cat([-nrm2, nrm1], dim=-1) * sn"), params={"cs": "T,D", "sn": "T,D"}),
+    Neighbour("residual-after", "after", "a residual add after the norm", ("return nrm + r",), inputs=("r",)),
     Neighbour("cast-after", "after", "a cast of the norm's output (to float32; a float32 model to bfloat16)",
-              ("return n.to({cast_to})",)),
+              ("return nrm.to({cast_to})",)),
     # -- pending: ops the language does not have yet (issue 39 deliverable 2) -------------------------
     Neighbour("bn-elu-groupnorm", "before", "an eval BatchNorm, then ELU, then the GroupNorm",
-              _BN + ("a = F.elu(bn)",), ("pytorch/pytorch#181696", "pytorch/pytorch#183120"),
+              _BN + ("pre = F.elu(bn)",), ("pytorch/pytorch#181696", "pytorch/pytorch#183120"),
               params={"bm": "C", "bv": "C", "bw": "C", "bb": "C"}, ops=("elu",), patterns=("group_norm",)),
-    Neighbour("gelu-after", "after", "GELU (erf) after the norm", ("return F.gelu(n)",), ops=("gelu",)),
+    Neighbour("gelu-after", "after", "GELU (erf) after the norm", ("return F.gelu(nrm)",), ops=("gelu",)),
     Neighbour("gelu-tanh-after", "after", "GELU (tanh form) after the norm",
-              ("return F.gelu(n, approximate='tanh')",), ops=("gelu",)),
-    Neighbour("hardswish-after", "after", "hardswish after the norm", ("return F.hardswish(n)",),
+              ("return F.gelu(nrm, approximate='tanh')",), ops=("gelu",)),
+    Neighbour("hardswish-after", "after", "hardswish after the norm", ("return F.hardswish(nrm)",),
               ("pytorch/pytorch#183601",), ops=("hardswish",)),
     Neighbour("pool-hardswish", "after", "a pool, then hardswish (InstanceNorm2d -> pool -> hardswish)",
-              ("p = F.avg_pool1d(n, 2)", "return F.hardswish(p)"), ("pytorch/pytorch#183601",),
+              ("pool = F.avg_pool1d(nrm, 2)", "return F.hardswish(pool)"), ("pytorch/pytorch#183601",),
               ops=("avg_pool", "hardswish")),
-    Neighbour("softmax-after", "after", "a softmax over the row after the norm", ("return torch.softmax(n, -1)",),
+    Neighbour("softmax-after", "after", "a softmax over the row after the norm", ("return torch.softmax(nrm, -1)",),
               ops=("softmax",)),
-    Neighbour("qk-scores", "after", "attention scores after QK-norm: n @ n^T", ("return n @ n.transpose(-1, -2)",),
+    Neighbour("qk-scores", "after", "attention scores after QK-norm: n @ n^T", ("return nrm @ nrm.transpose(-1, -2)",),
               ops=("matmul",)),
 )
 
@@ -207,14 +207,25 @@ def _dims(spec: str | tuple, shape: tuple[int, ...]) -> list[int]:
     return [sizes[p] if p in sizes else int(p) for p in spec.split(",")]
 
 
+def wrap(nb: Neighbour, source: str, dtype: str, shape: tuple[int, ...]) -> str:
+    """A norm program's text `source` (reading x) with neighbour `nb` around it, for inputs of `shape`."""
+    if nb.where == "before":
+        return "\n".join(list(nb.lines) + [_VALUE_X.sub("pre", source)])
+    body = _RETURN.sub(r"nrm = \1", source)
+    fill = {"cast_to": "torch.bfloat16" if dtype == "float32" else "torch.float32",
+            "half": shape[-1] // 2, "rest": shape[-1] - shape[-1] // 2}
+    return "\n".join([body] + [line.format(**fill) for line in nb.lines])
+
+
 def program(nb: Neighbour, norm: Norm, dtype: str) -> str:
     """The program text of `norm` in dtype `dtype` with neighbour `nb` around it."""
-    body = norm.source(dtype, nb.affine)
-    if nb.where == "before":
-        return "\n".join(list(nb.lines) + [_VALUE_X.sub("a", body)])
-    body = _RETURN.sub(r"n = \1", body)
-    cast_to = "torch.bfloat16" if dtype == "float32" else "torch.float32"
-    return "\n".join([body] + [line.format(cast_to=cast_to) for line in nb.lines])
+    return wrap(nb, norm.source(dtype, nb.affine), dtype, nb.shape or SHAPE)
+
+
+def extras(nb: Neighbour, shape: tuple[int, ...]) -> tuple[dict, dict]:
+    """(extra inputs, parameter shapes) the neighbour's own lines read, for inputs of `shape`."""
+    return ({name: {"kind": "normal"} for name in nb.inputs},
+            {p: _dims(s, tuple(shape)) for p, s in nb.params.items()})
 
 
 def spec_of(nb: Neighbour, norm: Norm, dtype: str, *, input: dict | None = None, params: str = "normal") -> dict:
@@ -224,9 +235,9 @@ def spec_of(nb: Neighbour, norm: Norm, dtype: str, *, input: dict | None = None,
                  "params": {"kind": params}}
     if input:
         raw["input"] = input
-    if nb.inputs:
-        raw["inputs"] = {name: {"kind": "normal"} for name in nb.inputs}
-    shapes = {p: _dims(s, shape) for p, s in nb.params.items()}
+    inputs, shapes = extras(nb, shape)
+    if inputs:
+        raw["inputs"] = inputs
     norm_shape = [shape[1]] if norm.pattern == "group_norm" else None
     for p in norm.params(nb.affine):
         if p in nb.norm_params:
@@ -236,6 +247,13 @@ def spec_of(nb: Neighbour, norm: Norm, dtype: str, *, input: dict | None = None,
     if shapes:
         raw["param_shapes"] = shapes
     return raw
+
+
+def fuzzable() -> tuple[Neighbour, ...]:
+    """The active neighbours that fit any 2-D layer/rms norm program as it is (`fuzz --programs` draws them
+    around its mutated norms): no shape, affine or parameter shape of their own."""
+    return tuple(n for n in active() if {"layer_norm", "rms_norm"} <= set(n.patterns) and n.shape is None
+                 and n.affine is None and not n.norm_params)
 
 
 def describe(nb: Neighbour) -> str:
