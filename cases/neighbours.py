@@ -104,6 +104,8 @@ class Neighbour:
     affine: str | None = None       # the norm's affine (None: the pattern's default)
     shape: tuple[int, ...] | None = None  # its own input shape (None: SHAPE)
     norm_params: dict = field(default_factory=dict)  # the norm's parameter shapes where they are not the row's
+    suite_norms: tuple = ()         # the norms the context suite puts it around (default: in turn, suite_pairs)
+    styles: tuple[str, ...] = ()    # only around these styles (a weight of another shape: a norm written out)
 
 
 # -- the table --------------------------------------------------------------------------------------
@@ -121,6 +123,11 @@ TABLE: tuple[Neighbour, ...] = (
               "statistic (vLLM's fused kernel)",
               ("pre = (x.to(torch.float32) + r.to(torch.float32)).to(x.dtype)",), ("vllm-project/vllm#52104",),
               inputs=("r",)),
+    Neighbour("residual-3d-weight", "before", "a residual add before a layer norm written out whose weight and "
+              "bias are [1, 1, D] (a 3-D model's parameters; the repro of onnxruntime#27455)",
+              ("pre = x + r",), ("microsoft/onnxruntime#27455",), inputs=("r",), patterns=("layer_norm",),
+              norm_params={"w": (1, 1, SHAPE[-1]), "b": (1, 1, SHAPE[-1])}, styles=("manual",),
+              suite_norms=(Norm("layer_norm", "manual"),)),
     Neighbour("bias-before", "before", "a bias add (a projection's bias) before the norm",
               ("pre = x + c",), params={"c": "D"}),
     Neighbour("silu-before", "before", "an activation (SiLU) before the norm", ("pre = F.silu(x)",)),
@@ -140,9 +147,12 @@ TABLE: tuple[Neighbour, ...] = (
     Neighbour("scale-expand", "after", "a norm over rows of one element, then a scale [D] that expands them "
               "(the repro of onnxruntime#31980)",
               ("return nrm * s",), ("microsoft/onnxruntime#31980",), params={"s": (SHAPE[-1],)},
-              patterns=("layer_norm", "rms_norm"), affine="none", shape=(SHAPE[0] * SHAPE[1], 1)),
+              patterns=("layer_norm", "rms_norm"), affine="none", shape=(SHAPE[0] * SHAPE[1], 1),
+              suite_norms=(Norm("rms_norm", "qwen", "to"), Norm("layer_norm", "manual"))),
     Neighbour("linear-after", "after", "a Linear (F.linear) after the norm: the next projection",
-              ("return F.linear(nrm, lw, lb)",), params={"lw": "D,D", "lb": "D"}),
+              ("return F.linear(nrm, lw, lb)",), params={"lw": "D,D", "lb": "D"},
+              # the Llama norm then a float16 projection: issue 39's "fails later" on executorch-recompose
+              suite_norms=(Norm("rms_norm", "llama", "type_as"), Norm("group_norm", "module"))),
     Neighbour("silu-after", "after", "an activation (SiLU) after the norm", ("return F.silu(nrm)",)),
     Neighbour("relu-after", "after", "an activation (ReLU) after the norm", ("return torch.relu(nrm)",)),
     Neighbour("rotary-after", "after", "a rotary rotate (rotate_half by slicing and cat) after the norm",
@@ -190,7 +200,8 @@ def pending() -> tuple[tuple[Neighbour, str], ...]:
 
 def applies(nb: Neighbour, norm: Norm) -> bool:
     """Whether the neighbour is one real models put around this norm."""
-    return norm.pattern in nb.patterns and (norm.upcasts or not nb.needs_upcast)
+    return (norm.pattern in nb.patterns and (norm.upcasts or not nb.needs_upcast)
+            and (not nb.styles or norm.style in nb.styles))
 
 
 # -- rendering -------------------------------------------------------------------------------------
@@ -272,9 +283,13 @@ SUITE_DTYPES = ("float16", "bfloat16", "float32")
 
 
 def suite_pairs(table: tuple[Neighbour, ...]) -> list[tuple[Neighbour, Norm]]:
-    """(neighbour, norm) pairs of the context suite: the first applicable suite norm, and one more in turn."""
+    """(neighbour, norm) pairs of the context suite: the neighbour's own suite norms where it names them (those
+    its upstream report is about), else the first applicable suite norm and one more in turn."""
     out = []
     for i, nb in enumerate(table):
+        if nb.suite_norms:  # the norms its upstream report is about
+            out += [(nb, n) for n in nb.suite_norms]
+            continue
         fits = [n for n in SUITE_NORMS if applies(nb, n)]
         picks = fits[:1] + ([fits[1:][i % (len(fits) - 1)]] if len(fits) > 1 else [])
         out += [(nb, n) for n in picks]
