@@ -294,3 +294,20 @@ def suite_pairs(table: tuple[Neighbour, ...]) -> list[tuple[Neighbour, Norm]]:
         picks = fits[:1] + ([fits[1:][i % (len(fits) - 1)]] if len(fits) > 1 else [])
         out += [(nb, n) for n in picks]
     return out
+
+
+_BY_PROGRAM: dict[str, tuple[Neighbour, Norm]] = {}
+
+
+def entry_of(case: dict) -> tuple[Neighbour, Norm] | None:
+    """The (neighbour, norm) a program case's record runs, by its program text, or None (triage reads it)."""
+    source = case.get("program")
+    if source is None:
+        return None
+    if not _BY_PROGRAM:
+        for nb in TABLE:
+            for norm in catalog_norms():
+                if applies(nb, norm):
+                    for dtype in SUITE_DTYPES:
+                        _BY_PROGRAM.setdefault(program(nb, norm, dtype), (nb, norm))
+    return _BY_PROGRAM.get(source)

@@ -19,6 +19,7 @@ from harness.core.verdicts import Verdict
 
 from cases._triage_record import Record, Rule, _case, _half, _msg, _on  # noqa: F401 (re-exported)
 from cases.triage_compilers import COMPILER_RULES
+from cases.triage_context import CONTEXT_RULES
 
 
 def _spatial(r: Record) -> int:
@@ -48,6 +49,11 @@ def _not_lifted(r: Record, words: str) -> bool:
     """Every path of a module case that could not be lifted says the same unsupported line, naming the class."""
     return (_module(r) and r["verdict"] == Verdict.UNSUPPORTED and _msg(r).startswith(f"class {_case(r)['class']}:")
             and words in _msg(r))
+
+
+def _source(r: Record) -> str:
+    """The program a record runs: a module case's lifted program or a program case's own ("" for a style case)."""
+    return _lifted(r) if _module(r) else (_case(r).get("program") or "")
 
 
 def _written_out(r: Record) -> bool:
@@ -90,7 +96,7 @@ def _legit(name: str):
     return lambda r: _near(r) is not None and _near(r).name == name
 
 
-RULES: tuple[Rule, ...] = (
+RULES: tuple[Rule, ...] = CONTEXT_RULES + (  # the context suite's first: they match its programs only
     # -- module cases the program language cannot hold (the zoo): no path ran, nothing to report -----
     Rule("new", "not a compiler finding: the class's forward returns several tensors (q and k, or a norm and its "
                 "modulation terms), and a module case is a norm returning one (docs/contracts.md §8: unsupported in a suite)",
@@ -178,9 +184,9 @@ RULES: tuple[Rule, ...] = (
     Rule("new", "TOPI layer_norm.h/group_norm.h (apache/tvm#14264) round the float32-normalized value to float16, "
                 "then multiply the weight and add the bias in float16: three roundings where eager rounds the affine "
                 "once; within the bound, but many times eager's error where weight * z and bias cancel",
-         lambda r: r["path"] in TVM and _module(r) and _case(r)["dtype"] == "float16"
+         lambda r: r["path"] in TVM and _case(r)["dtype"] == "float16"
          and r["verdict"] == Verdict.INACCURATE and _within_bound(r)
-         and ("F.layer_norm(" in _lifted(r) or "F.group_norm(" in _lifted(r))),
+         and ("F.layer_norm(" in _source(r) or "F.group_norm(" in _source(r))),
     Rule("new", "by design: DecomposeOpsForTraining is training-mode batch_norm (relax.nn.batch_norm's doc; "
                 "MutateOpsForTraining normalizes with the batch statistics); see tvm-decompose-inference",
          lambda r: r["path"] == "tvm-decompose" and _case(r)["pattern"] == "batch_norm" and r["verdict"] != Verdict.ERROR),
