@@ -57,10 +57,11 @@ def _source(r: Record) -> str:
 
 
 def _written_out(r: Record) -> bool:
-    """A module case whose lifted program takes mean/var in the input's dtype: no float32 cast, no F.* norm."""
-    source = _lifted(r)
-    return (_module(r) and (".mean(" in source or ".var(" in source) and "torch.float32" not in source
-            and "_norm(" not in source)
+    """A module case (its lifted program) or a program case that takes mean/var in the input's dtype: no float32
+    cast, no F.* norm."""
+    source = _source(r)
+    return ((".mean(" in source or ".var(" in source) and "torch.float32" not in source
+            and ".float()" not in source and "_norm(" not in source)
 
 
 def _within_bound(r: Record) -> bool:
@@ -265,7 +266,7 @@ RULES: tuple[Rule, ...] = CONTEXT_RULES + (  # the context suite's first: they m
                 "returns NaN for +inf: where the model's own float16 variance overflowed (unstable in eager, which "
                 "gives x / inf = 0), XNNPACK gives NaN (catalog: executorch-new-xnnpack-fp16-sqrt-inf)",
          lambda r: r["path"] == "executorch-xnnpack" and _half(r) and r["verdict"] == Verdict.NONFINITE
-         and "torch.sqrt(" in _lifted(r)),
+         and "torch.sqrt(" in _source(r)),
     Rule("new", "by design: XNNPACK runs every operator with denormals disabled (xnn_run_operator passes "
                 "PTHREADPOOL_FLAG_DISABLE_DENORMALS), so subnormal inputs are flushed to zero",
          lambda r: r["path"] == "executorch-xnnpack" and r["verdict"] == Verdict.INACCURATE

@@ -60,6 +60,11 @@ CONTEXT_RULES: tuple[Rule, ...] = (
                 "program bound counted in subnormal spacings; the absolute error stays under 1e-37",
          lambda r: r["path"] == "eager" and _silu(r) and _case(r)["dtype"] == "float32" and bool(r.get("unstable"))
          and _case(r)["input"]["kind"] == "outlier" and _neighbour(r) != ""),
+    Rule("new", "IREE's float16 SiLU before the norm is a few float16 ulps off eager's once-rounded one on some rows "
+                "(within the bound, over 2x eager and the witnesses; its reductions are f32); not a sigmoid then a "
+                "multiply each rounded to float16 (that errs 0.0038 on the Qwen case, IREE 0.0061): cause not located",
+         lambda r: r["path"] == "iree" and _silu(r) and _case(r)["dtype"] != "float32"
+         and r["verdict"] == Verdict.INACCURATE and _within_bound(r) and _neighbour(r) != ""),
     Rule("microsoft/onnxruntime#22557", "the CPU provider's Sigmoid (MLAS) is accurate to about 1e-7 absolute, not "
                                         "relative: a SiLU of a negative input before or after the norm is off by "
                                         "hundreds of ULPs (float16 too: its Sigmoid runs in float32 between "
