@@ -1,4 +1,5 @@
 """The neighbourhood generator (cases/neighbours.py) and the context suite built from it."""
+import itertools
 import json
 
 import pytest
@@ -90,14 +91,17 @@ def test_a_scale_that_does_not_fit_is_a_clean_refusal_and_one_that_broadcasts_is
     assert expand.shape == (16, 1) and out_type(expand).shape == (16, 64)
 
 
-def test_fuzz_programs_draws_every_fuzzable_neighbour_around_every_base_in_every_dtype():
+def test_fuzz_programs_draws_every_fuzzable_neighbour_around_every_base_and_cast():
     assert AXES["neighbour"] == ("none",) + tuple(n.name for n in nbs.fuzzable())
     for base in ("qwen", "llama", "gemma", "t5", "layer"):
         for name in AXES["neighbour"][1:]:
-            for dtype in DTYPES:
-                sk = Skeleton(base=base, neighbour=name, weight_shape="broadcast", after="mul_s")
-                spec = skeleton_spec(sk, dtype=dtype, shape=[3, 9], params="normal")
-                assert CaseSpec.from_dict(spec.to_dict()) == spec, (base, name, dtype)
+            for dtype in ("float16", "float32"):  # bfloat16 types as float16 does
+                # a mutated upcast or cast back changes the dtype the neighbour sees
+                for up, back in itertools.product(AXES["upcast"], AXES["cast_back"]):
+                    sk = Skeleton(base=base, neighbour=name, weight_shape="broadcast", after="mul_s", upcast=up,
+                                  cast_back=back)
+                    spec = skeleton_spec(sk, dtype=dtype, shape=[3, 9], params="normal", weight_dtype="float32")
+                    assert CaseSpec.from_dict(spec.to_dict()) == spec, (base, name, dtype)
     assert Skeleton.from_key("qwen:neighbour=rotary-after").neighbour == "rotary-after"
 
 
