@@ -286,7 +286,7 @@ RULES: tuple[Rule, ...] = CONTEXT_RULES + (  # the context suite's first: they m
                 "bfloat16 conditioning Linear (with bias) of an adaptive norm is far off; mm without a bias and "
                 "XNNPACK's float16 linear is right on CPUs without AVX512-FP16",
          lambda r: r["path"] in ET_RUNTIME and _half(r) and r["verdict"] in (Verdict.INACCURATE, Verdict.NONFINITE)
-         and "F.linear(" in _lifted(r) and ", None)" not in _lifted(r).split("F.linear(")[1].split("\n")[0]),
+         and "F.linear(" in _source(r) and ", None)" not in _source(r).split("F.linear(")[1].split("\n")[0]),
     Rule("new", "the portable var kernel (op_var.cpp) sums, takes the mean and sums the squares in its output "
                 "dtype: a float16/bfloat16 variance written out (x.var(-1)) rounds or overflows where eager "
                 "accumulates in float32 (pytorch/executorch#16727 fixed this in layer_norm and group_norm only)",

@@ -51,6 +51,12 @@ CONTEXT_RULES: tuple[Rule, ...] = (
                                         "onnxruntime-31980)",
          lambda r: r["path"] == "onnxruntime-fused" and r["verdict"] == Verdict.ERROR and _around("scale-expand")(r)
          and ("SimplifiedLayerNormalization" in _msg(r) or "unexpected output" in _msg(r))),
+    Rule("pytorch/executorch#24428", "RecomposeRmsNorm rebuilds the Llama norm on its float32 cast, so the Linear "
+                                     "after it gets a float32 input and a float16/bfloat16 weight and the graph "
+                                     "fails to run ('mat1 and mat2 must have the same dtype'): the seed's 'fails "
+                                     "later'",
+         lambda r: r["path"].startswith("executorch-recompose") and r["verdict"] == Verdict.ERROR
+         and _around("linear-after")(r) and "must have the same dtype" in _msg(r)),
     Rule("new", "by design: mean and variance written out in float16/bfloat16 overflow or underflow "
                 "(x - mean) ** 2 in eager itself on an outlier row: an unstable way to write the norm, whatever "
                 "is around it",
