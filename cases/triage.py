@@ -53,7 +53,7 @@ def _not_lifted(r: Record, words: str) -> bool:
 
 def _source(r: Record) -> str:
     """The program a record runs: a module case's lifted program or a program case's own ("" for a style case)."""
-    return _lifted(r) if _module(r) else (_case(r).get("program") or "")
+    return _lifted(r) or (_case(r).get("program") or "")
 
 
 def _written_out(r: Record) -> bool:
