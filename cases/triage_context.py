@@ -57,6 +57,12 @@ CONTEXT_RULES: tuple[Rule, ...] = (
                                      "later'",
          lambda r: r["path"].startswith("executorch-recompose") and r["verdict"] == Verdict.ERROR
          and _around("linear-after")(r) and "must have the same dtype" in _msg(r)),
+    Rule("pytorch/executorch#24428", "RecomposeRmsNorm takes the multiply after a weightless RMSNorm (`* s`, s of "
+                                     "shape [64] expanding rows of one element) for the norm's weight and rebuilds "
+                                     "rms_norm(x, [64], s), which fails to run: the review's item 1, a later `* s` "
+                                     "rebuilt as the norm with the wrong weight (catalog: executorch-24428-scale-as-weight)",
+         lambda r: r["path"].startswith("executorch-recompose") and r["verdict"] == Verdict.ERROR
+         and _around("scale-expand")(r) and "normalized_shape" in _msg(r)),
     Rule("new", "by design: mean and variance written out in float16/bfloat16 overflow or underflow "
                 "(x - mean) ** 2 in eager itself on an outlier row: an unstable way to write the norm, whatever "
                 "is around it",
@@ -68,7 +74,7 @@ CONTEXT_RULES: tuple[Rule, ...] = (
                 "program bound counted in subnormal spacings; the absolute error stays under 1e-37",
          lambda r: r["path"] == "eager" and _silu(r) and _case(r)["dtype"] == "float32" and bool(r.get("unstable"))
          and _case(r)["input"]["kind"] == "outlier" and _neighbour(r) != ""),
-    Rule("new", "IREE's float16 SiLU before the norm is a few float16 ulps off eager's once-rounded one on some rows "
+    Rule("new", "IREE's float16 SiLU before or after the norm is a few float16 ulps off eager's once-rounded one on some rows "
                 "(within the bound, over 2x eager and the witnesses; its reductions are f32); not a sigmoid then a "
                 "multiply each rounded to float16 (that errs 0.0038 on the Qwen case, IREE 0.0061): cause not located",
          lambda r: r["path"] == "iree" and _silu(r) and _case(r)["dtype"] != "float32"
@@ -80,10 +86,18 @@ CONTEXT_RULES: tuple[Rule, ...] = (
          lambda r: r["path"] in OPENVINO and r["verdict"] == Verdict.INACCURATE and _around("scale-dtype")(r)
          and _case(r)["dtype"] == "float16", cpu=BF16_CPUS),
     Rule("new", "cause not located (bf16 inference precision, CPU-conditional): a bfloat16 RMSNorm whose output is "
-                "taken to float32 and scaled there; its statistic runs in f32 (Reduce:f32) but the weight multiply "
+                "taken to float32 (and scaled there); its statistic runs in f32 (Reduce:f32) but the weight multiply "
                 "and the casts around it in bf16 Eltwise nodes: within the bound, over 2x eager on a row",
-         lambda r: r["path"] in OPENVINO and r["verdict"] == Verdict.INACCURATE and _around("scale-float32")(r)
-         and _case(r)["dtype"] == "bfloat16" and _within_bound(r), cpu=BF16_CPUS),
+         lambda r: r["path"] in OPENVINO and r["verdict"] == Verdict.INACCURATE
+         and _around("scale-float32", "cast-after")(r) and _case(r)["dtype"] == "bfloat16" and _within_bound(r),
+         cpu=BF16_CPUS),
+    Rule("new", "marginal, likely by design: a rotary rotate after a float16/bfloat16 norm (nrm * cos + "
+                "rotate(nrm) * sin) on one outlier row where the two terms cancel, within the bound (0.13-0.2x) and "
+                "just over the program rule's floor (0.10-0.13 per unit against 0.083): consistent with the path "
+                "computing the products and the sum with fewer roundings to the dtype than eager, whose roundings "
+                "the reference follows; not checked bit for bit",
+         lambda r: r["path"] != "eager" and _around("rotary-after")(r) and _case(r)["dtype"] != "float32"
+         and r["verdict"] == Verdict.INACCURATE and _within_bound(r) and r.get("rows_over") == 1),
     Rule("microsoft/onnxruntime#22557", "the CPU provider's Sigmoid (MLAS) is accurate to about 1e-7 absolute, not "
                                         "relative: a SiLU of a negative input before or after the norm is off by "
                                         "hundreds of ULPs (float16 too: its Sigmoid runs in float32 between "
