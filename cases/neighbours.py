@@ -98,7 +98,8 @@ class Neighbour:
     upstream: tuple[str, ...] = ()  # the reports it is the neighbourhood of
     inputs: tuple[str, ...] = ()    # extra inputs it reads (x's shape and dtype, a normal draw)
     params: dict = field(default_factory=dict)  # parameter -> shape ("D": the row; "T,D": tokens x row; ints)
-    ops: tuple[str, ...] = ()       # ops of harness.program.ops it needs (pending until the table has them)
+    ops: tuple[str, ...] = ()       # op names of harness.program.ops it needs (pending until the table has them;
+                                    # named as the ops branch's table names them: avg_pool1d, matmul, gelu...)
     patterns: tuple[str, ...] = ("layer_norm", "rms_norm", "group_norm")
     needs_upcast: bool = False      # only around a norm that casts to float32 itself
     affine: str | None = None       # the norm's affine (None: the pattern's default)
@@ -174,9 +175,9 @@ TABLE: tuple[Neighbour, ...] = (
     Neighbour("hardswish-after", "after", "hardswish after the norm", ("return F.hardswish(nrm)",),
               ("pytorch/pytorch#183601",), ops=("hardswish",)),
     Neighbour("pool-hardswish", "after", "a pool, then hardswish (InstanceNorm2d -> pool -> hardswish)",
-              ("pool = F.avg_pool1d(nrm, 2)", "return F.hardswish(pool)"), ("pytorch/pytorch#183601",),
-              ops=("avg_pool", "hardswish")),
-    Neighbour("softmax-after", "after", "a softmax over the row after the norm", ("return torch.softmax(nrm, -1)",),
+              ("pool = F.avg_pool1d(nrm, kernel_size=2)", "return F.hardswish(pool)"), ("pytorch/pytorch#183601",),
+              ops=("avg_pool1d", "hardswish")),
+    Neighbour("softmax-after", "after", "a softmax over the row after the norm", ("return torch.softmax(nrm, dim=-1)",),
               ops=("softmax",)),
     Neighbour("qk-scores", "after", "attention scores after QK-norm: n @ n^T", ("return nrm @ nrm.transpose(-1, -2)",),
               ops=("matmul",)),
