@@ -208,3 +208,15 @@ class RunningGroupNorm(nn.Module):
         mean = torch.cumsum(h.sum(-1, keepdim=True), dim=1) / count
         var = torch.cumsum(((h - mean) ** 2).sum(-1, keepdim=True), dim=1) / count
         return ((h - mean) * torch.rsqrt(var + 1e-3)).to(x.dtype)
+
+
+class L2QKNorm(nn.Module):
+    """ZAYA's query norm (transformers' ZayaQKNorm, one output): an L2 norm scaled to sqrt(head_dim)."""
+
+    def __init__(self, head_dim: int = 16):
+        super().__init__()
+        self.scale = head_dim ** 0.5
+
+    def forward(self, x):
+        eps = torch.finfo(x.dtype).eps
+        return x * (self.scale / x.norm(p=2, dim=-1, keepdim=True).clamp_min(eps))
