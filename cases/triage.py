@@ -170,7 +170,7 @@ RULES: tuple[Rule, ...] = CONTEXT_RULES + (  # the context suite's first: they m
                 "hard-coded (the importer's _linear and _addmm, and its matmul.default, mm.default, bmm.default "
                 "entries): a float16/bfloat16 bias is then added to a float32 product and the import fails "
                 "('Binary operators must have the same datatype'), and a half `a @ b` (the context suite's QK "
-                "scores) returns float32 where torch returns the input dtype",
+                "scores) returns float32 where torch returns the input dtype (catalog: tvm-new-matmul-float32-out)",
          lambda r: r["path"] in TVM and (("Binary operators must have the same datatype" in _msg(r)
                                            and "float32 on the RHS" in _msg(r))
                                           or (r["verdict"] == Verdict.DTYPE_MISMATCH and _half(r)

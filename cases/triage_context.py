@@ -114,14 +114,16 @@ CONTEXT_RULES: tuple[Rule, ...] = (
                                      "delegates any float32 aten.gelu and op_gelu.py serializes it as XNNGelu (the "
                                      "erf form), so gelu(approximate='tanh') runs exact GELU (executorch 1.5.1's "
                                      "source; the error 4.67e-4 is max |gelu_erf - gelu_tanh| = 4.73e-4 at x = "
-                                     "-2.70); fixed upstream by routing tanh GELU to xnn approxgelu",
+                                     "-2.70); fixed upstream by routing tanh GELU to xnn approxgelu (catalog: "
+                                     "executorch-22851-xnnpack-tanh-gelu)",
          lambda r: r["path"] == "executorch-xnnpack" and _around("gelu-tanh-after")(r) and _dtype(r) == "float32"
          and r["verdict"] == Verdict.INACCURATE),
     Rule("new", "torch-mlir's TorchToLinalg lowering of gelu(approximate='tanh') (llvm/torch-mlir#2941) writes "
                 "sqrt(2/pi) as 0.797724 (the linalg payload iree-compile --compile-to=input prints: arith.constant "
                 "7.977240e-01) where it is 0.7978846: a 2.0e-4 relative error in tanh's argument, up to 5.12e-5 "
                 "absolute near x = 1.33 (computed in NumPy: 5.118e-5; IREE 3.13 on gelu alone: 5.128e-5; the same "
-                "formula written out with the right constant: 8e-7); no upstream report found",
+                "formula written out with the right constant: 8e-7); no upstream report found (catalog: "
+                "iree-new-gelu-tanh-constant)",
          lambda r: r["path"] == "iree" and _around("gelu-tanh-after")(r) and _dtype(r) == "float32"
          and r["verdict"] == Verdict.INACCURATE),
     Rule("new", "by design as documented (bf16 inference precision, the default on CPUs with native bf16 and the "
