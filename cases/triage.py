@@ -64,6 +64,11 @@ def _written_out(r: Record) -> bool:
             and ".float()" not in source and "_norm(" not in source)
 
 
+def _matmul(r: Record) -> bool:
+    """A program (or lifted module) with a matrix product: `@` or torch.matmul."""
+    return " @ " in _source(r) or "torch.matmul(" in _source(r)
+
+
 def _within_bound(r: Record) -> bool:
     ratio = r.get("max_err_over_tol")
     return ratio is not None and ratio < 1.0
@@ -161,11 +166,15 @@ RULES: tuple[Rule, ...] = CONTEXT_RULES + (  # the context suite's first: they m
                 "traversing AST' (the importer passes gamma=None, beta=None to R.nn.group_norm; its batch_norm "
                 "substitutes ones/zeros)",
          lambda r: r["path"] in TVM and "null pointer node" in _msg(r)),
-    Rule("new", "from_exported_program builds linear/addmm as a matmul with out_dtype='float32' hard-coded (the "
-                "importer's _linear and _addmm): a float16/bfloat16 bias is then added to a float32 product and "
-                "the import fails ('Binary operators must have the same datatype'); any half Linear with a bias",
-         lambda r: r["path"] in TVM and "Binary operators must have the same datatype" in _msg(r)
-         and "float32 on the RHS" in _msg(r)),
+    Rule("new", "from_exported_program builds linear/addmm/matmul/mm/bmm as a matmul with out_dtype='float32' "
+                "hard-coded (the importer's _linear and _addmm, and its matmul.default, mm.default, bmm.default "
+                "entries): a float16/bfloat16 bias is then added to a float32 product and the import fails "
+                "('Binary operators must have the same datatype'), and a half `a @ b` (the context suite's QK "
+                "scores) returns float32 where torch returns the input dtype (catalog: tvm-new-matmul-float32-out)",
+         lambda r: r["path"] in TVM and (("Binary operators must have the same datatype" in _msg(r)
+                                           and "float32 on the RHS" in _msg(r))
+                                          or (r["verdict"] == Verdict.DTYPE_MISMATCH and _half(r)
+                                              and r.get("out_dtype") == "float32" and _matmul(r)))),
     Rule("new", "relax.nn.group_norm rejects a bfloat16 input when imported: 'expects that data must be float, but "
                 "got T.bfloat16' (its struct-info check matches the DLPack code kDLFloat, and bfloat16's is kDLBfloat, "
                 "as tvm-new-bf16-power; TOPI group_norm.h would refuse bfloat16 next)",

@@ -34,9 +34,12 @@ def _pattern(r) -> str:
 
 
 def _module_norm(r, pattern: str) -> bool:
-    """The norm op itself (nn.LayerNorm, F.layer_norm in a library's class), not one written out."""
+    """The norm op itself (nn.LayerNorm, F.layer_norm in a library's class or in a program, as the context
+    suite's neighbourhoods call it), not one written out."""
     if _case(r).get("class"):
         return f"F.{pattern}(" in (r.get("program") or "")
+    if _case(r).get("program") is not None:
+        return f"F.{pattern}(" in _case(r)["program"]
     return _case(r)["pattern"] == pattern and _case(r).get("style", "module") == "module"
 
 

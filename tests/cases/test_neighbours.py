@@ -65,7 +65,9 @@ def test_the_suite_covers_every_active_neighbour_in_three_dtypes_and_lists_the_p
     assert names == {nb.name for nb in nbs.active()}
     assert {s.dtype for s in specs} == set(DTYPES)
     assert {s.pattern for s in specs} == {"layer_norm", "rms_norm", "group_norm"}
-    assert len({s.structure_key() for s in specs}) <= 120  # sized to run warm on every path in well under a minute
+    # a warm-time guard: 144 structures (37c92e5, the new ops' 7 templates) run warm on every path in 43 s at
+    # load 2.5 (docs/measurements.md), well under a minute
+    assert len({s.structure_key() for s in specs}) <= 150
     pending = {nb.name for nb, _ in nbs.pending()}
     assert pending == {nb.name for nb in nbs.TABLE if any(o not in ops.BY_NAME for o in nb.ops)}
     assert pending.isdisjoint(names)
