@@ -43,7 +43,7 @@ check uses a multiplier).
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
@@ -78,9 +78,55 @@ class Score:
     expected_dtype: str
     unstable: bool = False
     rows_over: int = 0
+    name: str | None = None  # the output's name when the case has several (Reference.output_names)
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+# How bad a wrong output is, worst first: the output of several that sets an execution's verdict is the first
+# in this order, the one furthest over its bound among equals (a pass is the best).
+OUTPUT_SEVERITY = (Verdict.SHAPE_MISMATCH, Verdict.NONFINITE, Verdict.DTYPE_MISMATCH, Verdict.INACCURATE,
+                   Verdict.PASS)
+
+
+def worst(scores) -> int:
+    """The index of the score that sets the verdict of an execution of several outputs (OUTPUT_SEVERITY)."""
+    def badness(k):
+        s = scores[k]
+        return (OUTPUT_SEVERITY.index(s.verdict), -(s.max_err_over_tol if s.max_err_over_tol is not None
+                                                     else (np.inf if s.verdict != Verdict.PASS else 0.0)), k)
+    return min(range(len(scores)), key=badness)
+
+
+def as_outputs(out) -> tuple:
+    """A run's outputs as a tuple: `out` is one array, or a tuple of them for a case of several outputs."""
+    return out if isinstance(out, tuple) else (out,)
+
+
+def score_each(out, ref: Reference, eager_out=None) -> tuple[Score, ...]:
+    """Each output of `out` (an array, or a tuple of them) scored against its own reference (`ref.each`) and
+    eager's matching output, named by its reference's name when there are several; an output the path did not
+    return is a shape_mismatch."""
+    refs, outs = ref.each, as_outputs(out)
+    eagers = as_outputs(eager_out) if eager_out is not None else (None,) * len(refs)
+    if len(refs) == 1 and len(outs) == 1:
+        return (score(outs[0], refs[0], eagers[0]),)
+    names = ref.output_names
+    scores = []
+    for k, (r, name) in enumerate(zip(refs, names)):
+        e = eagers[k] if k < len(eagers) else None
+        if k >= len(outs):
+            scores.append(Score(Verdict.SHAPE_MISMATCH, f"output {name} missing: the path returned {len(outs)} "
+                                f"outputs, the case has {len(refs)}", None, None, None, None, None, None,
+                                r.out_dtype if e is None else name_of(e.dtype), name=name))
+            continue
+        scores.append(replace(score(outs[k], r, e), name=name))
+    if len(outs) > len(refs):
+        k = worst(scores)
+        scores[k] = replace(scores[k], verdict=Verdict.SHAPE_MISMATCH, message=(
+            f"the path returned {len(outs)} outputs, the case has {len(refs)}; {scores[k].message}"))
+    return tuple(scores)
 
 
 def _num(v) -> float | None:
@@ -381,8 +427,12 @@ def measured_rows(out: np.ndarray, ref: Reference, eager_out: np.ndarray | None)
     return own, eager, witnessed, scale
 
 
-def eager_row_errors(eager_out: np.ndarray, ref: Reference) -> float | None:
-    """eager's max abs error over the finite elements (for the record)."""
+def eager_row_errors(eager_out, ref: Reference, output: int = 0) -> float | None:
+    """eager's max abs error over the finite elements of output `output` (for the record)."""
+    outs = as_outputs(eager_out)
+    if output >= len(outs):
+        return None
+    eager_out, ref = outs[output], ref.each[output]
     if tuple(eager_out.shape) != tuple(ref.out.shape):
         return None
     err, _ = _errors(eager_out, ref)
