@@ -67,8 +67,9 @@ def runtime_nodes(compiled) -> list[str]:
     return sorted(found)
 
 
-def run_infer(compiled, arrays: tuple) -> np.ndarray:
-    """One inference: bfloat16 in and out as raw 16-bit words of tensors typed bf16."""
+def run_infer(compiled, arrays: tuple) -> np.ndarray | tuple:
+    """One inference: bfloat16 in and out as raw 16-bit words of tensors typed bf16 (a tuple of arrays for a
+    model of several outputs)."""
     import ml_dtypes
     import openvino as ov
 
@@ -83,13 +84,14 @@ def run_infer(compiled, arrays: tuple) -> np.ndarray:
         else:
             inputs.append(a)
     request.infer(inputs)
-    if len(compiled.outputs) != 1:
-        raise ValueError(f"expected one output, the model has {len(compiled.outputs)}")
-    out = request.get_output_tensor(0)
-    words = np.array(out.data, copy=True)
-    if out.element_type == ov.Type.bf16:  # OpenVINO shows bf16 data as 16-bit words of another type
-        return words.view(np.uint16).view(ml_dtypes.bfloat16)
-    return words
+    outs = []
+    for k in range(len(compiled.outputs)):  # a model of several outputs: each, in order
+        out = request.get_output_tensor(k)
+        words = np.array(out.data, copy=True)
+        if out.element_type == ov.Type.bf16:  # OpenVINO shows bf16 data as 16-bit words of another type
+            words = words.view(np.uint16).view(ml_dtypes.bfloat16)
+        outs.append(words)
+    return outs[0] if len(outs) == 1 else tuple(outs)
 
 
 _REFUSED = (
