@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from harness.core.records import LiftCheck
@@ -135,7 +135,10 @@ class Cases:
         lift = LiftCheck(program=mc.resolved.source, lifted_pattern=mc.resolved.pattern,
                          **mc.lift_check(inputs, evaluation))
         witnesses = program_witnesses(spec.case_id, mc.program, mc.case, arrays)  # the lifted program's
-        return Setup(inputs, evaluation_reference(evaluation, witnesses),
+        ref = evaluation_reference(evaluation, witnesses)
+        if ref.outputs:  # a forward returning several: its outputs named by their position, not the lift's names
+            ref = replace(ref, names=tuple(str(k) for k in range(len(ref.outputs))))
+        return Setup(inputs, ref,
                      lambda: (mc.build(), mc.example(inputs, spec.layout)), lift, lift_problem(lift), mc)
 
 
