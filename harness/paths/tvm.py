@@ -132,7 +132,8 @@ def exposed_runner(model, example, decompose):
         result = list(main(*(tvm_tensor(a) for a in x)))
         values = [tvm_array(t) for t in result[1:]]
         items = [(name, op, str(v.dtype), v) for (name, op), v in zip(names, values)]
-        return items, output, tvm_array(first_tensor(result[0]))
+        outs = tuple(tvm_array(t) for t in output_tensors(result[0]))  # several outputs: each
+        return items, output, outs[0] if len(outs) == 1 else outs
 
     return run
 
