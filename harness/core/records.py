@@ -410,6 +410,16 @@ def read_results(path: str) -> list[dict]:
     return list(iter_results(path))
 
 
+def failing_outputs(record: Mapping) -> dict[str, str] | None:
+    """{output name: verdict} of the outputs that did not pass, of an execution of several outputs (read from its
+    `outputs`); None for an execution of one output or none scored (the gate's baseline keeps it, see
+    harness.reports.baseline)."""
+    outputs = record.get("outputs")
+    if not isinstance(outputs, list):
+        return None
+    return {o["name"]: o["verdict"] for o in outputs if o.get("verdict") != Verdict.PASS}
+
+
 def latest_per_execution(records: Iterable[dict]) -> list[dict]:
     """One record per (case_id, path): the last one written wins."""
     table: dict[tuple[str, str], dict] = {}
