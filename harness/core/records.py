@@ -133,7 +133,8 @@ class OutputScore:
     @classmethod
     def of(cls, scored) -> "OutputScore":
         """The score of harness.oracle.compare.score (any object with these attributes)."""
-        return cls(**{f.name: getattr(scored, f.name) for f in fields(cls)})
+        return cls(**{f.name: getattr(scored, f.name) if f.name not in cls.OWN else getattr(scored, f.name, None)
+                      for f in fields(cls)})
 
     def to_dict(self) -> dict:
         """An entry of a record's `outputs`: its name, verdict and message, then its score's keys."""

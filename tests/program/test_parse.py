@@ -83,7 +83,9 @@ REJECTED = [
     ("return x.mean(-1, True, 2)", "program line 1: too many positional arguments for mean"),
     ("a = 1; b = 2\nreturn x", "program line 1: more than one statement on a line"),
     ("return x if x else x", "program line 1: conditional expression is not allowed"),
-    ("return (x, x)", "program line 1: tuple is not allowed here"),
+    ("return x, (x, x)", "program line 1: tuple is not allowed here"),  # several outputs, never nested
+    ("return (x,)", "program line 1: a return of fewer than two values is not a tuple of outputs"),
+    ("return *x, x", "program line 1: a starred return value is not allowed"),
     ("return x.mean(-1, dtype=torch.float32)", "program line 1: keyword 'dtype' is not allowed for mean"),
     ("return F.layer_norm(x, (64,), eps=None)", "program line 1: None is not allowed here"),
     ("return x +", "program line 1: syntax error"),
