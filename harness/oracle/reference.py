@@ -122,6 +122,12 @@ def evaluation_reference(ev, witnesses: Callable[[], tuple[np.ndarray, ...]] | N
     )
 
 
+def by_position(ref: Reference) -> Reference:
+    """`ref` with its outputs named by their position ("0", "1", ...): a module case's, whose forward returns a
+    tuple (the names its lifted program gives them mean nothing to the class's author)."""
+    return replace(ref, names=tuple(str(k) for k in range(len(ref.outputs)))) if ref.outputs else ref
+
+
 def _output_of(witnesses: Callable[[], tuple], k: int) -> Callable[[], tuple[np.ndarray, ...]]:
     """The witnesses of output `k` of a program of several outputs (each witness gives a tuple of them)."""
     return lambda: tuple(w[k] for w in witnesses())
