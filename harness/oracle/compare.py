@@ -48,7 +48,7 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from harness.core.dtypes import cast, name_of, narrowest, ulp, unit_roundoff
-from harness.core.verdicts import Verdict
+from harness.core.verdicts import SCORED, Verdict
 from harness.oracle import witness_error
 from harness.oracle.reference import Reference
 
@@ -84,18 +84,13 @@ class Score:
         return asdict(self)
 
 
-# How bad a wrong output is, worst first: the output of several that sets an execution's verdict is the first
-# in this order, the one furthest over its bound among equals (a pass is the best).
-OUTPUT_SEVERITY = (Verdict.SHAPE_MISMATCH, Verdict.NONFINITE, Verdict.DTYPE_MISMATCH, Verdict.INACCURATE,
-                   Verdict.PASS)
-
-
 def worst(scores) -> int:
-    """The index of the score that sets the verdict of an execution of several outputs (OUTPUT_SEVERITY)."""
+    """The index of the score that sets the verdict of an execution of several outputs: the first by the
+    verdicts' precedence (SCORED), among equals the one furthest over its bound, then the first."""
     def badness(k):
         s = scores[k]
-        return (OUTPUT_SEVERITY.index(s.verdict), -(s.max_err_over_tol if s.max_err_over_tol is not None
-                                                     else (np.inf if s.verdict != Verdict.PASS else 0.0)), k)
+        over = s.max_err_over_tol if s.max_err_over_tol is not None else (np.inf if s.verdict != Verdict.PASS else 0.0)
+        return SCORED.index(s.verdict), -over, k
     return min(range(len(scores)), key=badness)
 
 
