@@ -11,6 +11,10 @@
   where it has none, on the outlier and large-offset inputs of the suites,
   on its own rows of 64; and on rows of 1023 (long, and an element count
   bfloat16 cannot hold) on its own input.
+* Written-out float32 statistics (a layer norm's mean and variance as
+  reductions) on float16 and bfloat16 rows offset by 1000, 1000 and 4096
+  elements long: where a correct float32 Welford order (Inductor's, for
+  this very pattern) and the written two-pass order part the most.
 * Module cases (docs/contracts.md §8): a sample of the zoo (§9), the transformers
   norm implementations that most library classes share, as the zoo suite
   specs them; the renderings take a module case through its lifted program
@@ -73,6 +77,24 @@ def nearmiss_cases(quick: bool = False) -> list[CaseSpec]:
     return specs
 
 
+WRITTEN_OUT = ("h = x.to(torch.float32)\n"
+               "m = h.mean(-1, keepdim=True)\n"
+               "v = ((h - m) ** 2).mean(-1, keepdim=True)\n"
+               "return (w * ((h - m) * torch.rsqrt(v + eps)) + b).to(x.dtype)")
+STATISTIC_ROWS = (1000, 4096)
+STATISTIC_OFFSET = 1000.0
+
+
+def statistic_cases(quick: bool = False) -> list[CaseSpec]:
+    """A layer norm whose float32 statistics are written out, on long rows offset by 1000 (none for `quick`)."""
+    if quick:
+        return []
+    return [CaseSpec.from_dict({"pattern": "layer_norm", "dtype": dtype, "shape": [4, n], "program": WRITTEN_OUT,
+                                "params": {"kind": "normal"},
+                                "input": {"kind": "offset", "offset": STATISTIC_OFFSET, "std": 1.0}})
+            for dtype in ("float16", "bfloat16") for n in STATISTIC_ROWS]
+
+
 def module_cases(quick: bool = False) -> list[CaseSpec]:
     """A sample of the zoo (docs/contracts.md §9): the installed transformers' norm implementations that at least
     ZOO_MEMBERS library classes share (the ones most models run), as the zoo suite specs them (every
@@ -90,4 +112,4 @@ def module_cases(quick: bool = False) -> list[CaseSpec]:
 
 def cases(quick: bool = False) -> list[CaseSpec]:
     """The program benchmark's specs; `quick` keeps the short rows only (for tests)."""
-    return style_cases(quick) + nearmiss_cases(quick) + module_cases(quick)
+    return style_cases(quick) + nearmiss_cases(quick) + statistic_cases(quick) + module_cases(quick)

@@ -172,7 +172,7 @@ CORRECT = {
                       _acc("pairwise", "pairwise"), True),
     "sequential": _make("Sequential", "the program in its dtypes, float32 sums left to right (TVM's loop)",
                         _acc("sequential", "sequential"), True),
-    "welford": _make("Welford", "the program in its dtypes, variances and F.* statistics by float32 Welford",
+    "welford": _make("Welford", "the program in its dtypes, variances, F.* and written-out statistics by float32 Welford",
                      _acc("welford", "sequential", "welford"), True),
     "blocked": _make("Blocked", f"float32 sums over {BLOCKS} contiguous blocks, then across them",
                      _acc("blocked", "blocked"), True),

@@ -32,12 +32,13 @@ Choices, written down (docs/paths.md says why):
 """
 from __future__ import annotations
 
-import inspect
 import re
 
 import numpy as np
 
-from harness.paths.base import Path, Prepared, Unsupported, example_args, input_arrays, stage
+from harness.paths import _ov_intermediates as ovi
+from harness.paths._ov_intermediates import compile_cpu, infer_all
+from harness.paths.base import Capture, Intermediate, Path, Prepared, Unsupported, example_args, input_arrays, stage
 
 
 def convert(module, args: tuple):
@@ -53,11 +54,6 @@ def convert(module, args: tuple):
     return ov.convert_model(module, example_input=args, share_weights=False)
 
 
-def compile_cpu(core, model, config: dict):
-    """The model compiled by the CPU plugin of `core` (an ov.Core kept while the model runs) with `config`."""
-    return core.compile_model(model, "CPU", config)
-
-
 def runtime_nodes(compiled) -> list[str]:
     """The nodes the CPU plugin runs, as "layerType:runtimePrecision" (sorted, unique)."""
     found = set()
@@ -68,29 +64,9 @@ def runtime_nodes(compiled) -> list[str]:
 
 
 def run_infer(compiled, arrays: tuple) -> np.ndarray | tuple:
-    """One inference: bfloat16 in and out as raw 16-bit words of tensors typed bf16 (a tuple of arrays for a
-    model of several outputs)."""
-    import ml_dtypes
-    import openvino as ov
-
-    request = compiled.create_infer_request()
-    inputs = []
-    for a in arrays:
-        a = np.ascontiguousarray(a)
-        if a.dtype == ml_dtypes.bfloat16:
-            tensor = ov.Tensor(ov.Type.bf16, list(a.shape))
-            tensor.data.view(np.uint16)[...] = a.view(np.uint16)
-            inputs.append(tensor)
-        else:
-            inputs.append(a)
-    request.infer(inputs)
-    outs = []
-    for k in range(len(compiled.outputs)):  # a model of several outputs: each, in order
-        out = request.get_output_tensor(k)
-        words = np.array(out.data, copy=True)
-        if out.element_type == ov.Type.bf16:  # OpenVINO shows bf16 data as 16-bit words of another type
-            words = words.view(np.uint16).view(ml_dtypes.bfloat16)
-        outs.append(words)
+    """One inference: its output in its own dtype (bfloat16 crosses as raw words); a tuple of them, in order, for
+    a model of several outputs."""
+    outs = infer_all(compiled, arrays)
     return outs[0] if len(outs) == 1 else tuple(outs)
 
 
@@ -158,11 +134,12 @@ class OpenVinoPath(Path):
     packages = ("torch", "openvino")
     warm_imports = ("torch", "openvino", "openvino.frontend.pytorch")
     script_imports = "import openvino as ov\n"
-    pipeline = (convert, compile_cpu, runtime_nodes, run_infer)
+    pipeline = (convert, compile_cpu, runtime_nodes, ovi.ov_array, infer_all, run_infer, ovi.computing_nodes,
+                ovi.value_nodes, ovi.with_results, ovi.stored_dtypes, ovi.readable_nodes, ovi.exposed_runner)
     takes_shared_export = False
     artifact_cacheable = True
     restore_takes_build = False
-    has_intermediates = False
+    has_intermediates = True
     # INFERENCE_PRECISION_HINT, or "" for the plugin's default.
     precision_hint = ""
 
@@ -172,10 +149,8 @@ class OpenVinoPath(Path):
             config["INFERENCE_PRECISION_HINT"] = self.precision_hint
         return config
 
-    def script_code(self) -> str:
-        steps = "\n\n".join(inspect.getsource(f) for f in self.pipeline)
-        return steps + f'''
-
+    def script_calls(self) -> str:
+        return f'''\
 CONFIG = {self.config()!r}
 
 
@@ -185,7 +160,35 @@ def run_path(model, example, x):
     compiled = compile_cpu(core, convert(model, example), CONFIG)
     print("OpenVINO runtime nodes (layerType:runtimePrecision):", ", ".join(runtime_nodes(compiled)))
     return run_infer(compiled, x)
+
+
+def intermediates(model, example, x):
+    """The model's inner nodes given Results where that changes nothing the CPU plugin computes, run once."""
+    run, unread = exposed_runner(ov.Core(), convert(model, example), CONFIG, x)
+    if unread:
+        print("OpenVINO nodes the CPU plugin fused (not read: a Result on them changes what it computes):",
+              ", ".join(unread))
+    return run(x)
 '''
+
+    def intermediates(self, spec, module, example):
+        """The model converted as `prepare` converts it, compiled with Results on the nodes that can be read
+        without changing what the plugin computes (_ov_intermediates), checked on `example`."""
+        import torch
+
+        from harness.core.tensors import to_numpy
+
+        args = example_args(example)
+        with torch.no_grad():
+            model = convert(module, args)
+        run, unread = ovi.exposed_runner(_core(), model, self.config(), tuple(to_numpy(t) for t in args))
+        method = ovi.METHOD + (f"; fused by the CPU plugin, not read: {', '.join(unread)}" if unread else "")
+
+        def capture(x) -> Capture:
+            items, output, rerun = run(input_arrays(x))
+            return Capture([Intermediate(*item) for item in items], output, rerun, method)
+
+        return capture
 
     def prepare(self, spec, module, example) -> Prepared:
         import torch

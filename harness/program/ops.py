@@ -303,6 +303,18 @@ NORM_PARTS = {"mean": "mean", "centered": "sub", "variance": "var", "var_eps": "
 _NOT_COMPUTED = ("expand_dims", "permute_dims", "broadcast_to", "flatten", "_assert_tensor_metadata", "getitem")
 
 
+# OpenVINO's op types (its opset's CamelCase names, which the OpenVINO paths' intermediates carry) and the op
+# each computes: MVN is a layer norm without its affine, RMS an RMSNorm with its weight.
+OPENVINO_TYPES = {"ReduceMean": "mean", "ReduceSum": "sum", "Power": "pow", "SquaredDifference": "pow",
+                  "Multiply": "mul", "Divide": "div", "Add": "add", "Subtract": "sub", "Sqrt": "sqrt",
+                  "Negative": "neg", "Abs": "abs", "Sigmoid": "sigmoid", "Swish": "silu", "Relu": "relu",
+                  "Convert": "cast", "MatMul": "linear", "MVN": "layer_norm", "RMS": "rms_norm",
+                  "GroupNormalization": "group_norm"}
+# OpenVINO's op types that move values without computing them.
+OPENVINO_LAYOUT = ("Reshape", "Squeeze", "Unsqueeze", "Transpose", "Broadcast", "Concat", "StridedSlice", "Slice",
+                   "Gather", "Split", "VariadicSplit")
+
+
 def _canonical_names() -> dict[str, str]:
     names: dict[str, str] = {}
     for op in TABLE:
@@ -311,10 +323,13 @@ def _canonical_names() -> dict[str, str]:
         canonical = "pow" if op.name == "square" else op.name  # x*x and x**2 are one computation
         for name in (op.name, *op.aten, *op.compiled):
             names.setdefault(name, canonical)
+    for name, canonical in OPENVINO_TYPES.items():
+        names.setdefault(name, canonical)
     return names
 
 
 CANONICAL: dict[str, str] = _canonical_names()
 LAYOUT: frozenset = frozenset(
-    {n for op in TABLE if op.op_class == "layout" for n in (op.name, *op.aten, *op.compiled)} | set(_NOT_COMPUTED))
+    {n for op in TABLE if op.op_class == "layout" for n in (op.name, *op.aten, *op.compiled)} | set(_NOT_COMPUTED)
+    | set(OPENVINO_LAYOUT))
 CLASSES: dict[str, str] = {op.name: op.op_class for op in TABLE if op.op_class not in ("elementwise", "layout")}

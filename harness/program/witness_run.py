@@ -33,8 +33,9 @@ witness fixes one order (harness.program.accumulate.Accumulation):
 * blocked: 4 contiguous blocks, each sequential, then the partial sums in
   order (a parallel reduction over threads or tiles);
 
-and, where the program asks for a variance (`var`) or an F.* norm, how the
-moments are formed: two-pass (the mean, then the squared deviations from it)
+and, where the program asks for a variance (`var`), an F.* norm, or writes a
+moment out as reductions (harness.program.statistics), how the moments are
+formed: two-pass (the mean, then the squared deviations from it)
 or Welford (one element at a time; blocked: Welford per block, combined by
 Chan et al.'s update), as Inductor's and ATen's running statistics do; for
 rms_norm the moment is the mean of squares, kept as a running mean.
@@ -54,7 +55,7 @@ import numpy as np
 
 from harness.core.dtypes import name_of, np_dtype
 from harness.core.eps import torch_norm_eps
-from harness.program import ops
+from harness.program import ops, statistics
 from harness.program.accumulate import Accumulation, moments, row_sum
 from harness.program.typecheck import (
     TensorType,
@@ -97,7 +98,7 @@ class NumpyWalker(Walker):
     def __init__(self, env: dict, acc: Accumulation):
         super().__init__(env)
         self.acc = acc
-        self.took_moments = False  # a var or an F.* norm ran (the Welford witnesses differ from two-pass)
+        self.took_moments = False  # a var, an F.* norm or a written-out moment ran (Welford differs there)
         self.reduced = False       # some reduction added terms (otherwise every order gives the same bits)
 
     def shape(self, a):
@@ -208,13 +209,20 @@ class NumpyWalker(Walker):
         return self.round(out, dtype)
 
     # ------------------------------------------------------------------ reductions
+    def run(self, program: Program):
+        self.statistics = statistics.of(program)
+        self.centered = {}  # inlined centering mean -> (axes, shape, M2) of the moment formed at it
+        return super().run(program)
+
     def reduce(self, node, a):
         axes, n, shape = reduce_axes(node, self._type(a), self.line)
         dtype = self.dtype(a)
         x = to_end(self._operand(a, dtype), axes) if axes else self._operand(a, dtype)[..., None]
         self.reduced = self.reduced or x.shape[-1] > 1
         with np.errstate(all="ignore"):
-            z = self.reduction(node.op, x, node.correction)
+            z = self.statistic(node, x, dtype, axes)
+            if z is None:
+                z = self.reduction(node.op, x, node.correction)
         kept = tuple(1 if i in axes else s for i, s in enumerate(a.shape)) if node.keepdim else shape
         return self.round(np.asarray(z).reshape(kept), dtype)
 
@@ -228,6 +236,28 @@ class NumpyWalker(Walker):
         self.took_moments = True
         _, m2 = self.moments(x, True)
         return m2 / f(x.shape[-1] - (1 if correction is None else correction))
+
+    def statistic(self, node, x: np.ndarray, dtype: str, axes) -> np.ndarray | None:
+        """A written-out moment's reduction (harness.program.statistics) formed by the Welford order, as the
+        program's `var` is; None to reduce as written (two-pass orders, a statistic not in float32, a
+        moment whose centering mean this walk has not formed)."""
+        moment, center = self.statistics.second(node), self.statistics.mean(node)
+        if moment is None and center is None:
+            return None
+        self.took_moments = True  # the Welford witnesses differ from two-pass here
+        if self.acc.moments != "welford" or dtype != "float32":
+            return None
+        if center is not None:  # T's mean; its M2 waits for the moment's reduction of squares
+            mean, m2 = self.moments(x, True)
+            self.centered[center] = (axes, x.shape, m2)
+            return mean
+        if not moment.centered:  # a mean of squares, as a running mean (F.rms_norm's Welford witness)
+            return moments(x, True, self.acc)[0]
+        formed = self.centered.get(moment.mean)
+        if formed is None or formed[:2] != (axes, x.shape):
+            return None
+        m2 = formed[2]
+        return m2 / x.dtype.type(x.shape[-1]) if node.op == "mean" else m2
 
     def sum(self, x):
         return row_sum(x, self.acc)
@@ -302,7 +332,7 @@ def outputs(program: Program, case: ProgramCase, arrays: dict) -> tuple[tuple[st
     """(name, output) of each of WITNESSES on the program, skipping those that cannot differ.
 
     A program that reduces nothing gives the same bits by every order (one
-    witness); one without a var or an F.* norm gives the same by Welford as by
+    witness); one without a var, an F.* norm or a written-out moment gives the same by Welford as by
     two-pass (the Welford witnesses are skipped).
     """
     out = []

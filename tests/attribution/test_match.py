@@ -20,6 +20,9 @@ from harness.attribution.stages import ProgramStage
     ("layer_norm", "layer_norm"), ("mul", "mul"),
     ("relax.reshape", None), ("aten.view.default", None), ("relax.permute_dims", None),
     ("aten._assert_tensor_metadata.default", None),
+    # OpenVINO's op types (the openvino paths' intermediates)
+    ("ReduceMean", "mean"), ("Power", "pow"), ("Divide", "div"), ("Convert", "cast"), ("MVN", "layer_norm"),
+    ("RMS", "rms_norm"), ("Multiply", "mul"), ("Sqrt", "sqrt"), ("Subtract", "sub"), ("Reshape", None),
 ])
 def test_canonical_ops(op, want):
     assert canonical(op) == want

@@ -3,9 +3,14 @@
 float32 norms pass on both; the runtime model says which node ran at which
 precision and whether MVN or RMS was fused; what the plugin cannot take is
 `unsupported` with its words; bfloat16 and float16 bits cross exactly; a
-compiled model restores from its exported blob to the same bits.
+compiled model restores from its exported blob to the same bits. Attribution
+reads the nodes whose Results leave the compiled model as it was (the fused
+RMS's output on the Qwen bfloat16 seed, a layer norm's MVN node), and the
+repro script's stage table reads the same.
 """
 from __future__ import annotations
+
+import json
 
 import ml_dtypes
 import numpy as np
@@ -13,10 +18,13 @@ import pytest
 
 pytest.importorskip("openvino")
 
+from helpers import seed  # noqa: E402
+
 from harness import paths  # noqa: E402
 from harness.core.tensors import to_torch  # noqa: E402
 from harness.oracle.inputs import make_inputs  # noqa: E402
 from harness.oracle.modules import build_module  # noqa: E402
+from harness.paths import _ov_intermediates as ovi  # noqa: E402
 from harness.paths import openvino as ovpath  # noqa: E402
 from harness.spec import CaseSpec  # noqa: E402
 
@@ -87,3 +95,100 @@ def test_an_op_openvino_cannot_convert_is_read_from_its_error():
                                      "Summary:\n-- No conversion rule found for operations: aten::foo\n") == \
         "openvino: No conversion rule found for operations: aten::foo"
     assert ovpath.unsupported_reason("RuntimeError: out of memory") is None
+
+
+# -- intermediates (attribution): inner nodes given Results where that changes nothing the plugin computes ---------
+
+QWEN_BF16 = json.load(open(seed("executorch-24428-qwen-bf16.json")))
+
+
+def test_the_qwen_bf16_seed_names_the_fused_rms_output_as_first_over(execute_cached):
+    """The bf16 hint fuses the Qwen RMSNorm, casts and all, into a bf16 RMS: its output (the model's cast back
+    to bf16) is the first stage over its bound; the float32 stages it swallowed cannot be read."""
+    rec = execute_cached(QWEN_BF16, "openvino-bf16")
+    assert rec["verdict"] == "inaccurate" and rec["facts"]["attribution"] == "read"
+    assert rec["first_stage_over"] == "return:cast"
+    by_stage = {e["stage"]: e for e in rec["attribution"]}
+    first = by_stage["return:cast"]
+    assert first["over"] and first["dtype"] == "bfloat16" and first["node"] == "aten::to/Convert_1 = Convert"
+    # the upcast region the fusion dropped: fused, so not read (a Result there makes the plugin compute a float32
+    # copy beside the bf16 RMS), shown as not computed as such
+    for stage in ("h:cast", "v:pow", "v:mean", "h:rsqrt", "h:mul"):
+        assert by_stage[stage]["dtype"] is None, stage
+    assert by_stage["return:mul"]["node"] == "aten::mul/Multiply_1 = Multiply"
+    # reading changed nothing: the re-run's output is the path's, bit for bit
+    assert not any(e["approximate"] for e in rec["attribution"])
+    note = rec["attribution_note"]
+    assert "bit-identical" in note and "fused by the CPU plugin, not read: aten::to/Convert, aten::pow/Power" in note
+
+
+@pytest.mark.parametrize("path", OV)
+def test_a_float32_layer_norms_stages_all_pass_and_its_mvn_is_read(path):
+    """Attribution asked of a passing float32 layer norm (as if it had failed): the MVN node (the normalize) and
+    the output are read, each within its bound, and reading them leaves the output's bits."""
+    from harness.attribution import attribute
+    from harness.core.verdicts import Verdict
+
+    spec = CaseSpec.from_dict(LN_F32)
+    inputs = make_inputs(spec)
+    runner = paths.get(path)
+    out = runner.prepare(spec, build_module(spec, inputs.params), to_torch(inputs.x, spec.layout)).run(inputs.x)
+    found = attribute(spec, runner, inputs, out, Verdict.INACCURATE)
+    computed = [e for e in found.stages if e["dtype"] is not None]
+    assert {e["node"] for e in computed} == {"aten::layer_norm/MVN = MVN", "aten::layer_norm/Add = Add"}
+    assert all(e["dtype"] == "float32" and not e["over"] and not e["approximate"] for e in computed)
+    assert found.first_stage_over is None and "bit-identical" in found.note
+
+
+def test_a_bfloat16_layer_norm_stores_its_mvn_output_in_bfloat16_before_the_affine():
+    """The issue's finding, read off the MVN node: the normalize, float32 in the program, is stored in bf16."""
+    from harness.attribution import attribute
+    from harness.core.verdicts import Verdict
+
+    spec = CaseSpec.from_dict({**LN_F32, "dtype": "bfloat16"})
+    inputs = make_inputs(spec)
+    runner = paths.get("openvino-bf16")
+    out = runner.prepare(spec, build_module(spec, inputs.params), to_torch(inputs.x, spec.layout)).run(inputs.x)
+    found = attribute(spec, runner, inputs, out, Verdict.DTYPE_MISMATCH)
+    normalize = {e["stage"]: e for e in found.stages}["return:layer_norm.normalize"]
+    assert normalize["node"] == "aten::layer_norm/MVN = MVN" and normalize["program_dtype"] == "float32"
+    assert normalize["dtype"] == "bfloat16" and found.first_stage_over == "return:layer_norm.normalize"
+    assert not normalize["approximate"]
+
+
+def test_a_result_on_a_fused_node_changes_what_the_plugin_computes():
+    """Why fused nodes are not read: a Result on the Qwen RMSNorm's pow splits the plugin's fused reduction into
+    more nodes (a separate float32 chain computing what the fused one computes), while a Result on the weight
+    multiply's input (the fused group's output) leaves the compiled nodes as they were."""
+    import openvino as ov
+    import torch
+
+    spec = CaseSpec.from_dict(QWEN_F32)
+    inputs = make_inputs(spec)
+    with torch.no_grad():
+        model = ovpath.convert(build_module(spec, inputs.params), (to_torch(inputs.x, spec.layout),))
+    core, config = ov.Core(), {"INFERENCE_NUM_THREADS": 1}
+    nodes = ovi.computing_nodes(ovpath.compile_cpu(core, model, config))
+    split = ovi.computing_nodes(ovpath.compile_cpu(core, ovi.with_results(model, ["aten::pow/Power"]), config))
+    assert len(split) > len(nodes)
+    read, unread = ovi.readable_nodes(core, model, config, (inputs.x,))
+    assert "aten::pow/Power" in unread and "aten::pow/Power" not in read
+    assert ovi.computing_nodes(ovpath.compile_cpu(core, ovi.with_results(model, read), config)) == nodes
+
+
+def test_the_repro_scripts_stage_table_reads_what_attribution_reads(capsys):
+    """The openvino-bf16 script of the seed, its definitions run in this process: its `intermediates` (the
+    path's own functions, pasted) and its stage table name the same first stage as the record."""
+    from harness.repro import script as repro_script
+
+    spec = CaseSpec.from_dict(QWEN_BF16)
+    text = repro_script.render(spec, "openvino-bf16")
+    assert "def exposed_runner(" in text and "def print_stage_table(" in text
+    ns = {"__name__": "openvino_repro"}
+    exec(compile(text, "<repro script>", "exec"), ns)  # noqa: S102 - the generated script under test
+    example = tuple(ns["to_torch"](a, spec.layout) for a in ns["INPUTS"])
+    out = ns["run_path"](ns["model"], example, ns["INPUTS"])
+    ns["print_stage_table"](ns["model"], example, ns["INPUTS"], out, False)
+    printed = capsys.readouterr().out
+    assert "first stage over its bound: return:cast (computed in bfloat16" in printed
+    assert "OpenVINO nodes the CPU plugin fused (not read" in printed and "approximate" not in printed

@@ -57,7 +57,8 @@ def test_stage_tolerance_follows_the_bound():
 def test_only_paths_that_expose_intermediates_get_the_table():
     """Declared (Path.has_intermediates), never found in the script's text."""
     spec = CaseSpec.from_dict(SPECS[0])
-    for path in ("eager", "tvm", "tvm-decompose", "executorch-recompose", "executorch-recompose-capture"):
+    for path in ("eager", "tvm", "tvm-decompose", "executorch-recompose", "executorch-recompose-capture", "openvino",
+                 "openvino-bf16"):
         assert paths.get(path).has_intermediates and "def print_stage_table(" in repro_script.render(spec, path), path
     for path in ("executorch", "onnxruntime", "inductor"):
         assert not paths.get(path).has_intermediates, path

@@ -1,0 +1,161 @@
+"""The statistics a program writes out as reductions, found in its IR, so its witnesses can form them by Welford.
+
+A program that spells a variance out,
+
+    mean = h.mean(-1, keepdim=True)
+    var = ((h - mean) ** 2).mean(-1, keepdim=True)
+
+computes what `h.var(-1, correction=0)` and F.layer_norm compute, and a
+correct compiler may form it the same ways: Inductor matches exactly this
+pattern into its Welford reduction, ATen's moments are Welford. The witnesses
+(harness.program.witness_run) give `var` and the F.* norms their Welford
+orders; this module gives the written-out forms the same spread, derived from
+the IR and not written per pattern:
+
+* a *centered* moment: a `mean` or `sum` over dims D of the square of
+  `T - M`, where M is a `mean` over D of the same T with keepdim (the
+  square written `d ** 2`, `d * d`, `d.pow(2)` or `d.square()`, through any
+  names): its mean M and its sum of squared deviations come from one pass;
+* an *uncentered* moment: a `mean` over D of the square of T (an RMS
+  statistic), formed as a running mean of squares, as for F.rms_norm.
+
+"The same T" means the same computation: names are inlined (each read of a
+name is the expression assigned to it before that read), so `h` and
+`x.float()` match and a name assigned twice never confuses two values. A
+moment is only formed in float32 (where T is float32; the walker checks its
+dtype and dims at run time): a float32 Welford is no legitimate way to run a
+statistic a program writes in float16.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from harness.program.ir import Assign, BinOp, Name, Number, Program, Reduce, Unary
+
+
+@dataclass(frozen=True)
+class Moment:
+    """A statistic the program writes as reductions: `second` (as written) reduces the squares of T, less
+    T's mean `mean` (the centering mean, inlined: None for an uncentered mean of squares)."""
+
+    second: Reduce
+    mean: Reduce | None = None
+
+    @property
+    def centered(self) -> bool:
+        return self.mean is not None
+
+
+@dataclass(frozen=True)
+class Statistics:
+    """A program's moments, looked up by the identity of the reduction nodes the walker meets."""
+
+    moments: tuple[Moment, ...] = ()
+    centering: tuple[tuple[Reduce, Reduce], ...] = ()  # (a mean as written, its inlined form) of a moment
+
+    def second(self, node) -> Moment | None:
+        """The moment whose reduction of squares `node` (as written) is."""
+        return next((m for m in self.moments if m.second is node), None)
+
+    def mean(self, node) -> Reduce | None:
+        """The inlined centering mean that `node` (a mean as written) computes, if a moment centers on it."""
+        return next((inlined for written, inlined in self.centering if written is node), None)
+
+
+def _square_base(node):
+    """D where node is D ** 2, D * D (the same D) or D.square(); else None."""
+    if isinstance(node, BinOp):
+        if node.op == "pow" and isinstance(node.right, Number) and node.right.value == 2:
+            return node.left
+        if node.op == "mul" and node.left == node.right:
+            return node.left
+    if isinstance(node, Unary) and node.op == "square":
+        return node.operand
+    return None
+
+
+def _children(node):
+    if dataclasses.is_dataclass(node):
+        for f in dataclasses.fields(node):
+            value = getattr(node, f.name)
+            for item in value if isinstance(value, tuple) else (value,):
+                if dataclasses.is_dataclass(item):
+                    yield item
+
+
+def _inline(node, defs: dict):
+    """`node` with every name replaced by the (inlined) expression assigned to it before."""
+    if isinstance(node, Name):
+        return defs.get(node.id, node)
+    if not dataclasses.is_dataclass(node):
+        return node
+    changes = {}
+    for f in dataclasses.fields(node):
+        value = getattr(node, f.name)
+        if isinstance(value, tuple):
+            new = tuple(_inline(v, defs) for v in value)
+        else:
+            new = _inline(value, defs)
+        if new is not value and new != value:
+            changes[f.name] = new
+    return dataclasses.replace(node, **changes) if changes else node
+
+
+def _reductions(node):
+    """Every Reduce node in `node`'s tree."""
+    if isinstance(node, Reduce):
+        yield node
+    for child in _children(node):
+        yield from _reductions(child)
+
+
+def _centering(base, second: Reduce) -> Reduce | None:
+    """M where `base` (inlined) is T - M, M a keepdim mean over `second`'s dims of T itself."""
+    if not (isinstance(base, BinOp) and base.op == "sub"):
+        return None
+    mean = base.right
+    if (isinstance(mean, Reduce) and mean.op == "mean" and mean.keepdim and mean.correction is None
+            and mean.dims == second.dims and mean.operand == base.left):
+        return mean
+    return None
+
+
+_MEMO: dict[int, tuple[Program, Statistics]] = {}
+MEMO_SIZE = 256  # programs whose statistics a process keeps (a witness walk per order asks each once)
+
+
+def of(program: Program) -> Statistics:
+    """The moments `program` writes out as reductions (none for a program that writes none), memoised by the
+    program's identity: a Statistics names this program's very nodes."""
+    hit = _MEMO.get(id(program))
+    if hit is not None and hit[0] is program:
+        return hit[1]
+    if len(_MEMO) >= MEMO_SIZE:
+        _MEMO.clear()
+    stats = _find(program)
+    _MEMO[id(program)] = (program, stats)
+    return stats
+
+
+def _find(program: Program) -> Statistics:
+    defs: dict = {}
+    moments, means = [], []
+    for stmt in program.statements:
+        for node in _reductions(stmt.value):
+            inlined = _inline(node, defs)
+            means.append((node, inlined))
+            if node.op not in ("mean", "sum") or node.correction is not None:
+                continue
+            base = _square_base(inlined.operand)
+            if base is None:
+                continue
+            mean = _centering(base, inlined)
+            if mean is not None:
+                moments.append(Moment(node, mean))
+            elif node.op == "mean":
+                moments.append(Moment(node))
+        if isinstance(stmt, Assign):
+            defs[stmt.name] = _inline(stmt.value, defs)
+    centers = {m.mean for m in moments if m.mean is not None}
+    return Statistics(tuple(moments), tuple((w, i) for w, i in means if i in centers))
