@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.paths._relax_intermediates import METHOD, expose, first_tensor, returned_var, tensor_bindings, tvm_array
+from harness.paths._relax_intermediates import METHOD, expose, returned_var, tensor_bindings, tvm_array
 from harness.paths.base import (FRONTEND_MEMO, Capture, Intermediate, Path, Prepared, example_args, export_program,
                                 input_arrays, stage)
 
@@ -147,7 +147,7 @@ class TvmPath(Path):
     warm_imports = ("torch", "torch.export", "tvm", "tvm.relax", "tvm.relax.frontend.torch", FRONTEND_MEMO)
     script_imports = "import tvm\nfrom tvm import relax\n"
     pipeline = (export_program, imported_module, decomposed, relax_ops, compiled_executable, vm_main, tvm_tensor,
-                tvm_array, output_tensors, main_output, returned_var, tensor_bindings, expose, first_tensor,
+                tvm_array, output_tensors, main_output, returned_var, tensor_bindings, expose,
                 exposed_runner)
     takes_shared_export = True
     artifact_cacheable = True
