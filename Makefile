@@ -38,7 +38,8 @@ test: $(STAMP)
 clean:
 	rm -rf $(VENV) reports/latest .pytest_cache
 
-# The nightly suite on every path, its reports, and the gate against the committed baseline;
+# The nightly suite on every path, its reports, and the gate against the committed baseline; then the context suite
+# against reports/context-baseline.json;
 # the night is appended to the run history $(HISTORY) (kept from night to night).
 # The run is given the baseline too: the failures it expects are not attributed again every night.
 # With the zoo extra installed (make install EXTRAS=zoo), the zoo suite too, gated against its own baseline:
@@ -47,10 +48,15 @@ clean:
 ZOO_RUN  = $(BIN)/normdiff run --suite zoo --out reports/zoo --jobs $(JOBS) --quiet --history $(HISTORY) $(if $(wildcard reports/zoo-baseline.json),--baseline reports/zoo-baseline.json) || [ $$? -eq 1 ]
 ZOO_GATE = $(BIN)/normdiff gate reports/zoo/results.jsonl --baseline reports/zoo-baseline.json
 ZOO_INSTALLED = $(BIN)/python -c "from harness.zoo.catalog import installed; raise SystemExit(not installed())"
+# The context suite (each catalog norm in its neighbourhood, cases/neighbours.py), gated against its own baseline;
+# it too runs whatever the gate before it says.
+CONTEXT_RUN  = $(BIN)/normdiff run --suite context --out reports/context --jobs $(JOBS) --quiet --history $(HISTORY) --baseline reports/context-baseline.json || [ $$? -eq 1 ]
+CONTEXT_GATE = $(BIN)/normdiff gate reports/context/results.jsonl --baseline reports/context-baseline.json
 
 nightly: $(STAMP)
 	$(BIN)/normdiff run --suite nightly --out reports/nightly --jobs $(JOBS) --quiet --history $(HISTORY) --baseline reports/baseline.json || [ $$? -eq 1 ]
 	failed=0; $(BIN)/normdiff gate reports/nightly/results.jsonl --baseline reports/baseline.json || failed=1; \
+	{ $(CONTEXT_RUN); } && $(CONTEXT_GATE) || failed=1; \
 	if $(ZOO_INSTALLED); then { $(ZOO_RUN); } && $(ZOO_GATE) || failed=1; fi; \
 	exit $$failed
 
@@ -73,6 +79,9 @@ bugs: $(STAMP)
 # After `make nightly`: rewrite the baseline from its results, keeping the reasons it had.
 baseline: $(STAMP)
 	$(BIN)/normdiff gate reports/nightly/results.jsonl --baseline reports/baseline.json --update
+	if [ -f reports/context/results.jsonl ]; then \
+	  $(BIN)/normdiff gate reports/context/results.jsonl --baseline reports/context-baseline.json --update; \
+	fi
 	if [ -f reports/zoo/results.jsonl ]; then \
 	  $(BIN)/normdiff gate reports/zoo/results.jsonl --baseline reports/zoo-baseline.json --update; \
 	fi

@@ -12,6 +12,9 @@ prints it as JSON lines.
   plus the seeds and long rows.
 * `full`: the whole product of the nightly factors, plus the same extras.
 * `nearmiss`: the near-miss catalog and its legitimate variants (cases/nearmiss.py), as programs.
+* `context`: each catalog norm in the neighbourhoods real models put around it (cases/neighbours.py):
+  every active neighbour template around a few norms, in three dtypes, on a normal and an outlier input;
+  `suite_notes("context")` names the templates waiting for an op of the language.
 * `zoo`: every norm implementation of the installed transformers as module cases (the `zoo` extra;
   without it, one line saying how to install it): three dtypes, a normal and an outlier input.
 
@@ -21,7 +24,7 @@ parameter draw puts the seed into the structure key).
 """
 from __future__ import annotations
 
-from cases import nearmiss
+from cases import nearmiss, neighbours
 from cases.pairwise import pairwise, product
 from harness.spec import CASTS, CATALOG_STYLES, PATTERNS, STYLES, CaseSpec, SpecError, input_of
 
@@ -224,7 +227,27 @@ def _zoo() -> list[dict]:
     return zoo_specs(inputs_for=lambda dtype: [{"kind": "normal"}, outlier(dtype)])
 
 
-SUITES = {"smoke": _smoke, "nightly": _nightly, "full": _full, "nearmiss": _nearmiss, "zoo": _zoo}
+def _context() -> list[dict]:
+    """Every active neighbour (cases/neighbours.py) around its suite norms, in float16, bfloat16 and float32,
+    on a normal and an outlier input (the LLM activations a residual stream carries)."""
+    out = []
+    for nb, norm in neighbours.suite_pairs(neighbours.active()):
+        for dtype in neighbours.SUITE_DTYPES:
+            for inp in ({"kind": "normal"}, input_of("outlier")):
+                out.append(neighbours.spec_of(nb, norm, dtype, input=inp))
+    return out
+
+
+SUITES = {"smoke": _smoke, "nightly": _nightly, "full": _full, "nearmiss": _nearmiss, "context": _context,
+          "zoo": _zoo}
+
+
+def suite_notes(name: str) -> list[str]:
+    """What a suite leaves out and why, one line each (`normdiff cases` prints them on stderr)."""
+    if name != "context":
+        return []
+    return ([f"pending: {nb.name} ({why})" for nb, why in neighbours.pending()]
+            + [f"not wrapped: {pattern} ({why})" for pattern, why in neighbours.NOT_WRAPPED.items()])
 
 
 def suite_names() -> list[str]:

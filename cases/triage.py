@@ -19,6 +19,7 @@ from harness.core.verdicts import Verdict
 
 from cases._triage_record import Record, Rule, _case, _half, _msg, _on  # noqa: F401 (re-exported)
 from cases.triage_compilers import COMPILER_RULES
+from cases.triage_context import CONTEXT_RULES, _neighbour
 
 
 def _spatial(r: Record) -> int:
@@ -50,11 +51,17 @@ def _not_lifted(r: Record, words: str) -> bool:
             and words in _msg(r))
 
 
+def _source(r: Record) -> str:
+    """The program a record runs: a module case's lifted program or a program case's own ("" for a style case)."""
+    return _lifted(r) or (_case(r).get("program") or "")
+
+
 def _written_out(r: Record) -> bool:
-    """A module case whose lifted program takes mean/var in the input's dtype: no float32 cast, no F.* norm."""
-    source = _lifted(r)
-    return (_module(r) and (".mean(" in source or ".var(" in source) and "torch.float32" not in source
-            and "_norm(" not in source)
+    """A module case (its lifted program) or a program case that takes mean/var in the input's dtype: no float32
+    cast, no F.* norm."""
+    source = _source(r)
+    return ((".mean(" in source or ".var(" in source) and "torch.float32" not in source
+            and ".float()" not in source and "_norm(" not in source)
 
 
 def _within_bound(r: Record) -> bool:
@@ -90,7 +97,7 @@ def _legit(name: str):
     return lambda r: _near(r) is not None and _near(r).name == name
 
 
-RULES: tuple[Rule, ...] = (
+RULES: tuple[Rule, ...] = CONTEXT_RULES + (  # the context suite's first: they match its programs only
     # -- module cases the program language cannot hold (the zoo): no path ran, nothing to report -----
     Rule("new", "not a compiler finding: the class's graph holds an op outside normdiff's program language "
                 "(upsample_nearest2d; ones_like with cumsum: a cumulative norm; linalg_vector_norm: an L2 QK norm), "
@@ -118,7 +125,7 @@ RULES: tuple[Rule, ...] = (
     Rule("new", "marginal, not a bug: 4-5 float32 ulps on one row (the compiler's vector exp, sigmoid or rsqrt "
                 "are a few ulps off, as correct float32 libraries are), just over the program rule's floor "
                 "(0.084-0.093 per unit of the bound against 0.083); its standalone repro passes",
-         lambda r: _module(r) and r["path"] != "eager" and _case(r)["dtype"] == "float32"
+         lambda r: (_module(r) or _neighbour(r) != "") and r["path"] != "eager" and _case(r)["dtype"] == "float32"
          and r["verdict"] == Verdict.INACCURATE and _within_bound(r) and _at_the_floor(r)),
     Rule("new", "RecomposeRmsNorm takes the weight's shape as normalized_shape: a grouped RMSNorm (Mamba2's gated "
                 "norm: groups of 16 of the 64 channels, viewed back before the weight) is rebuilt as rms_norm over "
@@ -176,9 +183,9 @@ RULES: tuple[Rule, ...] = (
     Rule("new", "TOPI layer_norm.h/group_norm.h (apache/tvm#14264) round the float32-normalized value to float16, "
                 "then multiply the weight and add the bias in float16: three roundings where eager rounds the affine "
                 "once; within the bound, but many times eager's error where weight * z and bias cancel",
-         lambda r: r["path"] in TVM and _module(r) and _case(r)["dtype"] == "float16"
+         lambda r: r["path"] in TVM and _case(r)["dtype"] == "float16"
          and r["verdict"] == Verdict.INACCURATE and _within_bound(r)
-         and ("F.layer_norm(" in _lifted(r) or "F.group_norm(" in _lifted(r))),
+         and ("F.layer_norm(" in _source(r) or "F.group_norm(" in _source(r))),
     Rule("new", "by design: DecomposeOpsForTraining is training-mode batch_norm (relax.nn.batch_norm's doc; "
                 "MutateOpsForTraining normalizes with the batch statistics); see tvm-decompose-inference",
          lambda r: r["path"] == "tvm-decompose" and _case(r)["pattern"] == "batch_norm" and r["verdict"] != Verdict.ERROR),
@@ -257,7 +264,7 @@ RULES: tuple[Rule, ...] = (
                 "returns NaN for +inf: where the model's own float16 variance overflowed (unstable in eager, which "
                 "gives x / inf = 0), XNNPACK gives NaN (catalog: executorch-new-xnnpack-fp16-sqrt-inf)",
          lambda r: r["path"] == "executorch-xnnpack" and _half(r) and r["verdict"] == Verdict.NONFINITE
-         and "torch.sqrt(" in _lifted(r)),
+         and "torch.sqrt(" in _source(r)),
     Rule("new", "by design: XNNPACK runs every operator with denormals disabled (xnn_run_operator passes "
                 "PTHREADPOOL_FLAG_DISABLE_DENORMALS), so subnormal inputs are flushed to zero",
          lambda r: r["path"] == "executorch-xnnpack" and r["verdict"] == Verdict.INACCURATE
@@ -277,7 +284,7 @@ RULES: tuple[Rule, ...] = (
                 "bfloat16 conditioning Linear (with bias) of an adaptive norm is far off; mm without a bias and "
                 "XNNPACK's float16 linear is right on CPUs without AVX512-FP16",
          lambda r: r["path"] in ET_RUNTIME and _half(r) and r["verdict"] in (Verdict.INACCURATE, Verdict.NONFINITE)
-         and "F.linear(" in _lifted(r) and ", None)" not in _lifted(r).split("F.linear(")[1].split("\n")[0]),
+         and "F.linear(" in _source(r) and ", None)" not in _source(r).split("F.linear(")[1].split("\n")[0]),
     Rule("new", "the portable var kernel (op_var.cpp) sums, takes the mean and sums the squares in its output "
                 "dtype: a float16/bfloat16 variance written out (x.var(-1)) rounds or overflows where eager "
                 "accumulates in float32 (pytorch/executorch#16727 fixed this in layer_norm and group_norm only)",

@@ -18,6 +18,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEEDS = os.path.join(ROOT, "cases", "seeds")
 BASELINE = os.path.join(ROOT, "reports", "baseline.json")
 ZOO_BASELINE = os.path.join(ROOT, "reports", "zoo-baseline.json")
+CONTEXT_BASELINE = os.path.join(ROOT, "reports", "context-baseline.json")
 
 
 def normdiff(*args, cwd=None, timeout=900, env=None):

@@ -91,7 +91,7 @@ def test_each_row_spelling_parses():
     fill = {"t": "x", "u": "x", "a": "x", "b": "x", "k": "2", "DIM": "-1", "B": "True", "C": "0",
             "normalized_shape": "[x.shape[-1]]", "weight": "w", "bias": "b", "eps": "eps", "num_groups": "1",
             "d": "0", "dim": "0", "start": "0", "length": "1", "sizes": "x.shape[0], -1", "dims": "1, 0",
-            "DTYPE": "torch.float32"}
+            "DTYPE": "torch.float32", "K": "2", "S": "1", "P": "0", "A": "1.0"}
     dims = {"a": "0", "b": "1"}  # transpose's a and b are dims, not tensors
     for op, row in op_rows().items():
         for snippet in TICKED.findall(row):

@@ -124,10 +124,12 @@ def test_make_nightly_names_its_run_history(checkout):
     stamp(checkout)
     argvs = normdiff_argvs(make(checkout, "-n", "nightly").stdout)
     calls = [build_parser().parse_args(argv) for argv in argvs]
-    assert [(c.command, c.suite) for c in calls if c.command == "run"] == [("run", ["nightly"]), ("run", ["zoo"])]
-    assert [c.command for c in calls] == ["run", "gate", "run", "gate"]  # the zoo's two when its extra is there
-    assert "--history" in argvs[0] and calls[0].history == calls[2].history == "reports/history.sqlite"
+    assert [(c.command, c.suite) for c in calls if c.command == "run"] == [
+        ("run", ["nightly"]), ("run", ["context"]), ("run", ["zoo"])]
+    assert [c.command for c in calls] == ["run", "gate"] * 3  # the zoo's two when its extra is there
+    assert "--history" in argvs[0] and calls[0].history == calls[2].history == calls[4].history == "reports/history.sqlite"
     assert calls[0].baseline == calls[1].baseline == "reports/baseline.json"  # known failures not attributed again
+    assert calls[2].baseline == calls[3].baseline == "reports/context-baseline.json"
 
 
 # normdiff as the nightly's recipe sees it: each call logged, the ones matching FAIL exit with its code
@@ -138,19 +140,22 @@ exit 0
 """
 
 
+NIGHT = ["run --suite", "gate reports/nightly/results.jsonl", "run --suite", "gate reports/context/results.jsonl"]
+
+
 @pytest.mark.parametrize("fail, code, zoo, calls, ok", [
-    ("nothing", 1, True, ["run --suite", "gate reports/nightly/results.jsonl", "run --suite",
-                          "gate reports/zoo/results.jsonl"], True),
-    ("gate reports/nightly/*", 1, True, ["run --suite", "gate reports/nightly/results.jsonl", "run --suite",
-                                         "gate reports/zoo/results.jsonl"], False),
-    ("gate reports/zoo/*", 1, True, ["run --suite", "gate reports/nightly/results.jsonl", "run --suite",
-                                     "gate reports/zoo/results.jsonl"], False),
-    ("*--suite zoo*", 2, True, ["run --suite", "gate reports/nightly/results.jsonl", "run --suite"], False),
-    ("gate reports/nightly/*", 1, False, ["run --suite", "gate reports/nightly/results.jsonl"], False),
+    ("nothing", 1, True, NIGHT + ["run --suite", "gate reports/zoo/results.jsonl"], True),
+    ("gate reports/nightly/*", 1, True, NIGHT + ["run --suite", "gate reports/zoo/results.jsonl"], False),
+    ("gate reports/context/*", 1, True, NIGHT + ["run --suite", "gate reports/zoo/results.jsonl"], False),
+    ("gate reports/zoo/*", 1, True, NIGHT + ["run --suite", "gate reports/zoo/results.jsonl"], False),
+    ("*--suite context*", 2, True, NIGHT[:3] + ["run --suite", "gate reports/zoo/results.jsonl"], False),
+    ("*--suite zoo*", 2, True, NIGHT + ["run --suite"], False),
+    ("gate reports/nightly/*", 1, False, NIGHT, False),
 ])
 def test_make_nightly_runs_the_zoo_whatever_the_first_gate_says_and_fails_with_either_gate(
         checkout, fail, code, zoo, calls, ok):
-    """A night with a regression in the nightly suite still runs and gates the zoo (its reports, its history);
+    """A night with a regression in the nightly suite still runs and gates the context suite and the zoo (their
+    reports, their history);
     the target fails when either gate fails or a run cannot be made, as a CI job should."""
     stamp(checkout)
     bin_ = checkout / ".venv" / "bin"

@@ -120,10 +120,10 @@ class AdaptiveLayerNorm(nn.Module):
 
 
 class CumulativeNorm(nn.Module):
-    """A norm over a running prefix: cumsum is outside the program language."""
+    """A norm over a running product: cumprod is outside the program language."""
 
     def forward(self, x):
-        return x / (x.abs().cumsum(-1) + 1.0)
+        return x / (x.abs().cumprod(-1) + 1.0)
 
 
 class DtypeBranchNorm(nn.Module):
@@ -164,6 +164,50 @@ class HungryNorm(nn.Module):
 
     def forward(self, x):
         return self.weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6)
+
+
+class NeighbourhoodNorm(nn.Module):
+    """A norm with the ops real models put around it: a pool and a nearest upsample, a rotary rotate, a
+    projection, a softmax, the activations, a running sum and a clamp (every call op of the language)."""
+
+    def __init__(self, dim=16):
+        super().__init__()
+        self.norm = nn.LayerNorm(dim)
+        self.proj = nn.Parameter(torch.linspace(-0.5, 0.5, dim * dim).reshape(dim, dim))
+
+    def forward(self, x):
+        h = F.interpolate(F.avg_pool2d(x, 2), scale_factor=2) + F.max_pool2d(x, 3, stride=1, padding=1)
+        h = self.norm(h)
+        half = h.shape[-1] // 2
+        h = h * 0.5 + torch.cat([-h[..., half:], h[..., :half]], dim=-1) * 0.25
+        a = torch.softmax(h @ self.proj, dim=-1)
+        g = F.gelu(a) + F.gelu(h, approximate="tanh") + F.elu(h) + F.hardswish(h)
+        return (g + g.cumsum(-1) * 0.1).clamp(min=-4.0) * torch.ones_like(g)
+
+
+class SpatialNorm(nn.Module):
+    """Emu3's spatial norm: a group norm modulated by pointwise convolutions of a nearest-upsampled input."""
+
+    def __init__(self, channels=8):
+        super().__init__()
+        self.norm = nn.GroupNorm(2, channels)
+        self.conv_y = nn.Conv2d(channels, channels, kernel_size=1)
+        self.conv_b = nn.Conv2d(channels, channels, kernel_size=1)
+
+    def forward(self, x, q):
+        q = F.interpolate(q, size=x.shape[-2:], mode="nearest")
+        return self.norm(x) * self.conv_y(q) + self.conv_b(q)
+
+
+class RunningGroupNorm(nn.Module):
+    """Gemma 3n's cumulative group norm: statistics over the features so far in time (cumsum, ones_like, clamp)."""
+
+    def forward(self, x):
+        h = x.to(torch.float32)
+        count = torch.cumsum(torch.ones_like(h).sum(-1, keepdim=True), dim=1).clamp(min=1.0)
+        mean = torch.cumsum(h.sum(-1, keepdim=True), dim=1) / count
+        var = torch.cumsum(((h - mean) ** 2).sum(-1, keepdim=True), dim=1) / count
+        return ((h - mean) * torch.rsqrt(var + 1e-3)).to(x.dtype)
 
 
 class FusedAddRMSNorm(nn.Module):

@@ -15,6 +15,10 @@
   reductions) on float16 and bfloat16 rows offset by 1000, 1000 and 4096
   elements long: where a correct float32 Welford order (Inductor's, for
   this very pattern) and the written two-pass order part the most.
+* Neighbourhoods (NEIGHBOURHOODS): a norm with the ops models put around it
+  (a projection, a softmax, the activations, a running sum, a rotary rotate,
+  a pool and an upsample), every dtype, normal rows of 256 (and 1024 but for
+  `quick`), and the outlier and large-offset inputs on the short rows.
 * Module cases (docs/contracts.md §8): a sample of the zoo (§9), the transformers
   norm implementations that most library classes share, as the zoo suite
   specs them; the renderings take a module case through its lifted program
@@ -95,6 +99,48 @@ def statistic_cases(quick: bool = False) -> list[CaseSpec]:
             for dtype in ("float16", "bfloat16") for n in STATISTIC_ROWS]
 
 
+_RMS = "h = F.rms_norm(x, (x.shape[-1],), w, eps)\n"
+_LN = "h = F.layer_norm(x, (x.shape[-1],), w, b, eps)\n"
+# name: (pattern, program, extra spec keys); x is [rows, D] unless the entry gives its shape
+NEIGHBOURHOODS = {
+    "norm-matmul": ("rms_norm", _RMS + "return h @ p", {"param_shapes": {"p": ["D", 32]}}),
+    "norm-softmax": ("layer_norm", _LN + "return F.softmax(h * 4.0, dim=-1)", {}),
+    "norm-gelu": ("layer_norm", _LN + "return F.gelu(h)", {}),
+    "norm-gelu-tanh": ("layer_norm", _LN + "return F.gelu(h, approximate='tanh')", {}),
+    "elu-norm-hardswish": ("layer_norm", "h = F.elu(x)\nreturn F.hardswish(F.layer_norm(h, (x.shape[-1],), w, b, eps))",
+                           {}),
+    "norm-cumsum": ("rms_norm", _RMS + "return h.cumsum(-1)", {}),
+    "norm-rotary": ("rms_norm", _RMS + "d = h.shape[-1] // 2\n"
+                    "return h * y + torch.cat([-h[..., d:], h[..., :d]], -1) * r",
+                    {"inputs": {"y": {"kind": "normal"}, "r": {"kind": "normal"}}}),
+    "pool-upsample-norm": ("group_norm", "h = F.interpolate(F.avg_pool2d(x, 2), scale_factor=2) + "
+                           "F.max_pool2d(x, 3, stride=1, padding=1)\nreturn F.group_norm(h, 2, w, b, eps)",
+                           {"shape": [2, 8, 8, 8], "param_shapes": {"w": [8], "b": [8]}}),
+}
+NEIGHBOURHOOD_ROWS = ([4, 256], [2, 1024])
+
+
+def neighbourhood_cases(quick: bool = False) -> list[CaseSpec]:
+    """Each neighbourhood in every dtype: normal rows short and long, the outlier and offset inputs short."""
+    specs = []
+    for name, (pattern, program, extra) in NEIGHBOURHOODS.items():
+        rows = NEIGHBOURHOOD_ROWS[:1] if quick or "shape" in extra else NEIGHBOURHOOD_ROWS
+        for dtype in DTYPES:
+            for shape in rows:
+                shape = extra.get("shape", shape)
+                keys = {k: v for k, v in extra.items() if k != "shape"}
+                if "param_shapes" in keys:
+                    keys["param_shapes"] = {k: [shape[-1] if n == "D" else n for n in v]
+                                            for k, v in keys["param_shapes"].items()}
+                base = {"pattern": pattern, "dtype": dtype, "shape": shape, "params": {"kind": "normal"},
+                        "program": program, **keys}
+                variants = [base] if shape != rows[0] and "shape" not in extra else [
+                    base, {**base, "input": OUTLIER},
+                    {**base, "input": {"kind": "offset", "offset": LARGE_OFFSET[dtype], "std": 1.0}}]
+                specs.extend(CaseSpec.from_dict(raw) for raw in variants)
+    return specs
+
+
 def module_cases(quick: bool = False) -> list[CaseSpec]:
     """A sample of the zoo (docs/contracts.md §9): the installed transformers' norm implementations that at least
     ZOO_MEMBERS library classes share (the ones most models run), as the zoo suite specs them (every
@@ -112,4 +158,5 @@ def module_cases(quick: bool = False) -> list[CaseSpec]:
 
 def cases(quick: bool = False) -> list[CaseSpec]:
     """The program benchmark's specs; `quick` keeps the short rows only (for tests)."""
-    return style_cases(quick) + nearmiss_cases(quick) + statistic_cases(quick) + module_cases(quick)
+    return (style_cases(quick) + nearmiss_cases(quick) + statistic_cases(quick) + neighbourhood_cases(quick)
+            + module_cases(quick))

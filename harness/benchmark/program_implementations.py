@@ -32,7 +32,7 @@ from harness.benchmark.renderings import Rendering, render
 from harness.core.dtypes import cast
 from harness.core.tensors import to_numpy
 from harness.paths.base import Path, Prepared, Unsupported, example_args
-from harness.program.ir import Norm, Program, ProgramCase, Reduce
+from harness.program.ir import Call, Cat, Neg, Norm, Program, ProgramCase, Reduce
 from harness.program.accumulate import BLOCKS, LANES, Accumulation
 
 PREFIX = "bench-program-"
@@ -214,6 +214,26 @@ def _float32_weight(spec, program, case):
         else "no float32 weight under a narrower input"
 
 
+def _calls(*names, narrow=False, float32=False):
+    """Applies where the program has a call of one of `names`, in a float16/bfloat16 case
+    (`narrow`: the bug lives in the input dtype) or a float32 one (`float32`: the forms differ by less than a
+    float16 ULP)."""
+    def applies(spec, program, case):
+        if narrow and case.dtype == "float32":
+            return "the input dtype is float32: the bug class needs a narrower one"
+        if float32 and case.dtype != "float32":
+            return f"the bug changes the value by less than a {case.dtype} ULP"
+        if not _has(program, lambda n: isinstance(n, Call) and n.op in names):
+            return f"the program has no {'/'.join(names)}"
+        return None
+    return applies
+
+
+def _rotary(spec, program, case):
+    found = _has(program, lambda n: isinstance(n, Cat) and len(n.tensors) == 2 and isinstance(n.tensors[0], Neg))
+    return None if found else "the program has no rotate_half (cat of a negated half and the other)"
+
+
 # -- one bug class each ---------------------------------------------------------
 WRONG = {
     "stats-in-input-dtype": _make("StatsInInputDtype", "every reduction added left to right in the input dtype",
@@ -255,6 +275,19 @@ WRONG = {
                                 Rendering(flush_subnormals=True), applies=_subnormal_input),
     "weight-through-bfloat16": _make("WeightThroughBfloat16", "a float32 weight rounded to bfloat16",
                                      Rendering(weight_through="bfloat16"), applies=_float32_weight),
+    # the ops around a norm
+    "matmul-in-input-dtype": _make("MatmulInInputDtype", "a matmul's products and sums in the input dtype",
+                                   Rendering(matmul_in_input=True), applies=_calls("matmul", narrow=True)),
+    "softmax-unshifted": _make("SoftmaxUnshifted", "softmax without the max shift, in the input dtype",
+                               Rendering(softmax_unshifted=True), applies=_calls("softmax", narrow=True)),
+    "cumsum-in-input-dtype": _make("CumsumInInputDtype", "a cumsum's running sum in the input dtype",
+                                   Rendering(cumsum_in_input=True), applies=_calls("cumsum", narrow=True)),
+    "gelu-forms-swapped": _make("GeluFormsSwapped", "gelu's erf and tanh forms swapped",
+                                Rendering(gelu_swapped=True), applies=_calls("gelu", float32=True)),
+    "rotate-sign-swapped": _make("RotateSignSwapped", "rotate_half negating the other half",
+                                 Rendering(rotate_sign_swapped=True), applies=_rotary),
+    "nearest-rounded": _make("NearestRounded", "nearest interpolation's source index rounded, not floored",
+                             Rendering(nearest_rounded=True), applies=_calls("interpolate")),
 }
 
 

@@ -20,7 +20,8 @@ from harness.core.dtypes import cast, name_of, np_dtype
 from harness.program import evaluate
 from harness.core.eps import torch_norm_eps
 from harness.program.typecheck import check
-from harness.program.ir import BinOp, Cast, Program, ProgramCase
+from harness.program import calls
+from harness.program.ir import BinOp, Cast, Cat, Neg, Program, ProgramCase
 from harness.program.walk import is_scalar
 from harness.program.accumulate import Accumulation
 from harness.program.witness_run import NumpyWalker, environment, to_end
@@ -52,6 +53,13 @@ class Rendering:
     flush_subnormals: bool = False   # inputs and output below the smallest normal become 0
     weight_through: str | None = None    # w rounded through this dtype first
     keep_dtype: bool = True          # the output in the program's dtype (False: whatever the bug gives)
+    # the ops around a norm (harness.program.calls)
+    matmul_in_input: bool = False    # a matmul's products and sums in the input dtype, left to right
+    softmax_unshifted: bool = False  # softmax without the max shift, exp, sum and division in the input dtype
+    cumsum_in_input: bool = False    # a cumsum's running sum held in the input dtype
+    gelu_swapped: bool = False       # gelu's erf and tanh forms swapped
+    rotate_sign_swapped: bool = False  # rotate_half's minus on the other half: cat(x2, -x1) for cat(-x2, x1)
+    nearest_rounded: bool = False    # nearest interpolation's source index rounded half up, not floored
 
     def but(self, **changes) -> "Rendering":
         return replace(self, **changes)
@@ -70,8 +78,57 @@ class RenderWalker(NumpyWalker):
         self.r = rendering
         self.input_dtype = input_dtype
 
+    # ---------------------------------------------------------------- the ops around a norm
+    def _in_input(self, x):
+        return x.astype(self._narrow())
+
+    def matmul(self, x, w):
+        if not self.r.matmul_in_input:
+            return super().matmul(x, w)
+        n = self._narrow()
+        a2 = self._in_input(x[None, :] if x.ndim == 1 else x)
+        b2 = self._in_input(w[:, None] if w.ndim == 1 else w)
+        products = (a2[..., :, :, None] * b2[..., None, :, :]).astype(n)
+        z = np.add.accumulate(products, axis=-2, dtype=n)[..., -1, :].astype(self.COMPUTE)
+        if w.ndim == 1:
+            z = z[..., 0]
+        if x.ndim == 1:
+            z = z[..., 0, :] if w.ndim > 1 else z[..., 0]
+        return z
+
+    def softmax(self, x):
+        if not self.r.softmax_unshifted:
+            return super().softmax(x)
+        n = self._narrow()
+        e = np.exp(self._in_input(x)).astype(n)
+        total = np.add.accumulate(e, axis=-1, dtype=n)[..., -1:]
+        return (e / total).astype(n).astype(self.COMPUTE)
+
+    def cumsum(self, x):
+        if not self.r.cumsum_in_input:
+            return super().cumsum(x)
+        return np.add.accumulate(self._in_input(x), axis=-1, dtype=self._narrow()).astype(self.COMPUTE)
+
+    def activation(self, op, x, options):
+        if op == "gelu" and self.r.gelu_swapped:
+            options = {**options, "approximate": "none" if options["approximate"] == "tanh" else "tanh"}
+        return super().activation(op, x, options)
+
+    def call(self, op, arrays, options):
+        if op == "interpolate" and self.r.nearest_rounded:
+            a = arrays[0]
+            out = calls.interpolate_sizes(a.shape, options, self.fail)
+            for k, (size, o) in enumerate(zip(a.shape[2:], out)):
+                src = np.floor(np.arange(o) * (size / o) + 0.5).astype(np.int64)
+                a = np.take(a, np.minimum(src, size - 1), axis=2 + k)
+            return np.ascontiguousarray(a)
+        return super().call(op, arrays, options)
+
     # ---------------------------------------------------------------- casts
     def eval(self, node):
+        if self.r.rotate_sign_swapped and isinstance(node, Cat) and len(node.tensors) == 2 \
+                and isinstance(node.tensors[0], Neg):
+            node = replace(node, tensors=(node.tensors[0].operand, Neg(node.tensors[1])))
         if self.r.cast_back_early and isinstance(node, Cast) and isinstance(node.operand, BinOp):
             left, right = self.eval(node.operand.left), self.eval(node.operand.right)
             like = self.eval(node.like) if node.like is not None else None

@@ -107,16 +107,24 @@ def missing(bug) -> list[str]:
     return [p for p in bug.needs if importlib.util.find_spec(p) is None]
 
 
-def cmd_check(entries, args) -> int:
-    skipped = {b.id: missing(b) for b in entries if missing(b)}
+def _run(execute, *args) -> dict | int:
+    """`execute(*args)`'s records, or the exit status where the workers fail (1) or the user interrupts (130),
+    said in one line: --check's and --drafts's executions end the same way."""
     try:
-        records = _records([b for b in entries if b.id not in skipped], args.jobs, args.timeout, args.out)
+        return execute(*args)
     except RunnerError as exc:
         print(f"normdiff: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("normdiff: interrupted", file=sys.stderr)
         return 130
+
+
+def cmd_check(entries, args) -> int:
+    skipped = {b.id: missing(b) for b in entries if missing(b)}
+    records = _run(_records, [b for b in entries if b.id not in skipped], args.jobs, args.timeout, args.out)
+    if isinstance(records, int):
+        return records
     width = max(len(b.id) for b in entries)
     unexpected = 0
     for b in entries:
@@ -157,14 +165,9 @@ def cmd_drafts(entries, args) -> int:
             skipped[b.id] = missing(b)
             continue
         drafts.append(report.plan(b.id, None, "", args.timeout))
-    try:
-        records = report.run_drafts(drafts, args.jobs, args.timeout)
-    except RunnerError as exc:
-        print(f"normdiff: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        print("normdiff: interrupted", file=sys.stderr)
-        return 130
+    records = _run(report.run_drafts, drafts, args.jobs, args.timeout)
+    if isinstance(records, int):
+        return records
     width = max([len(b.id) for b in chosen] or [0])
     bad = 0
     for b in chosen:

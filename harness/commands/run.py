@@ -13,7 +13,7 @@ from __future__ import annotations
 import os
 import sys
 
-from cases.suites import suite
+from cases.suites import suite, suite_notes
 from harness.commands.common import load_specs, paths_arg, results_records, shard_arg
 from harness.commands.module_args import add_module_options, module_spec
 from harness.core.errors import UsageError
@@ -162,6 +162,8 @@ def cmd_cases(args) -> int:
         specs = suite(args.suite)
     except KeyError as exc:
         raise UsageError(f"--suite: {exc.args[0]}") from None
+    for note in suite_notes(args.suite):  # what the suite leaves out, and why: nothing is dropped silently
+        print(f"normdiff: {args.suite}: {note}", file=sys.stderr)
     out = sys.stdout
     for s in specs:
         if args.programs:

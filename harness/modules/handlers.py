@@ -2,10 +2,12 @@
 
 Elementwise ops come from the op table (harness/program/ops.py: each op lists the ATen ops that compute
 it); the rest are handlers of their own (lift_ops: casts, reductions, norms, F.linear; lift_shapes: views,
-slices, splits, cat). An op with no entry here is outside the language.
+slices, splits, cat; lift_calls: matmul, softmax, cumsum, the activations, pools, interpolate, clamp). An op
+with no entry here is outside the language.
 """
 from __future__ import annotations
 
+from harness.modules import lift_calls as c
 from harness.modules import lift_ops as o
 from harness.modules import lift_shapes as s
 from harness.program import ops
@@ -32,5 +34,6 @@ HANDLERS = {
     "split": s._split, "split_with_sizes": s._split, "chunk": s._split, "unbind": s._split,
     "getitem": s._getitem,
     **{a: s._cat for a in ops.get("cat").aten},
+    **c.HANDLERS,
     **{a: s._identity for a in ("contiguous", "clone", "alias", "detach", "lift_fresh_copy", "_clone_dim_order")},
 }

@@ -172,20 +172,33 @@ def witness_units(ref: Reference) -> np.ndarray:
     return units
 
 
-def measured_tolerance(ref: Reference, rounding_dtype: str | None = None) -> np.ndarray | None:
-    """Per element, what a compiled path is held to before eager's share: the per-element terms plus
-    EAGER_MULTIPLIER x the witnesses' accumulation error on the row (at least the floor); None where no
-    witness applies (batch_norm eval, a program no witness can run: the bound decides)."""
+def witness_allowance(ref: Reference, rounding_dtype: str | None = None) -> np.ndarray | None:
+    """Per row, the error beyond the per-element terms a compiled path is allowed before eager's share, in the
+    measured rule's unit (|w|(kappa+|z|) for a catalog norm, the running bound for a program):
+    EAGER_MULTIPLIER x the witnesses' there, at least the floor; None where no witness applies (batch_norm
+    eval, a program no witness can run: the bound decides)."""
+    r = rounding_dtype or ref.rounding_dtype
     if ref.stats_rows is None:
         if ref.bound is None or ref.witness_outputs is None or not ref.witness_outputs():
             return None
         n_rows = int(ref.rows.max()) + 1 if ref.rows.size else 0
-        terms = _program_terms(ref, rounding_dtype or ref.rounding_dtype, n_rows)
-        allowed = np.maximum(EAGER_MULTIPLIER * _program_witness_units(ref, terms, n_rows),
-                             np.where(terms.unbounded, 0.0, FLOOR))
+        terms = _program_terms(ref, r, n_rows)
+        return np.maximum(EAGER_MULTIPLIER * _program_witness_units(ref, terms, n_rows),
+                          np.where(terms.unbounded, 0.0, FLOOR))
+    return np.maximum(EAGER_MULTIPLIER * witness_units(ref), FLOOR * _terms(ref, r)[2])
+
+
+def measured_tolerance(ref: Reference, rounding_dtype: str | None = None) -> np.ndarray | None:
+    """Per element, what a compiled path is held to before eager's share: the per-element terms plus
+    witness_allowance on the row; None where no witness applies."""
+    allowed = witness_allowance(ref, rounding_dtype)
+    if allowed is None:
+        return None
+    r = rounding_dtype or ref.rounding_dtype
+    if ref.stats_rows is None:
+        terms = _program_terms(ref, r, len(allowed))
         return terms.per_element + terms.unit * allowed[ref.rows]
-    per_element, unit, acc = _terms(ref, rounding_dtype or ref.rounding_dtype)
-    allowed = np.maximum(EAGER_MULTIPLIER * witness_units(ref), FLOOR * acc)
+    per_element, unit, _ = _terms(ref, r)
     return per_element + unit * allowed[ref.rows]
 
 
@@ -365,6 +378,13 @@ def _program_terms(ref: Reference, r: str, n_rows: int) -> _ProgramTerms:
     per_element = C_OUT * ulp(np.abs(ref.out) * (1.0 + 2.0 * unit_roundoff(r)), r)
     unbounded = _row_max((~np.isfinite(ref.bound)).astype(float), ref.rows, n_rows) > 0
     return _ProgramTerms(per_element, np.where(unbounded[ref.rows], 1.0, ref.bound), unbounded)
+
+
+def program_unit(ref: Reference, rounding_dtype: str | None = None) -> np.ndarray:
+    """Per element, a program's unit in the measured rule: its running bound, or 1 on a row where the bound
+    is infinite somewhere (the short script of a report restates the rule: harness.repro.check_code)."""
+    n_rows = int(ref.rows.max()) + 1 if ref.rows.size else 0
+    return _program_terms(ref, rounding_dtype or ref.rounding_dtype, n_rows).unit
 
 
 def _program_witness_units(ref: Reference, terms: _ProgramTerms, n_rows: int) -> np.ndarray:

@@ -18,6 +18,7 @@ CONTIGUOUS = "torch.contiguous_format"
 UNARY = ops.UNARY
 REDUCE = ops.REDUCE
 SHAPE = tuple(n for n in ops.SHAPE if n != "index")
+CALL = ops.CALL
 CASTS = {"float": "float32", "half": "float16", "bfloat16": "bfloat16"}
 # t.NAME(...) methods and torch.NAME(...) functions, by the op each spells
 METHODS = frozenset(tuple(o.name for o in ops.TABLE if o.method) + tuple(CASTS) + ("to", "type_as", "pow"))
@@ -28,6 +29,9 @@ FUNCTIONAL = {f.removeprefix("nn.functional."): o.name for o in ops.TABLE for f 
               if f.startswith("nn.functional.")}
 NORM_SIGNATURES = {o.name: o.signature for o in ops.TABLE if o.kind == "norm"}
 BINOPS = {ast.Add: "add", ast.Sub: "sub", ast.Mult: "mul", ast.Div: "div", ast.Pow: "pow"}
+# operators of the "call" ops (a @ b is torch.matmul), and `//`, between ints only (sizes: x.shape[-1] // 2)
+CALL_OPERATORS = {ast.MatMult: "matmul"}
+INT_OPERATORS = {ast.FloorDiv: "floordiv"}
 OPERATOR_TEXT = {ast.FloorDiv: "//", ast.Mod: "%", ast.MatMult: "@", ast.LShift: "<<", ast.RShift: ">>",
                  ast.BitOr: "|", ast.BitXor: "^", ast.BitAnd: "&", ast.Not: "not", ast.Invert: "~"}
 STATEMENTS = {

@@ -22,6 +22,7 @@ from harness.program import bounds, ops
 from harness.program.typecheck import (
     TensorType,
     binary_type,
+    call_type,
     cast_is_exact,
     cat_type,
     check,
@@ -226,6 +227,21 @@ class Fp64Walker(Walker):
         if rows is not None and np.shape(rows.ids)[-1:] not in ((), (1,)):
             rows = None
         return self._emit("linear", z, e, t.dtype, rows)
+
+    def call(self, op, vs, options):
+        """A call op by its bound rule (harness.program.calls), rounded into its dtype unless exact."""
+        t = call_type(op, [self._type(v) for v in vs], options, self.line)
+        entry = ops.get(op)
+        with np.errstate(all="ignore"):
+            z, e = entry.bound([v.value for v in vs], [v.err for v in vs], options)
+            if op == "clamp":  # a bound is a Python number, which an implementation may hold in the dtype
+                e = e + sum(bounds.scalar_error(options[k], t.dtype) for k in ("min", "max") if options[k] is not None)
+        rows = vs[0].rows if entry.rows == "keep" else None
+        if entry.rows == "along":
+            dim = options["dim"] % max(len(t.shape), 1)
+            kept = tuple(1 if i == dim else n for i, n in enumerate(t.shape))
+            rows = _Rows(self._next(), np.arange(int(np.prod(kept))).reshape(kept), t.shape[dim] if t.shape else 1)
+        return self._emit(op, z, e, t.dtype, rows, exact=entry.exact)
 
     def _next(self):
         self.seq += 1

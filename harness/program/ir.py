@@ -66,7 +66,7 @@ class ShapeOf:
 
 @dataclass(frozen=True)
 class BinOp:
-    op: str  # add sub mul div pow
+    op: str  # add sub mul div pow; floordiv (//) between ints only (sizes: x.shape[-1] // 2)
     left: Expr
     right: Expr
 
@@ -102,8 +102,8 @@ class ShapeOp:
     """A shape op of harness.program.ops (unsqueeze, view, permute, narrow, …): exact, no rounding.
 
     `args` are int expressions (numbers, NAME.shape[K] and arithmetic on
-    them) except for "index" (t[:, None, ...]), whose args are the index's
-    items as text: ":", "None", "...".
+    them) except for "index" (t[:, None, ...], t[..., :d // 2]), whose args
+    are the index's items: ":", "None", "..." as text, or an IndexSlice.
     """
     op: str
     operand: Expr
@@ -147,7 +147,32 @@ class Norm:
     eps: Expr | None = None  # None: torch's default for the kind
 
 
-Expr = Name | Number | ShapeOf | BinOp | Neg | Cast | Unary | Reduce | Norm | ShapeOp | Cat | Linear
+@dataclass(frozen=True)
+class IndexSlice:
+    """A contiguous slice `lower:upper` inside an index (t[..., :d // 2]); either bound may be None (an end).
+    The bounds are int expressions (numbers, NAME.shape[K] and arithmetic on them)."""
+    lower: Expr | None = None
+    upper: Expr | None = None
+
+
+@dataclass(frozen=True)
+class Call:
+    """An op of the op table's kind "call" (matmul, softmax, cumsum, gelu, elu, hardswish, the pools,
+    interpolate, clamp, ones_like): its tensor operands and its options.
+
+    `options` are (name, value) pairs for every option of the op, in the op
+    table's order, defaults filled in (so two spellings of one call are one
+    IR): ints, tuples of ints, floats, strings, bools or None.
+    """
+    op: str
+    operands: tuple
+    options: tuple = ()
+
+    def option(self, name: str):
+        return dict(self.options)[name]
+
+
+Expr = Name | Number | ShapeOf | BinOp | Neg | Cast | Unary | Reduce | Norm | ShapeOp | Cat | Linear | Call
 
 
 # ----------------------------------------------------------------- statements

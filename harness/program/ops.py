@@ -21,7 +21,7 @@ from typing import Callable
 
 import numpy as np
 
-from harness.program import bounds
+from harness.program import bounds, calls
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ class Op:
     """One op of the language."""
 
     name: str                       # the IR's name, and the canonical op of attribution
-    kind: str                       # unary binary reduce norm cast shape cat linear
+    kind: str                       # unary binary reduce norm cast shape cat linear call
     value: Callable | None = None   # NumPy form: arrays (any float dtype) -> array
     bound: Callable | None = None   # (value, err, ...) -> (FP64 value, propagated err), bounds.py
     torch: str | None = None        # the torch callable of the program module ("torch.rsqrt")
@@ -42,8 +42,25 @@ class Op:
     op_class: str = "elementwise"   # elementwise reduce norm cast layout (attribution's pairing classes)
     shape_rule: Callable | None = None  # shape ops: (shape, args, fail) -> result shape
     apply: Callable | None = None   # shape ops: (array, args) -> array (values and bounds alike)
-    signature: tuple[str, ...] = ()  # norms, linear: parameter names in torch's order
+    signature: tuple[str, ...] = ()  # norms, linear: parameter names in torch's order; calls: the operands
     extra: dict = field(default_factory=dict)
+    options: tuple = ()             # calls: their Options, in torch's positional order after the operands
+    rows: str = "keep"              # calls: the rows of their result (keep: the operand's; along: a new
+                                    # statistic along `dim`; none: the last dim's)
+
+
+@dataclass(frozen=True)
+class Option:
+    """A keyword of a call op: its kind (dim int ints number numbers choice bool) and default.
+
+    dim: an int literal; ints: an int or a tuple of them (None where the default is None); number(s): an
+    int or float literal (or a tuple); choice: one of `choices` (a string or a bool literal)."""
+
+    name: str
+    kind: str
+    default: object = None
+    required: bool = False
+    choices: tuple = ()
 
 
 def _sigmoid(a):
@@ -167,11 +184,16 @@ def _narrow_shape(shape, args, fail):
     return shape[:d] + (length,) + shape[d + 1:]
 
 
+def _is_slice(item) -> bool:
+    """An index item `lower:upper` (resolved by the walker to ("slice", lower, upper), ints or None)."""
+    return isinstance(item, tuple)
+
+
 def _index_shape(shape, items, fail):
-    """t[...] with only `:`, `None` and one `...`: new dims where None stands."""
+    """t[...] with `:`, `lower:upper`, `None` and one `...`: new dims where None stands, slices as Python's."""
     if items.count("...") > 1:
         fail("an index may hold one '...'")
-    taken = sum(1 for i in items if i == ":")
+    taken = sum(1 for i in items if i == ":" or _is_slice(i))
     if taken > len(shape):
         fail(f"too many indices for a tensor of rank {len(shape)}")
     out, k = [], 0
@@ -181,6 +203,9 @@ def _index_shape(shape, items, fail):
         elif item == ":":
             out.append(shape[k])
             k += 1
+        elif _is_slice(item):
+            out.append(len(range(*slice(item[1], item[2]).indices(shape[k]))))
+            k += 1
         else:
             rest = len(shape) - taken
             out.extend(shape[k:k + rest])
@@ -188,9 +213,14 @@ def _index_shape(shape, items, fail):
     return tuple(out) + tuple(shape[k:])
 
 
+def index_key(items):
+    """The Python index of resolved index items (NumPy and torch read it alike)."""
+    return tuple(slice(i[1], i[2]) if _is_slice(i) else None if i == "None" else Ellipsis if i == "..."
+                 else slice(None) for i in items)
+
+
 def _index_apply(a, items):
-    key = tuple(None if i == "None" else Ellipsis if i == "..." else slice(None) for i in items)
-    return a[key]
+    return a[index_key(items)]
 
 
 def _narrow_apply(a, args):
@@ -275,12 +305,75 @@ TABLE: tuple[Op, ...] = (
        apply=lambda arrays, dim: np.concatenate(arrays, axis=dim)),
 )
 
+
+
+def _call(name, shape_rule, bound, *, operands=("input",), options=(), functions=(), method=False, exact=False,
+          aten=(), compiled=(), text="", op_class="elementwise", rows="keep", value=None, extra=None) -> Op:
+    return Op(name, "call", value, bound, None, functions, method, exact, aten or (name,), compiled, text, op_class,
+              shape_rule, None, operands, extra or {}, options, rows)
+
+
+_DIM = (Option("dim", "dim", required=True),)
+
+
+def _pool(kind: str, n: int) -> Op:
+    common = (Option("kernel_size", "ints", required=True), Option("stride", "ints", None),
+              Option("padding", "ints", 0))
+    if kind == "avg":
+        options = common + (Option("ceil_mode", "choice", False, choices=(False,)),
+                            Option("count_include_pad", "bool", True))
+        bound, op_class, exact, aten = calls.avg_pool_bound(n), "reduce", False, (f"avg_pool{n}d",)
+    else:
+        options = common + (Option("dilation", "choice", 1, choices=(1,)),
+                            Option("ceil_mode", "choice", False, choices=(False,)),
+                            Option("return_indices", "choice", False, choices=(False,)))
+        bound, op_class, exact = calls.max_pool_bound(n), "reduce", True
+        aten = (f"max_pool{n}d", f"max_pool{n}d_with_indices")
+    return _call(f"{kind}_pool{n}d", calls.pool_shape(n), bound, options=options,
+                 functions=(f"nn.functional.{kind}_pool{n}d",), exact=exact, aten=aten, op_class=op_class,
+                 rows="none", extra={"spatial": n, "pool": kind})
+
+
+CALLS: tuple[Op, ...] = (
+    # a @ b: a float32-accumulated dot product of length K per output, as linear's
+    _call("matmul", calls.matmul_shape, calls.matmul_bound, operands=("input", "other"), functions=("matmul",),
+          method=True, aten=("matmul", "mm", "bmm"), op_class="reduce", rows="none", extra={"operator": "@"}),
+    _call("softmax", calls.along_shape, calls.softmax_bound, options=_DIM,
+          functions=("softmax", "nn.functional.softmax"), method=True, aten=("softmax", "_softmax", "_safe_softmax"),
+          op_class="reduce", rows="along", value=calls.softmax),
+    _call("cumsum", lambda s, o, f: calls.along_shape(s, o, f, "cumsum"), calls.cumsum_bound, options=_DIM,
+          functions=("cumsum",), method=True, op_class="reduce", rows="along"),
+    _call("gelu", calls.same_shape, calls.gelu_bound(),
+          options=(Option("approximate", "choice", "none", choices=("none", "tanh")),),
+          functions=("nn.functional.gelu",), value=calls.gelu),
+    _call("elu", calls.same_shape, calls.elu_bound(), options=(Option("alpha", "number", 1.0),),
+          functions=("nn.functional.elu",), value=calls.elu),
+    _call("hardswish", calls.same_shape, calls.hardswish_bound(), functions=("nn.functional.hardswish",),
+          value=calls.hardswish),
+    _pool("avg", 1), _pool("avg", 2), _pool("max", 1), _pool("max", 2),
+    # nearest interpolation: a gather, exact
+    _call("interpolate", calls.interpolate_shape, calls.interpolate_bound,
+          options=(Option("size", "ints", None), Option("scale_factor", "numbers", None),
+                   Option("mode", "choice", "nearest", choices=("nearest",))),
+          functions=("nn.functional.interpolate",), exact=True,
+          aten=("upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d"), op_class="layout", rows="none"),
+    # clamp(min, max): exact (the result is the input or a bound)
+    _call("clamp", calls.same_shape, calls.clamp_bound,
+          options=(Option("min", "number", None), Option("max", "number", None)), functions=("clamp",),
+          method=True, exact=True, aten=("clamp", "clamp_min", "clamp_max", "clip")),
+    # ones of a tensor's shape and dtype (a mask of all-valid elements): exact, computes nothing from values
+    _call("ones_like", calls.same_shape, calls.ones_bound, functions=("ones_like",), exact=True, op_class="layout",
+          rows="none"),
+)
+TABLE = TABLE + CALLS
+
 BY_NAME: dict[str, Op] = {op.name: op for op in TABLE}
 UNARY = tuple(op.name for op in TABLE if op.kind == "unary")
 BINARY = tuple(op.name for op in TABLE if op.kind == "binary")
 REDUCE = tuple(op.name for op in TABLE if op.kind == "reduce")
 NORMS = tuple(op.name for op in TABLE if op.kind == "norm")
 SHAPE = tuple(op.name for op in TABLE if op.kind == "shape")
+CALL = tuple(op.name for op in TABLE if op.kind == "call")
 # Shape ops whose arguments are a list of sizes or dims (also spelled as one tuple/list argument).
 SIZES = ("view", "reshape", "expand", "permute")
 
@@ -320,7 +413,8 @@ def _canonical_names() -> dict[str, str]:
     for op in TABLE:
         if op.op_class == "layout":
             continue
-        canonical = "pow" if op.name == "square" else op.name  # x*x and x**2 are one computation
+        # x*x and x**2 are one computation; so are x @ W and F.linear (dot products: mm, bmm, dense)
+        canonical = {"square": "pow", "matmul": "linear"}.get(op.name, op.name)
         for name in (op.name, *op.aten, *op.compiled):
             names.setdefault(name, canonical)
     for name, canonical in OPENVINO_TYPES.items():

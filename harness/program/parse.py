@@ -18,6 +18,8 @@ from harness.program.ir import (
     PARAMS,
     Assign,
     BinOp,
+    Call,
+    IndexSlice,
     Name,
     Neg,
     Number,
@@ -192,7 +194,9 @@ class _Parser(CallParser):
         if isinstance(node, ast.Name):
             return self.read(node)
         if isinstance(node, ast.BinOp):
-            op = g.BINOPS.get(type(node.op))
+            if type(node.op) in g.CALL_OPERATORS:
+                return Call(g.CALL_OPERATORS[type(node.op)], (self.expr(node.left), self.expr(node.right)))
+            op = g.BINOPS.get(type(node.op)) or g.INT_OPERATORS.get(type(node.op))
             if op is None:
                 self.fail(f"operator {g.OPERATOR_TEXT.get(type(node.op), '?')!r} is not allowed", node)
             return BinOp(op, self.expr(node.left), self.expr(node.right))
@@ -265,18 +269,23 @@ class _Parser(CallParser):
         return ShapeOf(name, k)
 
     def index(self, node: ast.Subscript) -> ShapeOp:
-        """t[:, None, None], t[..., None]: only full slices, None and one Ellipsis (a view, exact)."""
+        """t[:, None, None], t[..., None], t[..., :d // 2]: slices without a step, None and one Ellipsis (a view,
+        exact); a slice's bounds are int expressions (numbers, NAME.shape[K] and arithmetic on them)."""
         elts = node.slice.elts if isinstance(node.slice, ast.Tuple) else [node.slice]
         items = []
         for e in elts:
             if isinstance(e, ast.Slice) and e.lower is None and e.upper is None and e.step is None:
                 items.append(":")
+            elif isinstance(e, ast.Slice) and e.step is None:
+                items.append(IndexSlice(None if e.lower is None else self.expr(e.lower),
+                                        None if e.upper is None else self.expr(e.upper)))
             elif isinstance(e, ast.Constant) and e.value is None:
                 items.append("None")
             elif isinstance(e, ast.Constant) and e.value is Ellipsis:
                 items.append("...")
             else:
-                self.fail("subscript is not allowed (only NAME.shape[K], or an index of ':', None and '...')", node)
+                self.fail("subscript is not allowed (only NAME.shape[K], or an index of slices without a step, None "
+                          "and '...')", node)
         return ShapeOp("index", self.expr(node.value), tuple(items))
 
     def int_literal(self, node) -> int | None:

@@ -11,7 +11,7 @@ import ast
 
 from harness.program import grammar as g
 from harness.program import ops
-from harness.program.ir import BinOp, Cast, Cat, DType, DTypeOf, Linear, Norm, Number, Reduce, ShapeOp, Unary
+from harness.program.ir import BinOp, Call, Cast, Cat, DType, DTypeOf, Linear, Norm, Number, Reduce, ShapeOp, Unary
 
 
 def dotted_name(node) -> str | None:
@@ -76,6 +76,8 @@ class CallParser:
         return bound
 
     def method(self, name, receiver, node):
+        if name in g.CALL:
+            return self.call_op(name, node, receiver)
         if name in g.SHAPE:
             return self.shape_op(name, receiver, node)
         if name in g.CASTS or name in g.UNARY:
@@ -104,6 +106,8 @@ class CallParser:
         if name in g.NORM_SIGNATURES:
             return self.norm(name, node)
         label = f"F.{name}"
+        if name in g.CALL:
+            return self.call_op(name, node, label=label)
         if name == "linear":
             args = self.bind(label, node, ("input", "weight", "bias"), ("weight", "bias"), ("input", "weight"))
             bias = self.optional(args["bias"]) if "bias" in args else None
@@ -138,6 +142,8 @@ class CallParser:
 
     def function(self, name, node):
         label = f"torch.{name}"
+        if name in g.CALL:
+            return self.call_op(name, node, label=label)
         if name in g.SHAPE:
             if not node.args:
                 self.fail(f"missing argument 'input' for {label}", node)
@@ -154,6 +160,58 @@ class CallParser:
             self.fail(f"missing argument 'input' for {label}", node)
         receiver = self.expr(node.args[0])
         return self.reduction(name, receiver, node, skip=1, label=label)
+
+    def call_op(self, name, node, receiver=None, label=None):
+        """An op of the table's "call" rows: its operands (tensor expressions), then its options (constants of
+        the kinds the op table gives), bound as Python binds them; every option kept, defaults filled in."""
+        op = ops.get(name)
+        label = label or name
+        operands = op.signature[1:] if receiver is not None else op.signature
+        names = operands + tuple(o.name for o in op.options)
+        required = operands + tuple(o.name for o in op.options if o.required)
+        args = self.bind(label, node, names, names, required)
+        tensors = ((receiver,) if receiver is not None else ()) + tuple(self.expr(args[n]) for n in operands)
+        options = tuple((o.name, self.option_arg(o, args[o.name], label) if o.name in args else o.default)
+                        for o in op.options)
+        return Call(name, tensors, options)
+
+    def option_arg(self, option, node, label):
+        """One option's value: the constant its kind allows (None where its default is None)."""
+        what = f"{label}: {option.name}"
+        if isinstance(node, ast.Constant) and node.value is None and option.default is None:
+            return None
+        if option.kind == "dim":
+            k = self.int_literal(node)
+            if k is None:
+                self.fail(f"{what} must be an int literal", node)
+            return k
+        if option.kind in ("ints", "numbers", "number"):
+            items = node.elts if isinstance(node, (ast.Tuple, ast.List)) and option.kind != "number" else None
+            values = [self.option_number(e, option.kind == "ints", what) for e in (items or [node])]
+            if items is not None:
+                if not values:
+                    self.fail(f"{what} must not be empty", node)
+                return tuple(values)
+            return values[0]
+        if isinstance(node, ast.Constant):
+            v = node.value
+            if option.kind == "bool" and isinstance(v, bool):
+                return v
+            if option.kind == "choice" and any(v == c and type(v) is type(c) for c in option.choices):
+                return v
+        shown = " or ".join(repr(c) for c in option.choices) if option.kind == "choice" else "True or False"
+        self.fail(f"{what} must be {shown}", node)
+
+    def option_number(self, node, integer: bool, what):
+        k = self.int_literal(node)
+        if k is not None:
+            return k if integer else float(k)
+        if not integer:
+            negative = isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub)
+            inner = node.operand if negative else node
+            if isinstance(inner, ast.Constant) and type(inner.value) is float:
+                return -inner.value if negative else inner.value
+        self.fail(f"{what} must be {'an int literal' if integer else 'a number literal'} (or a tuple of them)", node)
 
     def cat(self, node, label):
         """torch.cat([a, b, …], dim=K): a non-empty list or tuple of tensor expressions, an int literal dim."""

@@ -16,12 +16,13 @@ import math
 from harness.program import ops
 from harness.program.grammar import MAX_SOURCE
 from harness.program.ir import (
-    Assign, BinOp, Cast, Cat, DType, DTypeOf, Linear, Name, Neg, Norm, Number, Program, ProgramError, Reduce, Return,
-    ShapeOf, ShapeOp, Unary, param_order,
+    Assign, BinOp, Call, Cast, Cat, DType, DTypeOf, IndexSlice, Linear, Name, Neg, Norm, Number, Program, ProgramError,
+    Reduce, Return, ShapeOf, ShapeOp, Unary, param_order,
 )
 
-_SYMBOL = {"add": "+", "sub": "-", "mul": "*", "div": "/", "pow": "**"}
-_LEVEL = {"add": 1, "sub": 1, "mul": 2, "div": 2}  # pow: 4; a unary minus: 3; an atom or postfix: 5
+_SYMBOL = {"add": "+", "sub": "-", "mul": "*", "div": "/", "pow": "**", "floordiv": "//"}
+# pow: 4; a unary minus: 3; an atom or postfix: 5 (`@` binds as `*`)
+_LEVEL = {"add": 1, "sub": 1, "mul": 2, "div": 2, "floordiv": 2, "matmul": 2}
 _SPELLING = {"float": ".float()", "half": ".half()", "bfloat16": ".bfloat16()"}
 
 
@@ -82,6 +83,8 @@ def number_literal(value) -> str:
 def _level(e) -> int:
     if isinstance(e, BinOp):
         return 4 if e.op == "pow" else _LEVEL[e.op]
+    if isinstance(e, Call) and "operator" in ops.get(e.op).extra:
+        return _LEVEL[e.op]
     if isinstance(e, Neg) or (isinstance(e, Number) and e.value < 0):
         return 3
     return 5
@@ -104,6 +107,36 @@ def _binop(e: BinOp) -> str:
         return f"{_at(e.left, 5)} ** {_at(e.right, 3)}"
     level = _LEVEL[e.op]
     return f"{_at(e.left, level)} {symbol} {_at(e.right, level + 1)}"
+
+
+def _option(value) -> str:
+    """An option's constant as Python writes it."""
+    if isinstance(value, tuple):
+        return "(" + ", ".join(_option(v) for v in value) + ("," if len(value) == 1 else "") + ")"
+    if isinstance(value, (bool, str)) or value is None:
+        return repr(value)
+    return number_literal(value)
+
+
+def _call(e: Call) -> str:
+    """A call op: `a @ b` for an operator's, else its function with the options that differ from the default
+    (a required one always), by keyword."""
+    op = ops.get(e.op)
+    if "operator" in op.extra:
+        level = _LEVEL[e.op]
+        return f"{_at(e.operands[0], level)} {op.extra['operator']} {_at(e.operands[1], level + 1)}"
+    args = [render_expr(t) for t in e.operands]
+    for option in op.options:
+        value = e.option(option.name)
+        if option.required or value != option.default or type(value) is not type(option.default):
+            args.append(f"{option.name}={_option(value)}")
+    return f"{_function(e.op)}({', '.join(args)})"
+
+
+def _item(item) -> str:
+    if isinstance(item, IndexSlice):
+        return ":".join("" if b is None else render_expr(b) for b in (item.lower, item.upper))
+    return item
 
 
 def _dims(dims) -> str:
@@ -167,7 +200,7 @@ def render_expr(e) -> str:
         return f"{_postfix(e.operand)}.{e.op}({', '.join(args)})"
     if isinstance(e, ShapeOp):
         if e.op == "index":
-            return f"{_postfix(e.operand)}[{', '.join(e.args)}]"
+            return f"{_postfix(e.operand)}[{', '.join(_item(i) for i in e.args)}]"
         return f"{_postfix(e.operand)}.{e.op}({', '.join(render_expr(a) for a in e.args)})"
     if isinstance(e, Cat):
         return f"torch.cat([{', '.join(render_expr(t) for t in e.tensors)}], {number_literal(e.dim)})"
@@ -176,6 +209,8 @@ def render_expr(e) -> str:
         return f"F.linear({render_expr(e.operand)}, {render_expr(e.weight)}{bias})"
     if isinstance(e, Norm):
         return _norm(e)
+    if isinstance(e, Call):
+        return _call(e)
     if isinstance(e, (DType, DTypeOf)):
         raise TypeError(f"a dtype is written only inside a cast: {e!r}")
     raise TypeError(f"not an expression of the program language: {e!r}")

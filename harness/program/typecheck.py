@@ -136,6 +136,19 @@ def linear_type(t, weight, bias, line: int) -> TensorType:
     return TensorType(tuple(t.shape[:-1]) + (weight.shape[0],), t.dtype)
 
 
+def call_type(op: str, types, options: dict, line: int) -> TensorType:
+    """A call op's result type: the op table's shape rule (harness.program.calls); the dtype is the operands'
+    (matmul's two must share it, as torch's kernels require)."""
+    fail = lambda what: _fail(line, what)  # noqa: E731
+    dtypes = {t.dtype for t in types}
+    if len(dtypes) != 1:
+        fail(f"{op}: operands must share a dtype, got {'/'.join(sorted(dtypes))}")
+    if op == "clamp" and options["min"] is None and options["max"] is None:
+        fail("clamp: give at least one of min and max")
+    shape = ops.get(op).shape_rule(tuple(tuple(t.shape) for t in types), options, fail)
+    return TensorType(tuple(shape), types[0].dtype)
+
+
 def cast_is_exact(src: str, dst: str) -> bool:
     """Whether every value of `src` is a value of `dst` (no rounding)."""
     return src == dst or dst == "float64" or (dst == "float32" and src in REDUCED)
@@ -225,6 +238,9 @@ class TypeWalker(Walker):
 
     def linear(self, t, weight, bias):
         return linear_type(t, weight, bias, self.line)
+
+    def call(self, op, ts, options):
+        return call_type(op, ts, options, self.line)
 
     def statement_done(self, stmt, value):
         if isinstance(stmt, Return) and any(is_scalar(v) for v in (value if isinstance(value, tuple) else (value,))):

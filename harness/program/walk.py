@@ -13,10 +13,12 @@ import math
 from harness.program.ir import (
     Assign,
     BinOp,
+    Call,
     Cast,
     Cat,
     DType,
     DTypeOf,
+    IndexSlice,
     Linear,
     Name,
     Neg,
@@ -50,6 +52,10 @@ def scalar_binop(op: str, a, b, line: int):
             out = a * b
         elif op == "div":
             out = a / b
+        elif op == "floordiv":
+            if not (isinstance(a, int) and isinstance(b, int)):
+                raise ProgramError(f"program line {line}: '//' is allowed between ints only")
+            out = a // b
         else:
             small = isinstance(a, int) and isinstance(b, int) and 0 <= b <= 64 and abs(a) <= 2 ** 32
             out = a ** b if small else float(a) ** float(b)
@@ -105,6 +111,8 @@ class Walker:
             left, right = self.eval(node.left), self.eval(node.right)
             if is_scalar(left) and is_scalar(right):
                 return scalar_binop(node.op, left, right, self.line)
+            if node.op == "floordiv":
+                self.fail("'//' is allowed between ints only (sizes), not on tensors")
             return self.binop(node.op, left, right)
         if isinstance(node, Neg):
             value = self.eval(node.operand)
@@ -121,8 +129,14 @@ class Walker:
             value = self.eval(node.operand)
             if is_scalar(value):
                 self.fail(f"{node.op} needs a tensor, got a number")
-            args = node.args if node.op == "index" else tuple(self.int_value(a, node.op) for a in node.args)
+            args = (tuple(self.index_item(a) for a in node.args) if node.op == "index"
+                    else tuple(self.int_value(a, node.op) for a in node.args))
             return self.shape_op(node.op, value, args)
+        if isinstance(node, Call):
+            values = [self.eval(t) for t in node.operands]
+            if any(is_scalar(v) for v in values):
+                self.fail(f"{node.op} needs tensors, got a number")
+            return self.call(node.op, values, dict(node.options))
         if isinstance(node, Cat):
             values = [self.eval(t) for t in node.tensors]
             if any(is_scalar(v) for v in values):
@@ -146,6 +160,13 @@ class Walker:
         if not isinstance(value, int) or isinstance(value, bool):
             self.fail(f"{what}: arguments must be ints, got {value!r}")
         return value
+
+    def index_item(self, item):
+        """An index item as the shape rules read it: ":", "None", "..." or ("slice", lower, upper)."""
+        if isinstance(item, IndexSlice):
+            return ("slice",) + tuple(None if b is None else self.int_value(b, "a slice bound")
+                                      for b in (item.lower, item.upper))
+        return item
 
     def shape_of(self, node: ShapeOf) -> int:
         value = self.env[node.name]
@@ -203,4 +224,8 @@ class Walker:
         raise NotImplementedError
 
     def linear(self, value, weight, bias):
+        raise NotImplementedError
+
+    def call(self, op: str, values: list, options: dict):
+        """An op of the table's "call" rows (harness.program.calls) on tensor operands, options resolved."""
         raise NotImplementedError

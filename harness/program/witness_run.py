@@ -55,11 +55,12 @@ import numpy as np
 
 from harness.core.dtypes import name_of, np_dtype
 from harness.core.eps import torch_norm_eps
-from harness.program import ops, statistics
+from harness.program import calls, ops, statistics
 from harness.program.accumulate import Accumulation, moments, row_sum
 from harness.program.typecheck import (
     TensorType,
     binary_type,
+    call_type,
     cat_type,
     linear_type,
     norm_info,
@@ -207,6 +208,70 @@ class NumpyWalker(Walker):
             if bias is not None:
                 out = out + self._operand(bias, dtype)
         return self.round(out, dtype)
+
+    # ------------------------------------------------------------------ the ops around a norm
+    def call(self, op, arrays, options):
+        """A call op as torch's CPU kernels compute it: in float32 (opmath), sums in `acc`'s order (matmul,
+        softmax's denominator, avg_pool's windows; cumsum is a sequential scan), rounded once to the dtype;
+        the exact ones (max_pool, interpolate, clamp, ones_like) on the values themselves."""
+        dtype = call_type(op, [self._type(a) for a in arrays], options, self.line).dtype
+        entry = ops.get(op)
+        a = arrays[0]
+        if op == "interpolate":
+            return np.ascontiguousarray(calls.interpolate_apply(a, options))
+        if op == "ones_like":
+            return np.ones_like(a)
+        if op == "clamp":
+            lo, hi = (None if options[k] is None else self.round(options[k], dtype) for k in ("min", "max"))
+            return np.clip(a, lo, hi).astype(a.dtype)
+        x = self._operand(a, dtype)
+        with np.errstate(all="ignore"):
+            if op == "matmul":
+                z = self.matmul(x, self._operand(arrays[1], dtype))
+            elif op in ("softmax", "cumsum"):
+                moved = np.moveaxis(x, options["dim"], -1)
+                self.reduced = self.reduced or moved.shape[-1] > 1
+                z = np.moveaxis(self.cumsum(moved) if op == "cumsum" else self.softmax(moved), -1, options["dim"])
+            elif "pool" in entry.extra:
+                z = self.pool(x, entry.extra["pool"], entry.extra["spatial"], options)
+            else:
+                z = self.activation(op, x, options)
+        return self.round(np.asarray(z).astype(self.COMPUTE), dtype)
+
+    def cumsum(self, x):
+        """A prefix sum over the last axis: a sequential float32 scan (ATen's CPU cumsum)."""
+        return np.add.accumulate(x, axis=-1, dtype=self.COMPUTE)
+
+    def softmax(self, x):
+        """Over the last axis: the max shift, exp in float32, the sum in `acc`'s order, one division."""
+        e = np.exp(x - x.max(-1, keepdims=True))
+        return e / self.sum(e)[..., None]
+
+    def activation(self, op, x, options):
+        """gelu, elu, hardswish: the op table's NumPy form, rounded to float32."""
+        return np.asarray(ops.get(op).value(x, **options)).astype(self.COMPUTE)
+
+    def matmul(self, x, w):
+        """a @ b: each output a float32 sum, in `acc`'s order, of the rounded float32 products."""
+        a2 = x[None, :] if x.ndim == 1 else x
+        b2 = w[:, None] if w.ndim == 1 else w
+        self.reduced = self.reduced or a2.shape[-1] > 1
+        products = a2[..., :, :, None] * b2[..., None, :, :]  # (..., M, K, N)
+        z = self.sum(np.swapaxes(products, -1, -2))          # (..., M, N)
+        if w.ndim == 1:
+            z = z[..., 0]
+        if x.ndim == 1:
+            z = z[..., 0, :] if w.ndim > 1 else z[..., 0]
+        return z
+
+    def pool(self, x, kind, n, options):
+        kernel, stride, padding, _ = calls.pool_geometry(x.shape, options, n, self.fail)
+        if kind == "max":
+            return calls.pool_windows(x, n, kernel, stride, padding, -np.inf).max(-1)
+        self.reduced = self.reduced or len(kernel) > 1 or kernel[0] > 1
+        win = calls.pool_windows(x, n, kernel, stride, padding, 0.0)
+        div = calls.pool_divisor(x.shape, n, kernel, stride, padding, options["count_include_pad"])
+        return self.sum(np.ascontiguousarray(win)) / np.asarray(div, dtype=self.COMPUTE)
 
     # ------------------------------------------------------------------ reductions
     def run(self, program: Program):

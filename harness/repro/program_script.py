@@ -55,7 +55,13 @@ def float64_source(source: str) -> str:
     return "\n".join(ast.unparse(stmt) for stmt in fn.body)
 
 
-def _args(spec: CaseSpec) -> str:
+def rounds(source: str) -> bool:
+    """Whether the program writes a rounding of its own (a dtype or a narrowing cast): its float64 copy differs."""
+    return float64_source(source) != "\n".join(ast.unparse(stmt) for stmt in _body(source).body)
+
+
+def program_args(spec: CaseSpec) -> str:
+    """The program's arguments, in the model's order: x, then the extra inputs by name."""
     return ", ".join(["x", *sorted(spec.inputs_dict)])
 
 
@@ -83,21 +89,25 @@ def param_code(spec: CaseSpec) -> str:
 
 def _module(name: str, doc: str, params: list[tuple[str, str]], args: str, source: str) -> list[str]:
     """A module class whose forward is `source`: `params` are (attribute, the program's name for it)."""
-    first = args.split(", ")[0]
     lines = [f"class {name}(nn.Module):", f'    """{doc}"""', "",
              "    def __init__(self, params, eps):", "        super().__init__()"]
     # a torch-allocated copy, as normdiff's modules hold: TVM's importer takes parameters by DLPack,
     # which refuses NumPy's less aligned buffers (and its NumPy fallback has no bfloat16)
     lines += [f"        self.{a} = nn.Parameter(to_torch(params[{a!r}]).clone(), requires_grad=False)"
               for a, _ in params]
-    lines += ["        self.eps = eps", "", f"    def forward(self, {args}):"]
+    return [*lines, "        self.eps = eps", "", *_forward(params, args, source)]
+
+
+def _forward(params: list[tuple[str, str]], args: str, source: str) -> list[str]:
+    """The forward method running `source` on the module's parameters (under the program's names)."""
+    first = args.split(", ")[0]
+    lines = [f"    def forward(self, {args}):"]
     reads = ", ".join([f"self.{a}" for a, _ in params] + ["self.eps"])
     names = ", ".join([n for _, n in params] + ["eps"])
     lines.append(f"        {names} = {reads}")
     if first != "x":
         lines.append(f"        x = {first}  # the program's name for the input")
-    lines += [f"        {line}" for line in source.splitlines()]
-    return lines
+    return lines + [f"        {line}" for line in source.splitlines()]
 
 
 def _program_params(spec: CaseSpec) -> list[tuple[str, str]]:
@@ -108,7 +118,7 @@ def model_code(spec: CaseSpec) -> str:
     """Code defining `model`: the program, as written, as the forward of an eval-mode module."""
     params = "{" + ", ".join(f"{n!r}: {n}" for n, _ in spec.param_shapes) + "}"
     lines = ["# -- the model: the case's program, as written, as the module's forward"]
-    lines += _module("Program", "The norm program of the case, line by line.", _program_params(spec), _args(spec),
+    lines += _module("Program", "The norm program of the case, line by line.", _program_params(spec), program_args(spec),
                      spec.program)
     lines += ["", "", f"model = Program({params}, {float(spec.eps)!r}).eval()"]
     return "\n".join(lines) + "\n"
@@ -133,14 +143,26 @@ def style_model_code(spec: CaseSpec) -> str:
     return "\n".join(lines) + "\n"
 
 
+def reference_subclass_code(spec: CaseSpec) -> str:
+    """Code defining `ref` beside model_code's `Program` (the short script): a subclass whose forward is the
+    program with every rounding it writes mapped to float64, run on float64 copies."""
+    params = "{" + ", ".join(f"{n!r}: {n}.astype(np.float64)" for n, _ in spec.param_shapes) + "}"
+    args = ", ".join(f"to_torch({a}.astype(np.float64))" for a in program_args(spec).split(", "))
+    lines = ["# -- the FP64 reference: the program on float64 copies of the rounded inputs, each dtype it rounds",
+             "#    to mapped to float64 (its exact mathematics)", "class Program64(Program):"]
+    lines += _forward(_program_params(spec), program_args(spec), float64_source(spec.program))
+    lines += ["", "", f"ref = to_numpy(Program64({params}, {float(spec.eps)!r})({args}))"]
+    return "\n".join(lines) + "\n"
+
+
 def reference_code(spec: CaseSpec) -> str:
     """Code defining `ref`: the program on float64 copies, every rounding it writes mapped to float64."""
     params = "{" + ", ".join(f"{n!r}: {n}.astype(np.float64)" for n, _ in spec.param_shapes) + "}"
-    args = ", ".join(f"to_torch({a}.astype(np.float64))" for a in _args(spec).split(", "))
+    args = ", ".join(f"to_torch({a}.astype(np.float64))" for a in program_args(spec).split(", "))
     lines = ["# -- the FP64 reference: the same program on float64 copies of the rounded inputs,",
              "#    each dtype it rounds to mapped to float64 (its exact mathematics)"]
     lines += _module("Program64", "The program with every rounding mapped to float64.", _program_params(spec),
-                     _args(spec), float64_source(spec.program))
+                     program_args(spec), float64_source(spec.program))
     lines += ["", "", "with torch.no_grad():",
               f"    ref = to_numpy(Program64({params}, {float(spec.eps)!r})({args}))"]
     return "\n".join(lines) + "\n"

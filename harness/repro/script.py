@@ -135,10 +135,12 @@ def _draw_params(spec: CaseSpec) -> str:
     return "\n".join(lines)
 
 
-def _digest(spec: CaseSpec) -> str:
+def _digest(spec: CaseSpec, params: list[str] | None = None) -> str:
+    """The SHA-256 of normdiff's bytes of x, the extra inputs and the parameters (default: all of them)."""
     inputs = make_inputs(spec)
     h = hashlib.sha256()
-    for a in (inputs.x, *(inputs.extra[k] for k in _extra_names(spec)), *inputs.params.values()):
+    chosen = inputs.params if params is None else {k: inputs.params[k] for k in params}
+    for a in (inputs.x, *(inputs.extra[k] for k in _extra_names(spec)), *chosen.values()):
         h.update(np.ascontiguousarray(a).tobytes())
     return h.hexdigest()
 
@@ -191,39 +193,63 @@ def model_code(spec: CaseSpec) -> str:
 
 # -- the reference ------------------------------------------------------------------
 
-def reference_code(spec: CaseSpec) -> str:
-    """Code defining `ref`: normdiff's FP64 reference in plain NumPy (a program: in float64 torch)."""
+def reference_code(spec: CaseSpec, terms: bool = False, torch_init: bool = False) -> str:
+    """Code defining `ref`: normdiff's FP64 reference in plain NumPy (a program: in float64 torch). With
+    `terms` (a catalog norm, for the short script), top-level statements that also define what normdiff's
+    bound reads (harness.oracle.reference.Reference): the normalized value `z`, the row's conditioning
+    `kappa` = rms(x)/sqrt(var+eps), the effective weight `w` and the bias `b`, each broadcastable to the
+    output; `torch_init`: the parameters are torch's own init (weight 1, bias 0), not arrays of the script."""
     if spec.program is not None:
         return P.reference_code(spec)
     shape = spec.shape
+    eps = _f(spec.eps)
     lines = ["# -- the FP64 reference: the norm's exact mathematics on the rounded inputs",
              "def reference():", "    X = x.astype(np.float64)"]
     if spec.pattern == "layer_norm":
         lines += ["    mean = X.mean(-1, keepdims=True)",
                   "    var = ((X - mean) ** 2).mean(-1, keepdims=True)",
-                  f"    z = (X - mean) / np.sqrt(var + {_f(spec.eps)})"]
+                  f"    z = (X - mean) / np.sqrt(var + {eps})"]
+        kappa = f"np.sqrt((X ** 2).mean(-1, keepdims=True)) / np.sqrt(var + {eps})"
     elif spec.pattern == "rms_norm":
-        lines += [f"    z = X / np.sqrt((X ** 2).mean(-1, keepdims=True) + {_f(spec.eps)})"]
+        if terms:
+            lines += ["    var = (X ** 2).mean(-1, keepdims=True)", f"    z = X / np.sqrt(var + {eps})"]
+        else:
+            lines += [f"    z = X / np.sqrt((X ** 2).mean(-1, keepdims=True) + {eps})"]
+        kappa = f"np.sqrt(var) / np.sqrt(var + {eps})"
     elif spec.pattern in ("group_norm", "instance_norm"):
         groups = spec.groups if spec.pattern == "group_norm" else shape[1]
         lines += [f"    G = X.reshape({shape[0]}, {groups}, -1)  # one row per (sample, group)",
                   "    mean = G.mean(-1, keepdims=True)",
                   "    var = ((G - mean) ** 2).mean(-1, keepdims=True)",
-                  f"    z = ((G - mean) / np.sqrt(var + {_f(spec.eps)})).reshape(SHAPE)"]
+                  f"    z = ((G - mean) / np.sqrt(var + {eps})).reshape(SHAPE)"]
+        kappa = (f"np.broadcast_to(np.sqrt((G ** 2).mean(-1, keepdims=True)) / np.sqrt(var + {eps}), "
+                 "G.shape).reshape(SHAPE)")
     else:  # batch_norm in eval mode: the running statistics
         view = tuple(shape[1] if i == 1 else 1 for i in range(len(shape)))
+        others = tuple(i for i in range(len(shape)) if i != 1)
         lines += [f"    mean = running_mean.astype(np.float64).reshape({view})",
                   f"    var = running_var.astype(np.float64).reshape({view})",
-                  f"    z = (X - mean) / np.sqrt(var + {_f(spec.eps)})"]
+                  f"    z = (X - mean) / np.sqrt(var + {eps})"]
+        kappa = f"np.sqrt((X ** 2).mean({others}, keepdims=True)) / np.sqrt(var + {eps})"
     per_channel = spec.pattern not in ("layer_norm", "rms_norm")
     view = tuple(shape[1] if i == 1 else 1 for i in range(len(shape)))
     shaped = f".reshape({view})" if per_channel else ""
-    out = "z"
+    w = "1.0"
     if spec.affine != "none":
         w = f"weight.astype(np.float64){shaped}"
-        out = f"z * (1.0 + {w})" if spec.style == "gemma" else f"z * {w}"
-    if spec.affine == "weight_bias":
-        out += f" + bias.astype(np.float64){shaped}"
+        w = f"(1.0 + {w})" if spec.style == "gemma" else w
+    b = f"bias.astype(np.float64){shaped}" if spec.affine == "weight_bias" else "0.0"
+    if terms:
+        if torch_init and spec.affine != "none":
+            w, b = "1.0", "0.0" if spec.affine == "weight_bias" else b
+        body = [line[4:] for line in lines[2:]] + [
+            f"kappa = {kappa}  # the row's conditioning: rms(x) / sqrt(var + eps)",
+            f"w, b = {w}, {b}" + ("  # torch's init" if torch_init else ""), "ref = z * w + b"]
+        return "\n".join(["# -- the FP64 reference: the norm's exact mathematics on the rounded inputs, and its bound's terms",
+                          *body]) + "\n"
+    out = "z" if w == "1.0" else f"z * {w}"
+    if b != "0.0":
+        out += f" + {b}"
     lines += [f"    return {out}", "", "", "ref = reference()"]
     return "\n".join(lines) + "\n"
 

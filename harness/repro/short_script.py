@@ -16,9 +16,9 @@ what the case uses, built from the same pieces:
 * the path's own calls: its `script_code` (its pipeline pasted by source),
   pruned to what `run_path` reaches, the pasted functions without their
   docstrings (the full script keeps them);
-* the FP64 reference (harness.repro.script.reference_code) and normdiff's
-  check in its plain form: `|out - ref| <= ATOL + RTOL*|ref|` per row, a row
-  blamed only where it is also over 2x eager's error there, and the dtype.
+* the FP64 reference (harness.repro.script.reference_code, with the terms
+  its bound reads) and normdiff's check itself (harness.repro.check_code):
+  its rows, its bound, the witnesses' allowance per row, the dtype.
 
 It exits 1 while the bug is present (a failed check, or the path raising),
 0 once it is fixed. Its output lines are the report's "Output" section, and
@@ -32,11 +32,13 @@ import math
 import re
 
 from harness import paths
+from harness.core import tensors
 from harness.oracle import inputs as draws
 from harness.oracle.inputs import EXTRA_STREAMS, NAMED, extra_type, make_inputs
 from harness.oracle.reference import reference
 from harness.program.ir import ones_value
 from harness.repro import pieces as T
+from harness.repro.check_code import check_code
 from harness.repro import program_script as P
 from harness.repro import script as S
 from harness.spec import CaseSpec
@@ -46,6 +48,7 @@ _IMPORTS = (("hashlib", "import hashlib"), ("zlib", "import zlib"),
             ("ml_dtypes", "import ml_dtypes"), ("np", "import numpy as np"), ("torch", "import torch"),
             ("nn", "from torch import nn"), ("F", "import torch.nn.functional as F"))
 FIRST = 4  # how many first values the script prints
+RUN = "out = run_path(model, example, INPUTS)"  # the script's one line running the path
 # normdiff's stream generator (harness.oracle.inputs._rng), pasted by its source
 _RNG = inspect.getsource(draws._rng).strip("\n")
 _VALUES = re.compile(r"^(?:output \S+: )?(?P<who>[\w.-]+) \((?P<dtype>\w+)\): (?P<values>\[.*\])$")  # the first output's, of several
@@ -108,24 +111,45 @@ def _draw(spec: CaseSpec, p: dict, stream, name: str, rounded, shape: str, dtype
     return f"{name} = {expr}.reshape({shape}).astype({dtype})"
 
 
+def _torch_init(spec: CaseSpec) -> bool:
+    """Whether the model is torch's own module with its own init as the parameters (the `ones` kind)."""
+    return _torch_module(spec) is not None and spec.params_dict["kind"] == "ones"
+
+
 def _inputs(spec: CaseSpec) -> str:
     inputs = make_inputs(spec)
-    lines = ["# -- the input, exactly normdiff's (the SHA-256 below checks every byte)",
+    lines = ["# -- the input, exactly normdiff's",
              f"SHAPE, DTYPE, WEIGHT_DTYPE = {tuple(spec.shape)!r}, {S._NP[spec.dtype]}, {S._NP[spec.weight_dtype]}",
              _draw(spec, spec.input_dict, 0, "x", inputs.x, "SHAPE", "DTYPE")]
     for name, p in spec.inputs_dict.items():
         stream = EXTRA_STREAMS[name] if name in EXTRA_STREAMS else (NAMED, name)
         shape, dtype = extra_type(spec, name)
         lines.append(_draw(spec, p, stream, name, inputs.extra[name], repr(tuple(shape)), S._NP[dtype], shape))
-    lines.append(_params(spec) or None)
-    arrays = ", ".join(["x", *S._extra_names(spec), *S._param_names(spec)])
-    lines.append(f'assert hashlib.sha256(b"".join(a.tobytes() for a in ({arrays},))).hexdigest() == (\n'
-                 f'    "{S._digest(spec)}"), "the inputs differ from normdiff\'s"')
+    params = [] if _torch_init(spec) else S._param_names(spec)
+    if params:
+        lines.append(_params(spec))
+    if any("rng(" in line for line in lines):  # a seeded kind: normdiff's streams, pasted by source, checked
+        lines[0] += " (the SHA-256 below checks every byte)"
+        arrays = ", ".join(["x", *S._extra_names(spec), *params])
+        lines.append(f'assert hashlib.sha256(b"".join(a.tobytes() for a in ({arrays},))).hexdigest() == (\n'
+                     f'    "{S._digest(spec, params)}"), '
+                     '"the inputs differ from normdiff\'s"')
+        lines[2:2] = [f"SEED = {spec.seed}", "", "", _RNG, "", "",
+                      "rng = lambda stream, name=None: _rng(SEED, stream, name)  # the case's streams"]
     lines.append(f"INPUTS = ({', '.join(['x', *S._extra_names(spec)])},)")
-    if any(line and "rng(" in line for line in lines):  # a seeded kind: normdiff's streams, pasted by source
-        lines[2:2] = [f"SEED = {spec.seed}", "", "", _RNG, "", "", "def rng(stream, name=None):",
-                      "    return _rng(SEED, stream, name)", "", ""]
-    return "\n".join(line for line in lines if line is not None) + "\n"
+    return "\n".join(lines) + "\n"
+
+
+def _inline_types(inputs: str, rest: str) -> str:
+    """`inputs` with SHAPE, DTYPE and WEIGHT_DTYPE written in place where nothing else in the script reads them."""
+    head = inputs.split("\n")[1]
+    names, values = head.split(" = ", 1)
+    names = names.split(", ")
+    if any(re.search(rf"\b{n}\b", rest) for n in names):
+        return inputs
+    for name, value in zip(names, ast.parse(values, mode="eval").body.elts):
+        inputs = re.sub(rf"\b{name}\b", ast.unparse(value), inputs.replace(head + "\n", ""))
+    return inputs
 
 
 def _plain(spec: CaseSpec) -> bool:
@@ -134,37 +158,54 @@ def _plain(spec: CaseSpec) -> bool:
     return "bfloat16" not in dtypes and spec.layout == "contiguous"
 
 
+def _conversions(spec: CaseSpec) -> str:
+    """normdiff's conversions (pasted by source), to_torch without the branches the case never takes: a plain
+    case's comes to torch.from_numpy, a contiguous one's has no layout."""
+    if spec.layout != "contiguous":
+        return T.CONVERSIONS
+    to_torch = inspect.getsource(tensors.to_torch)
+    if _plain(spec):
+        short = ('def to_torch(x: np.ndarray, layout: str = "contiguous"):  # no bfloat16 and no layout here\n'
+                 "    return torch.from_numpy(np.ascontiguousarray(x).copy())\n")
+    else:
+        short = ('def to_torch(x: np.ndarray, layout: str = "contiguous"):  # bfloat16 as its 16-bit words; no layout\n'
+                 "    if x.dtype == np.dtype(ml_dtypes.bfloat16):\n"
+                 "        return torch.from_numpy(np.ascontiguousarray(x).view(np.int16).copy()).view(torch.bfloat16)\n"
+                 "    return torch.from_numpy(np.ascontiguousarray(x).copy())\n")
+    return T.CONVERSIONS.replace(to_torch, short)
+
+
+def _reference(spec: CaseSpec) -> str:
+    """The FP64 reference: a catalog norm's with the terms of its bound; a program's as the model's own class
+    where the program rounds to no dtype of its own (its float64 copy would be the same text), else as a
+    subclass of it whose forward is that copy."""
+    if spec.program is None:
+        return S.reference_code(spec, terms=True, torch_init=_torch_init(spec))
+    if P.rounds(spec.program):
+        return P.reference_subclass_code(spec)
+    params = "{" + ", ".join(f"{n!r}: {n}.astype(np.float64)" for n, _ in spec.param_shapes) + "}"
+    args = ", ".join(f"to_torch({a}.astype(np.float64))" for a in P.program_args(spec).split(", "))
+    return ("# -- the FP64 reference: the same program (it rounds to no dtype of its own) on float64 copies\n"
+            f"ref = to_numpy(Program({params}, {float(spec.eps)!r})({args}))\n")
+
+
 def _check(spec: CaseSpec, path: str) -> str:
-    """Code running eager and the path and exiting 1 where normdiff's check fails (printing what it compares)."""
+    """Code running eager and the path and exiting 1 where normdiff's check fails (harness.repro.check_code)."""
     ref = reference(spec, make_inputs(spec))
     if ref.outputs:
         return _check_each(spec, path, ref)
-    rtol, atol, _ = S.plain_tolerance(spec, compiled=path != "eager", ref=ref)
-    expected = "eager.dtype"
-    lines = [f"RTOL, ATOL = {rtol!r}, {atol!r}  # normdiff's tolerance here: |out - ref| <= ATOL + RTOL * |ref|"]
-    if path == "eager":
-        expected = f"np.dtype({S._NP[ref.out_dtype]})"
-    if _plain(spec):
-        lines += ["example = tuple(torch.from_numpy(a) for a in INPUTS)", "with torch.no_grad():",
-                  "    eager = model(*example).numpy()"]
-    else:
-        lines += [f"example = tuple(to_torch(a, {spec.layout!r}) for a in INPUTS)", "with torch.no_grad():",
-                  "    eager = to_numpy(model(*example))"]
+    expected = f"np.dtype({S._NP[ref.out_dtype]})" if path == "eager" else "eager.dtype"
     first = f"[float(v) for v in {{}}.reshape(-1)[:{FIRST}]]"
-    view = S._rows_view(spec)
-    lines += [
-        f'print("expected (FP64 reference):", {first.format("ref")})',
-        f'print(f"eager ({{eager.dtype}}):", {first.format("eager")})',
-        "out = run_path(model, example, INPUTS)",
-        f'print(f"{path} ({{out.dtype}}):", {first.format("out")})',
-        "err, eager_err = (np.abs(a.astype(np.float64) - ref) for a in (out, eager))",
-        f"rows = lambda a: {view}" + ("" if "#" in view else "  # one line per normalization row"),
-        "tol = ATOL + RTOL * np.abs(ref)  # a row fails over it and over 2x eager's error there (in units of it)",
-        "over = rows(~(err <= tol)).any(1) & ~(rows(err / tol).max(1) <= 2 * rows(eager_err / tol).max(1))",
-        f'print(f"max abs error: {path} {{err.max():.6g}}, eager {{eager_err.max():.6g}}; rows failing: '
-        f'{{over.sum()}} of {{over.size}}; dtype {{out.dtype}}, expected {{{expected}}}")',
-        f"raise SystemExit(1 if over.any() or out.dtype != {expected} else 0)",
-    ]
+    eager = "model(*example).detach().numpy()" if _plain(spec) else "to_numpy(model(*example))"
+    example = ("torch.from_numpy(a)" if _plain(spec) else f"to_torch(a, {spec.layout!r})") + " for a in INPUTS"
+    lines = [check_code(spec, ref, path, expected), "",
+             f"example = tuple({example})",
+             f"eager = {eager}",
+             f'print("expected (FP64 reference):", {first.format("ref")})',
+             f'print(f"eager ({{eager.dtype}}):", {first.format("eager")})',
+             f"{RUN}",
+             f'print(f"{path} ({{out.dtype}}):", {first.format("out")})',
+             "raise SystemExit(check(out, eager))"]
     return "\n".join(lines) + "\n"
 
 
@@ -253,10 +294,13 @@ def render_short(spec: CaseSpec, path: str, title: str) -> str:
     if not model.startswith("#"):  # torch's own module: the comment beside it
         first, _, rest = model.partition("\n")
         model = f"{first}  # the model: torch's own module\n{rest}"
+    reference_code, path_code, check = _reference(spec), runner.script_code(), _check(spec, path)
+    if _plain(spec):  # to_torch comes to torch.from_numpy here (the path's own calls keep theirs)
+        model, reference_code = (re.sub(r"\bto_torch\(", "torch.from_numpy(", c) for c in (model, reference_code))
+    inputs = _inline_types(_inputs(spec), "\n".join((model, reference_code, path_code, check)))
     body = "\n\n".join(part.strip("\n") for part in (
-        T.CONVERSIONS, _inputs(spec), model, S.reference_code(spec),
-        "# -- the path's own calls (normdiff's harness/paths/, pasted)\n" + runner.script_code(),
-        _check(spec, path)))
+        _conversions(spec), inputs, model, reference_code,
+        "# -- the path's own calls (normdiff's harness/paths/, pasted)\n" + path_code, check))
     body = prune(_compact(body, runner.script_imports))
     head = (f'#!/usr/bin/env python3\n"""{S._clean(title)}\nExits 1 while the bug is present, 0 once it is fixed '
             '(written by normdiff repro --report)."""\n')

@@ -8,9 +8,9 @@ against evaluate_expanded's, so the script's stages are normdiff's.
 """
 from __future__ import annotations
 
-from harness.program import ops
+from harness.program import calls, ops
 from harness.core.eps import torch_norm_eps
-from harness.program.typecheck import (TensorType, binary_type, cat_type, linear_type, norm_info,
+from harness.program.typecheck import (TensorType, binary_type, call_type, cat_type, linear_type, norm_info,
                                    reduce_axes, shape_result)
 from harness.program.expand import STAT_DTYPE
 from harness.program.ir import ones_value
@@ -74,7 +74,9 @@ class StageCodeWalker(Walker):
         shape = shape_result(op, v.shape, args, self.line)
         name = f"v{len(self.lines) + 1}"
         rank = len(v.shape)
-        fields = {"a": v.name, "shape": tuple(shape), "args": args, "items": ", ".join(args) if op == "index" else "",
+        items = ", ".join(":".join("" if b is None else str(b) for b in i[1:]) if isinstance(i, tuple) else i
+                          for i in args) if op == "index" else ""
+        fields = {"a": v.name, "shape": tuple(shape), "args": args, "items": items,
                   "dims": [d % rank for d in args] if op == "permute" else None}
         if op == "narrow":
             dim = args[0] % rank
@@ -96,6 +98,11 @@ class StageCodeWalker(Walker):
         t = linear_type(self._t(v), self._t(weight), None if bias is None else self._t(bias), self.line)
         expr = f"{v.name} @ {weight.name}.T" + (f" + {bias.name}" if bias is not None else "")
         return self.emit("linear", expr, t.shape, t.dtype)
+
+    def call(self, op, vs, options):
+        t = call_type(op, [self._t(v) for v in vs], options, self.line)
+        expr = calls.stage_text(op, [v.name for v in vs], [v.shape for v in vs], options)
+        return self.emit(op, expr, t.shape, t.dtype)
 
     def reduce(self, node, v):
         axes, n, shape = reduce_axes(node, self._t(v), self.line)

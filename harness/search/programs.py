@@ -11,8 +11,11 @@ the Qwen, Llama, Gemma or T5 RMSNorm, or a float32 layer norm written out)
 and one value per mutation axis, the places where pattern matchers go wrong:
 which tensor is scaled and which is squared, how the square and the mean are
 written, the reduced dims, eps, the root, the weight (side, shape, dtype,
-`1 + w`), the casts (widening, narrowing, round trips, `memory_format`), and
-the context (an op before the norm, an op after it). `skeleton_source` turns a
+`1 + w`), the casts (widening, narrowing, round trips, `memory_format`), the
+context (an op before the norm, an op after it), and the neighbourhood: one of
+the context suite's neighbour templates (cases/neighbours.py: a residual add
+in three roundings, a second scale, a Linear, a rotary rotate...) around the
+mutated norm. `skeleton_source` turns a
 skeleton into program text; every value of every axis renders a valid
 program for every base, so no example is rejected.
 
@@ -37,6 +40,7 @@ from hypothesis import strategies as st
 from harness.core.dtypes import DTYPES
 from harness.spec import CaseSpec
 from harness.search.strategies import Batch, _pow2ish, _weighted, input_specs
+from cases import neighbours
 
 BASES = ("qwen", "llama", "gemma", "t5", "layer")
 # Inputs drawn per structure (1 to this many, about half on average): a path compiles once for
@@ -58,6 +62,8 @@ AXES: dict[str, tuple[str, ...]] = {
     "cast_back": ("base", "to_dtype", "type_as", "half", "float32", "round_trip", "none"),
     "before": ("none", "residual", "scale"),
     "after": ("none", "mul_s", "add_b", "reuse"),
+    # the neighbour templates that fit any layer/rms program (those the op table holds)
+    "neighbour": ("none",) + tuple(n.name for n in neighbours.fuzzable()),
 }
 
 
@@ -78,6 +84,7 @@ class Skeleton:
     cast_back: str = "base"
     before: str = "none"
     after: str = "none"
+    neighbour: str = "none"
 
     def key(self) -> str:
         """The skeleton as one token: "qwen" for the canonical form, "qwen:scaled=y,after=mul_s" with changes."""
@@ -211,6 +218,13 @@ def skeleton_source(sk: Skeleton) -> str:
     return "\n".join(lines)
 
 
+def neighbour_source(sk: Skeleton, dtype: str, shape) -> str:
+    """The skeleton's program with its neighbour template around it (cases/neighbours.py)."""
+    if sk.neighbour == "none":
+        return skeleton_source(sk)
+    return neighbours.wrap(neighbours.BY_NAME[sk.neighbour], skeleton_source(sk), dtype, tuple(shape))
+
+
 def explains(known: str, key: str) -> bool:
     """Whether the finding of skeleton `known` accounts for skeleton `key`: the same base, and every
     change of `known` among `key`'s (a program with one more change fails for the same reason)."""
@@ -240,7 +254,7 @@ def spec_of(sk: Skeleton, *, dtype: str, shape: list[int], weight_dtype: str | N
             input: dict | None = None, params: str = "ones", seed: int = 0, extra_input: dict | None = None,
             eps: float | None = None) -> CaseSpec:
     """The program case of a skeleton."""
-    raw: dict = {"pattern": sk.pattern, "dtype": dtype, "shape": list(shape), "program": skeleton_source(sk),
+    raw: dict = {"pattern": sk.pattern, "dtype": dtype, "shape": list(shape), "program": neighbour_source(sk, dtype, shape),
                  "params": {"kind": params}, "seed": seed, "input": input or {"kind": "normal"}}
     if weight_dtype and weight_dtype != dtype:
         raw["weight_dtype"] = weight_dtype
@@ -250,6 +264,13 @@ def spec_of(sk: Skeleton, *, dtype: str, shape: list[int], weight_dtype: str | N
         raw["inputs"] = {name: extra_input or {"kind": "normal"} for name in sk.extra_inputs}
     if sk.weight_shape == "broadcast":
         raw["param_shapes"] = {p: [1, shape[-1]] for p in ("w", "b", "s") if p in _reads(raw["program"])}
+    if sk.neighbour != "none":  # the neighbour's own inputs and parameters (a broadcast weight keeps its shape)
+        inputs, shapes = neighbours.extras(neighbours.BY_NAME[sk.neighbour], tuple(shape))
+        raw["inputs"] = {**inputs, **raw.get("inputs", {})}
+        raw["param_shapes"] = {**shapes, **raw.get("param_shapes", {})}
+        for key in ("inputs", "param_shapes"):
+            if not raw[key]:
+                del raw[key]
     return CaseSpec.from_dict(raw)
 
 

@@ -6,7 +6,7 @@ from harness import paths
 from harness.reports.baseline import load_baseline
 from harness.spec import CaseSpec
 
-from helpers import BASELINE, ZOO_BASELINE  # noqa: E402
+from helpers import BASELINE, CONTEXT_BASELINE, ZOO_BASELINE  # noqa: E402
 
 
 def assert_triaged(entries, suite_name):
@@ -48,3 +48,15 @@ def test_every_known_zoo_failure_is_a_triaged_zoo_execution():
         ("executorch-recompose", "pytorch/executorch#24428", "bfloat16")}
     assert ("onnxruntime", "new", "bfloat16", "unsupported") in found
     assert ("tvm-decompose", "apache/tvm#20909", "bfloat16", "inaccurate") in found
+
+
+def test_every_known_context_failure_is_a_triaged_context_execution():
+    """The context suite's baseline: each entry a neighbourhood of the suite with its reason; the reports the
+    pinned libraries carry are there (onnxruntime#31980's expanding scale; RecomposeRmsNorm's float32 rebuild
+    behind a residual add)."""
+    entries = load_baseline(CONTEXT_BASELINE)
+    assert_triaged(entries, "context")
+    found = {(e.path, e.upstream, e.verdict) for e in entries.values()}
+    assert ("onnxruntime-fused", "microsoft/onnxruntime#31980", "error") in found
+    assert ("executorch-recompose", "pytorch/executorch#24428", "dtype_mismatch") in found
+    assert all(e.reason and e.upstream for e in entries.values())

@@ -40,6 +40,18 @@ def test_drafts_write_a_report_whose_script_exits_1_and_whose_controls_are_liste
     assert "not run: the case is float32 already" in rewrite
 
 
+def test_the_scripts_of_marginal_findings_exit_1(tmp_path):
+    """Two findings only normdiff's own rule sees (the witnesses per row; an error 2.45x a float16 bound whose
+    plain ATOL + RTOL*|ref| envelope is twice as loose): their short scripts carry that rule and exit 1."""
+    ids = ["iree-new-fp16-mean", "openvino-new-batch-norm-fp16"]
+    done = normdiff("bugs", "--drafts", str(tmp_path), *(a for i in ids for a in ("--id", i)), "--jobs", "2")
+    assert done.returncode == 0, done.stderr
+    assert "2 of 2 reports written whose short script exits 1" in done.stderr
+    for bug_id in ids:
+        text = (tmp_path / bug_id / "report.md").read_text(encoding="utf-8")
+        assert "Its output (exit status 1):" in text and "rows failing: 1 of 4" in text
+
+
 def test_drafts_and_check_together_is_bad_usage(tmp_path):
     done = normdiff("bugs", "--drafts", str(tmp_path), "--check")
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "one at a time" in done.stderr

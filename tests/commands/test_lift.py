@@ -54,7 +54,7 @@ def test_the_zero_centered_weight_is_kept_as_a_fill(cli):
 def test_a_class_outside_the_language_is_one_line_naming_the_op_and_the_class(cli):
     r = cli("lift", "user_norms:CumulativeNorm", env=ENV)
     assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
-    assert "cumsum" in r.stderr and "user_norms:CumulativeNorm" in r.stderr
+    assert "cumprod" in r.stderr and "user_norms:CumulativeNorm" in r.stderr
 
 
 def test_run_class_runs_a_module_case_without_a_file(cli, tmp_path):

@@ -35,7 +35,7 @@ def test_one_case_outside_the_language_exits_2_and_inside_a_suite_it_is_unsuppor
     cum = {"class": "user_norms:CumulativeNorm"}
     r = cli("run", "--case", write(tmp_path, "one.json", cum), "--paths", "eager", "--out", str(tmp_path / "a"),
             "--no-history", env=ENV)
-    assert r.returncode == 2 and "cumsum" in r.stderr and "user_norms:CumulativeNorm" in r.stderr
+    assert r.returncode == 2 and "cumprod" in r.stderr and "user_norms:CumulativeNorm" in r.stderr
     llama = {"class": "user_norms:LlamaRMSNorm", "init": {"hidden_size": 16}}
     out = tmp_path / "b"
     r = cli("run", "--case", write(tmp_path, "suite.jsonl", cum, llama, {"class": "user_norms:CrashingNorm"}),
@@ -45,7 +45,7 @@ def test_one_case_outside_the_language_exits_2_and_inside_a_suite_it_is_unsuppor
     assert len(got) == 6
     for path in ("eager", "tvm"):
         assert got[("user_norms:CumulativeNorm", path)]["verdict"] == "unsupported"
-        assert "cumsum" in got[("user_norms:CumulativeNorm", path)]["message"]
+        assert "cumprod" in got[("user_norms:CumulativeNorm", path)]["message"]
         crash = got[("user_norms:CrashingNorm", path)]
         assert crash["verdict"] == "crash" and crash["stage"] == "lift" and "SIGSEGV" in crash["message"]
         assert got[("user_norms:LlamaRMSNorm", path)]["verdict"] == "pass"

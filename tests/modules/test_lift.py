@@ -38,6 +38,14 @@ def test_the_llama_norm_lifts_to_its_program_line_by_line():
      ["F.group_norm(x, 2, weight, bias, 1e-05)"]),
     ({"class": "user_norms:PerHeadLayerNorm", "init": {"dim": 16, "num_heads": 2}, "shape": [2, 2, 3, 16],
       "params": {"kind": "normal"}}, [".narrow(1, 1, 1)", "torch.cat([layer_norm, layer_norm_1], 1)"]),
+    ({"class": "user_norms:NeighbourhoodNorm", "init": {"dim": 16}, "shape": [2, 3, 8, 16]},
+     ["F.avg_pool2d(", "F.interpolate(", "F.max_pool2d(", "F.softmax(", " @ ", "F.gelu(", "approximate='tanh'",
+      "F.elu(", "F.hardswish(", "torch.cumsum(", "torch.clamp(", "torch.ones_like(", "torch.cat(["]),
+    ({"class": "user_norms:SpatialNorm", "init": {"channels": 8}, "shape": [2, 8, 4, 4], "params": {"kind": "normal"},
+      "inputs": {"q": {"kind": "normal", "shape": [2, 8, 2, 2]}}},
+     ["F.interpolate(q, size=(4, 4))", ".view(8, 8) @ ", "F.group_norm("]),
+    ({"class": "user_norms:RunningGroupNorm", "shape": [2, 6, 16]},
+     ["torch.ones_like(", "torch.cumsum(", "dim=1)", "torch.clamp("]),
 ])
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_real_norms_lift_and_their_fp64_program_is_the_module_in_float64(raw, ops, dtype):
@@ -56,7 +64,7 @@ def test_real_norms_lift_and_their_fp64_program_is_the_module_in_float64(raw, op
 
 
 @pytest.mark.parametrize("raw, words", [
-    ({"class": "user_norms:CumulativeNorm"}, "op aten.cumsum.default is outside the program language"),
+    ({"class": "user_norms:CumulativeNorm"}, "op aten.cumprod.default is outside the program language"),
 ])
 def test_an_op_outside_the_language_is_one_line_naming_the_op_and_the_class(raw, words):
     with pytest.raises(CaseProblem) as info:

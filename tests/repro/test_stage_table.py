@@ -1,6 +1,7 @@
 """The repro script's stages are normdiff's: the same labels, FP64 values and (never tighter) bounds."""
 import numpy as np
 import pytest
+import torch
 
 from harness.attribution.stages import program_stages
 from harness import paths
@@ -8,6 +9,7 @@ from harness.spec import CaseSpec
 from harness.oracle.inputs import make_inputs
 from harness.repro import script as repro_script
 from harness.repro.stage_table import stage_section, stage_tolerance
+from tests.program.test_calls import NEIGHBOURHOOD
 
 SPECS = [
     {"pattern": "layer_norm", "dtype": "float16", "shape": [1, 4096],
@@ -25,6 +27,7 @@ SPECS = [
      "inputs": {"y": {"kind": "normal"}}},
     {"pattern": "layer_norm", "dtype": "bfloat16", "shape": [2, 2, 3, 16], "params": {"kind": "normal"},
      "program": "h0 = F.layer_norm(x.narrow(1, 0, 1), (16,), w, None, eps)\nh1 = F.layer_norm(x.narrow(1, 1, 1), (16,), s, None, eps)\nreturn torch.cat([h0, h1], 1)"},
+    NEIGHBOURHOOD,  # every op around a norm (harness/program/calls.py)
 ]
 
 
@@ -33,7 +36,7 @@ def test_script_stages_are_normdiffs(raw):
     spec = CaseSpec.from_dict(raw)
     inputs = make_inputs(spec)
     section = stage_section(spec)
-    env = {"np": np, **inputs.arrays, **inputs.params}
+    env = {"np": np, "torch": torch, **inputs.arrays, **inputs.params}
     exec(compile(section, "<stage section>", "exec"), env)  # the generated NumPy, as the script runs it
     ours = env["program_stages"]()
     theirs = program_stages(spec, inputs)

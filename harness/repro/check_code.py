@@ -1,0 +1,149 @@
+"""The short script's check (harness.repro.short_script): normdiff's decision, restated in NumPy.
+
+A report's script must fail exactly where normdiff's verdict does, and pass
+on a correct output; a plain `|out - ref| <= ATOL + RTOL*|ref|` over the
+whole case cannot: its envelope is up to 2x looser than the bound (an ULP is
+a step function of |ref|), and it knows nothing of the witness rule
+(harness.oracle.compare: a compiled path's row is `inaccurate` when its error
+beyond the per-element terms, per unit, is more than 2x eager's and 2x the
+float32 witnesses' there, and more than the floor). So the check is the
+rule itself, on normdiff's rows:
+
+* a catalog norm's bound in its closed form, from the reference's own terms
+  (z, kappa, w, b: harness.repro.script.reference_code(terms=True)): the
+  per-element terms (C_OUT ULPs of the output, the statistics' rounding)
+  and the unit |w|(kappa + |z|);
+* a program's running bound (normdiff's interpreter derives it op by op:
+  too long to paste) as per-row literals `RTOL·|ref| + ATOL`, at least the
+  bound at every element of the row (exact where the bound is relative);
+* the witnesses' allowance per row (compare.witness_allowance: what correct
+  float32 implementations err there, measured by normdiff) as literals.
+
+Literals are rounded up to three digits, so the script is never stricter
+than normdiff. Without witnesses (batch_norm eval, a program none can run)
+the rule is the bound and 2x eager's error in units of it; eager itself is
+held to the bound.
+"""
+from __future__ import annotations
+
+import math
+import textwrap
+
+import numpy as np
+
+from harness.core.dtypes import narrowest, ulp, unit_roundoff
+from harness.oracle.compare import (C_ACC, C_IMPL, C_OUT, C_ROUND, EAGER_MULTIPLIER, program_unit,
+                                    witness_allowance)
+from harness.oracle.reference import Reference
+from harness.spec import CaseSpec
+
+WIDTH = 110  # the longest line a literal array is wrapped to
+
+
+def up(v: float) -> float:
+    """v rounded up to three significant digits (a readable threshold never below normdiff's)."""
+    if not math.isfinite(v) or v <= 0:
+        return float(v) if v > 0 else 0.0
+    s = float(f"{v:.2e}")
+    return s if s >= v else float(f"{v * (1 + 5e-3):.2e}")
+
+
+def literal(values, name: str, comment: str, column: bool = False) -> str:
+    """`NAME = value  # comment` for per-row values: one number where every row has it, else an array (a
+    column, with `column`, to scale a row's elements)."""
+    vals = [up(float(v)) for v in np.asarray(values).reshape(-1)]
+    text = ["np.inf" if v == math.inf else repr(v) for v in vals]
+    if len(set(vals)) == 1:
+        return f"{name} = {text[0]}  # {comment}"
+    tail = "[:, None]" if column else ""
+    one = f"{name} = np.array([{', '.join(text)}]){tail}"
+    if len(one) <= WIDTH:
+        return f"# {comment}\n{one}"
+    body = textwrap.fill(", ".join(text), WIDTH - 4, initial_indent="    ",
+                         subsequent_indent="    ", break_long_words=False)
+    return f"# {comment}\n{name} = np.array([\n{body}]){tail}"
+
+
+def rows_view(spec: CaseSpec, ref: Reference) -> str:
+    """The expression viewing `a` (the output's shape) as one line per normalization row normdiff scores."""
+    n_rows = int(ref.rows.max()) + 1 if ref.rows.size else 1
+    flat = ref.rows.reshape(-1)
+    if np.array_equal(flat, np.repeat(np.arange(n_rows), flat.size // n_rows)):
+        return f"np.asarray(a).reshape({n_rows}, -1)"
+    if spec.pattern == "batch_norm" and spec.program is None:
+        return "np.moveaxis(np.asarray(a), 1, 0).reshape(a.shape[1], -1)  # batch_norm: one row per channel"
+    order = np.argsort(flat, kind="stable").tolist()  # rows of equal length, elements not contiguous
+    return f"np.asarray(a).reshape(-1)[{order}].reshape({n_rows}, -1)"
+
+
+def _ulp(r: str) -> str:
+    bits = round(-math.log2(unit_roundoff(r)))
+    emin = round(math.log2(float(ulp(np.array(0.0), r)))) + bits  # the spacing at 0 is 2**(emin - bits)
+    return (f"ulp = lambda v: np.ldexp(1.0, np.where(v == 0, {emin}, np.maximum(np.frexp(v)[1] - 1, {emin})) - {bits})"
+            f"  # {r}'s spacing at v >= 0")
+
+
+def _program_unit(ref: Reference, rounding: str, measured: bool) -> list[str]:
+    """Per row RTOL and ATOL with RTOL·|ref| + ATOL at least the program's unit everywhere: its bound, or on a
+    row where the bound is infinite somewhere 1 for the measured rule (absolute error), else infinity."""
+    unit = program_unit(ref, rounding)
+    n_rows = int(ref.rows.max()) + 1
+    rtol, atol = np.zeros(n_rows), np.zeros(n_rows)
+    for r in range(n_rows):
+        u, a = unit[ref.rows == r], np.abs(ref.out[ref.rows == r])
+        if not np.isfinite(ref.bound[ref.rows == r]).all():  # compare's unit on such a row
+            rtol[r], atol[r] = 0.0, 1.0 if measured else math.inf
+            continue
+        big = (a >= np.median(a)) & (a > 0)
+        rtol[r] = up(float(np.max(u[big] / a[big]))) if big.any() else 0.0
+        atol[r] = up(float(max(0.0, np.max(u - rtol[r] * a))))
+    what = "normdiff's running bound of the program (each of its roundings, carried to the output)"
+    return [literal(rtol, "RTOL", f"per row, {what}, as RTOL*|ref| + ATOL: at least the bound everywhere", True),
+            literal(atol, "ATOL", "per row (with RTOL 0: the bound is infinite on the row)", True),
+            "unit = ATOL + RTOL * rows(np.abs(ref))",
+            f"pe = rows({C_OUT:g} * ulp(np.abs(ref) * {1 + 2 * unit_roundoff(rounding)!r}))"
+            f"  # {C_OUT:g} ulp of {rounding}: rounding the output"]
+
+
+def _catalog_unit(ref: Reference, rounding: str) -> list[str]:
+    u_stat = C_ROUND * unit_roundoff(ref.stat_dtype)
+    return ["unit = rows(np.abs(w) * (kappa + np.abs(z)))  # how far an error in the row's statistics moves an output",
+            f"pe = rows({C_OUT:g} * ulp(np.maximum(np.maximum(np.abs(ref), np.abs(w * z)), np.abs(b)) * "
+            f"{1 + 2 * unit_roundoff(rounding)!r})) + {u_stat!r} * unit"
+            f"  # {C_OUT:g} ulp of {rounding} (the output), {C_ROUND:g} u of {ref.stat_dtype} (the statistics)"]
+
+
+def check_code(spec: CaseSpec, ref: Reference, path: str, expected: str) -> str:
+    """Code defining `rows` and `check(out, eager)`: 1 where normdiff's verdict on `out` fails, else 0.
+
+    `expected` is the expression of the dtype `out` must have (eager's, or torch's promotion for eager)."""
+    rounding = narrowest(ref.rounding_dtype, ref.out_dtype)
+    compiled = path != "eager"
+    program = ref.bound is not None
+    lines = ["# -- normdiff's check (harness/oracle/compare.py), per normalization row, with the thresholds it "
+             "derived here", f"rows = lambda a: {rows_view(spec, ref)}", _ulp(rounding)]
+    allowed = witness_allowance(ref, rounding) if compiled else None
+    lines += _program_unit(ref, rounding, allowed is not None) if program else _catalog_unit(ref, rounding)
+    if allowed is not None:
+        lines.append(literal(allowed, "ALLOWED", f"per row, per unit: {EAGER_MULTIPLIER:g}x what normdiff's float32 "
+                             "witnesses (correct implementations) err there, at least the floor"))
+        rule = [f"    excess = lambda e: np.where(e > pe, (e - pe) / unit, 0.0).max(1)  # beyond pe, per unit",
+                f"    over = excess(err) > np.maximum({EAGER_MULTIPLIER:g} * excess(eager_err), ALLOWED)"]
+    else:
+        if program:
+            lines.append(f"tol = {C_IMPL:g} * ulp(rows(np.abs(ref)) * {1 + 2 * unit_roundoff(rounding)!r}) + unit"
+                         "  # the bound")
+        else:
+            acc = C_ACC * unit_roundoff("float32") * math.sqrt(ref.row_len)
+            lines.append(f"tol = pe + {acc!r} * unit  # the bound: pe plus float32 sums over {ref.row_len} elements")
+        eager_share = f"np.maximum(1.0, {EAGER_MULTIPLIER:g} * ratio(eager_err))" if compiled else "1.0"
+        rule = ["    ratio = lambda e: (e / tol).max(1)  # in units of the bound",
+                f"    over = ratio(err) > {eager_share}" + (f"  # over it and {EAGER_MULTIPLIER:g}x eager's" if compiled else "")]
+    lines += ["", "", "def check(out, eager):",
+              "    err, eager_err = (rows(np.nan_to_num(np.abs(a.astype(np.float64) - ref), nan=np.inf))"
+              " for a in (out, eager))  # NaN: no bound holds it",
+              *rule,
+              f'    print(f"max abs error: {path} {{err.max():.6g}}, eager {{eager_err.max():.6g}}; rows failing: '
+              f'{{over.sum()}} of {{over.size}}; dtype {{out.dtype}}, expected {{{expected}}}")',
+              f"    return 1 if over.any() or out.dtype != {expected} else 0"]
+    return "\n".join(lines) + "\n"
