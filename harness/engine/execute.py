@@ -30,7 +30,8 @@ from harness.engine import stored
 from harness.engine.cache import ArtifactCache, Origin
 from harness.engine.cases import CaseProblem, Cases
 from harness.engine.exports import ExportMemo
-from harness.oracle.compare import as_outputs, eager_row_errors, score_each, worst
+from harness.oracle.compare import as_outputs, eager_row_errors
+from harness.oracle.outputs import score_each, worst
 from harness.paths.base import Prepared, StageError, Unsupported, first_line
 from harness.spec import CaseSpec
 
