@@ -226,3 +226,15 @@ class FusedAddRMSNorm(nn.Module):
         variance = x.pow(2).mean(dim=-1, keepdim=True)
         x = x * torch.rsqrt(variance + self.variance_epsilon)
         return x.to(orig_dtype) * self.weight, residual
+
+
+class L2QKNorm(nn.Module):
+    """ZAYA's query norm (transformers' ZayaQKNorm, one output): an L2 norm scaled to sqrt(head_dim)."""
+
+    def __init__(self, head_dim: int = 16):
+        super().__init__()
+        self.scale = head_dim ** 0.5
+
+    def forward(self, x):
+        eps = torch.finfo(x.dtype).eps
+        return x * (self.scale / x.norm(p=2, dim=-1, keepdim=True).clamp_min(eps))

@@ -20,6 +20,7 @@ HANDLERS = {
     **{a: o._binary(op) for op in ("add", "sub", "mul", "div") for a in ops.get(op).aten},
     "pow": o._pow,
     "mean": o._reduce("mean"), "sum": o._reduce("sum"), "var": o._var_node, "std": o._std, "var_mean": o._var_mean,
+    "linalg_vector_norm": o._vector_norm,
     "to": o._cast, "_to_copy": o._cast, "_to_dim_order_copy": o._cast, "type_as": o._cast,
     "layer_norm": o._norm("layer_norm"), "native_layer_norm": o._norm("layer_norm", True),
     "rms_norm": o._norm("rms_norm"), "_fused_rms_norm": o._norm("rms_norm", True),

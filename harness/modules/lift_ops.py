@@ -273,6 +273,26 @@ def _std(lf, node):
     lf.emit(node, Unary("sqrt", _var(lf, node)))
 
 
+def _vector_norm(lf: Lifter, node):
+    """linalg_vector_norm(x, 2, dim, keepdim) (`x.norm(p=2, dim=…)`, an L2 norm of QK-norms) as ATen's CPU
+    kernel computes it: the squares summed in float32 (opmath, for every float dtype), the square root in
+    float32, rounded once to x's dtype (or the `dtype=` it asks for)."""
+    x = lf.tensor(node, node.args[0])
+    p = _arg(node, 1, "ord", 2)
+    if p != 2:
+        lf.fail(node, f"takes the {p}-norm; the language writes the 2-norm, as sqrt of a sum of squares")
+    dims = _arg(node, 2, "dim")
+    keep = bool(_arg(node, 3, "keepdim", False))
+    out = node.kwargs.get("dtype")
+    out = x.dtype if out is None else name_of(out)
+    if out not in _FLOATS:
+        lf.fail(node, f"gives its norm in {out}")
+    src = x.expr if x.dtype == "float32" else to(x.expr, "float32")
+    expr = Unary("sqrt", Reduce("sum", Unary("square", src), _dims(dims), keep))
+    lf.kinds.append("sum")
+    lf.emit(node, expr if out == "float32" else to(expr, out))
+
+
 def _var_mean(lf: Lifter, node):
     var = _var(lf, node)
     name_v, name_m = _fresh(node.name + "_var", lf.taken), _fresh(node.name + "_mean", lf.taken)

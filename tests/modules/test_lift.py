@@ -46,6 +46,8 @@ def test_the_llama_norm_lifts_to_its_program_line_by_line():
      ["F.interpolate(q, size=(4, 4))", ".view(8, 8) @ ", "F.group_norm("]),
     ({"class": "user_norms:RunningGroupNorm", "shape": [2, 6, 16]},
      ["torch.ones_like(", "torch.cumsum(", "dim=1)", "torch.clamp("]),
+    ({"class": "user_norms:L2QKNorm", "shape": [2, 4, 3, 16]},
+     ["torch.sqrt(torch.square(", ".sum(-1, keepdim=True)", "torch.clamp("]),
 ])
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
 def test_real_norms_lift_and_their_fp64_program_is_the_module_in_float64(raw, ops, dtype):
