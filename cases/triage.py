@@ -104,11 +104,9 @@ def _legit(name: str):
 
 RULES: tuple[Rule, ...] = CONTEXT_RULES + (  # the context suite's first: they match its programs only
     # -- module cases the program language cannot hold (the zoo): no path ran, nothing to report -----
-    Rule("new", "not a compiler finding: the class's forward returns several tensors (q and k, or a norm and its "
-                "modulation terms), and a module case is a norm returning one (docs/contracts.md §8: unsupported in a suite)",
-         lambda r: _not_lifted(r, "a norm returns one tensor")),
     Rule("new", "not a compiler finding: the class's graph holds an op outside normdiff's program language "
-                "(upsample_nearest2d; ones_like with cumsum: a cumulative norm), so no path is run (docs/contracts.md §8)",
+                "(upsample_nearest2d; ones_like with cumsum: a cumulative norm; linalg_vector_norm: an L2 QK norm), "
+                "so no path is run (docs/contracts.md §8)",
          lambda r: _not_lifted(r, "is outside the program language")),
     Rule("new", "by design: transformers keeps this norm's weights in float32 (_keep_in_fp32_modules_strict, a name "
                 "pattern matching cond_norm.weight); moved whole with .to(dtype), as a module spec and model.to(dtype) "

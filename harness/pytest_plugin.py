@@ -150,8 +150,13 @@ class NormdiffItem(pytest.Item):
         for key in ("case_id", "verdict", "max_abs_err", "max_ulp", "max_err_over_tol"):
             value = record.get(key)  # plain str (a Verdict is a StrEnum): xdist sends properties over execnet
             self.user_properties.append((key, str(value) if isinstance(value, str) else value))
+        if record.verdict_output is not None:  # several outputs: which set the verdict, and each one's
+            self.user_properties += [("verdict_output", record.verdict_output),
+                                     ("outputs", [[s.name, str(s.verdict), s.max_err_over_tol] for s in record.scores])]
         if record.verdict != Verdict.PASS:
             failure = FAILURES.get(record.verdict, VerdictFailure)(record)
+            if self.entry is not None and gate.outputs_differ(record, self.entry):  # not the outputs the entry expects
+                failure = VerdictFailure(record)
             folder = self.config.getoption("normdiff_reduce")
             if folder and self.entry is None and self.path_name != "eager":
                 from harness.search.reduce import reduce_into
@@ -166,6 +171,7 @@ class NormdiffItem(pytest.Item):
         lines = [f"{r['verdict']} on {self.path_name}: {r.get('message', '')}"]
         if r.get("stage"):
             lines.append(f"stage: {r['stage']}")
+        lines += [f"output {o['name']}: {o['verdict']}: {o['message']}" for o in r.get("outputs") or ()]
         if self.entry is not None:
             lines.append(f"baseline expects {self.entry.verdict} ({self.entry.upstream}: {self.entry.reason})")
         lines += [f"spec: {json.dumps(r['case'])}",

@@ -183,14 +183,16 @@ def test_every_documented_record_key_is_written_by_the_code():
 
 
 def test_every_key_of_a_real_record_is_documented(tmp_path):
-    """The records of a catalog case and a module case on eager, run in this process."""
+    """The records of a catalog case, a module case and one of two outputs on eager, run in this process."""
     import harness
 
     records = harness.check([{"pattern": "layer_norm", "dtype": "float16", "shape": [2, 32]},
                              {"class": "user_norms:LlamaRMSNorm", "init": {"hidden_size": 32}, "dtype": "bfloat16",
-                              "shape": [2, 32]}],
+                              "shape": [2, 32]},
+                             {"class": "user_norms:FusedAddRMSNorm", "init": {"hidden_size": 32}, "dtype": "bfloat16",
+                              "shape": [2, 32], "inputs": {"residual": {"kind": "normal"}}}],
                             paths=["eager"], jobs=0, out=str(tmp_path), cache=False)
-    assert [r["verdict"] for r in records] == ["pass", "pass"]
+    assert [r["verdict"] for r in records] == ["pass", "pass", "pass"] and "outputs" in records[2]
     undocumented = {k for r in records for k in r} - documented_record_keys()
     assert not undocumented, f"record keys missing from docs/contracts.md §4: {sorted(undocumented)}"
 

@@ -147,15 +147,19 @@ def test_a_model_repository_gates_its_own_norm_classes(tmp_path):
              "dtype": "float16", "shape": [2, 32], "params": {"kind": "normal"}}
     gated = {"class": "user_norms:GatedRMSNorm", "init": {"hidden_size": 32}, "dtype": "float32", "shape": [2, 32],
              "inputs": {"gate": {"kind": "normal"}}}
+    # and vLLM's fused add + RMSNorm, two outputs: the rebuilt float32 norm fails the first one only
+    fused = {"class": "user_norms:FusedAddRMSNorm", "init": {"hidden_size": 32}, "dtype": "float16", "shape": [2, 32],
+             "inputs": {"residual": {"kind": "normal"}}}
     cases = tmp_path / "norms.jsonl"
-    cases.write_text(json.dumps(llama) + "\n" + json.dumps(gated) + "\n")
+    cases.write_text("".join(json.dumps(c) + "\n" for c in (llama, gated, fused)))
     from harness.spec import CaseSpec
 
-    spec = CaseSpec.from_dict(llama)
-    base = write_baseline(tmp_path / "baseline.json", [{
-        "case_id": spec.case_id, "path": "executorch-recompose", "verdict": "dtype_mismatch",
-        "upstream": "pytorch/executorch#24428", "reason": "RecomposeRmsNorm rebuilds on the float32 cast",
-        "case": spec.to_dict()}])
+    known = {"path": "executorch-recompose", "verdict": "dtype_mismatch", "upstream": "pytorch/executorch#24428",
+             "reason": "RecomposeRmsNorm rebuilds on the float32 cast"}
+    spec, two = CaseSpec.from_dict(llama), CaseSpec.from_dict(fused)
+    base = write_baseline(tmp_path / "baseline.json", [
+        {"case_id": spec.case_id, **known, "case": spec.to_dict()},
+        {"case_id": two.case_id, **known, "outputs": {"0": "dtype_mismatch"}, "case": two.to_dict()}])
     env_path = os.pathsep.join([os.path.join(ROOT, "tests"), os.environ.get("PYTHONPATH", "")])
     (tmp_path / "pytest.ini").write_text("[pytest]\n")
     cmd = [sys.executable, "-m", "pytest", *_plugin_args(), "-p", "no:cacheprovider", "-c", str(tmp_path / "pytest.ini"),
@@ -164,7 +168,7 @@ def test_a_model_repository_gates_its_own_norm_classes(tmp_path):
     r = subprocess.run(cmd, cwd=str(tmp_path), capture_output=True, text=True, timeout=900,
                        env=dict(os.environ, PYTHONPATH=env_path))
     assert r.returncode == 0, r.stdout + r.stderr
-    assert outcomes(r.stdout) == {"passed": 3, "xfailed": 1}
+    assert outcomes(r.stdout) == {"passed": 4, "xfailed": 2}
 
 
 def test_an_unexpected_failure_is_reduced_on_request_and_its_report_names_the_file(tmp_path):

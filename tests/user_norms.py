@@ -210,6 +210,24 @@ class RunningGroupNorm(nn.Module):
         return ((h - mean) * torch.rsqrt(var + 1e-3)).to(x.dtype)
 
 
+class FusedAddRMSNorm(nn.Module):
+    """vLLM's fused residual add + RMSNorm, as its native path writes it: the sum kept in float32 for the
+    statistic, returned with the normalized value (two outputs, vllm-project/vllm#52104)."""
+
+    def __init__(self, hidden_size, eps=1e-6):
+        super().__init__()
+        self.weight = nn.Parameter(torch.ones(hidden_size))
+        self.variance_epsilon = eps
+
+    def forward(self, x, residual):
+        orig_dtype = x.dtype
+        x = x.to(torch.float32) + residual.to(torch.float32)
+        residual = x.to(orig_dtype)
+        variance = x.pow(2).mean(dim=-1, keepdim=True)
+        x = x * torch.rsqrt(variance + self.variance_epsilon)
+        return x.to(orig_dtype) * self.weight, residual
+
+
 class L2QKNorm(nn.Module):
     """ZAYA's query norm (transformers' ZayaQKNorm, one output): an L2 norm scaled to sqrt(head_dim)."""
 

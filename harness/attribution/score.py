@@ -10,9 +10,13 @@ from harness.core.verdicts import Verdict
 from harness.paths.base import Capture
 
 
-def _same_bits(a: np.ndarray | None, b: np.ndarray) -> bool:
+def _same_bits(a, b) -> bool:
+    """Whether `a` has exactly `b`'s bits: arrays, or tuples of them (a model of several outputs)."""
     if a is None:
         return False
+    if isinstance(a, tuple) or isinstance(b, tuple):
+        return (isinstance(a, tuple) and isinstance(b, tuple) and len(a) == len(b)
+                and all(_same_bits(x, y) for x, y in zip(a, b)))
     a, b = np.asarray(a), np.asarray(b)
     return a.dtype == b.dtype and a.shape == b.shape and np.ascontiguousarray(a).tobytes() == np.ascontiguousarray(b).tobytes()
 
@@ -22,6 +26,13 @@ def changes_of(capture: Capture, out: np.ndarray) -> list[str]:
     changes = list(capture.changes)
     if not _same_bits(capture.rerun_output, out):
         rerun = capture.rerun_output
+        if isinstance(out, tuple) or isinstance(rerun, tuple):  # several outputs: the first that differs
+            pairs = list(zip(rerun, out)) if isinstance(rerun, tuple) and isinstance(out, tuple) else []
+            k = next((k for k, (a, b) in enumerate(pairs) if not _same_bits(a, b)), None)
+            if k is None or len(rerun) != len(out):
+                changes.append("the re-run with its intermediates exposed gave no outputs like the path's")
+                return changes
+            rerun, out = rerun[k], out[k]
         if rerun is None or np.shape(rerun) != np.shape(out):
             changes.append("the re-run with its intermediates exposed gave no output like the path's")
         else:

@@ -120,17 +120,25 @@ class OutputScore:
     max_err_over_tol: float | None
     unstable: bool = False
     rows_over: int = 0
+    # The output's name in a record of several (its program's returned name, or its position); the output's
+    # verdict and message there too, since the record's own are those of the output that set it.
+    name: str | None = None
+    verdict: str | None = None
+    message: str | None = None
 
     FLAT = ("max_abs_err", "max_rel_err", "max_ulp", "worst_row", "out_dtype")  # among the base keys
     EXTRA = ("max_err_over_tol", "unstable", "rows_over")  # after rounding_dtype
+    OWN = ("name", "verdict", "message")  # in an `outputs` entry only
 
     @classmethod
     def of(cls, scored) -> "OutputScore":
         """The score of harness.oracle.compare.score (any object with these attributes)."""
-        return cls(**{f.name: getattr(scored, f.name) for f in fields(cls)})
+        return cls(**{f.name: getattr(scored, f.name) if f.name not in cls.OWN else getattr(scored, f.name, None)
+                      for f in fields(cls)})
 
     def to_dict(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self)}
+        """An entry of a record's `outputs`: its name, verdict and message, then its score's keys."""
+        return {k: getattr(self, k) for k in self.OWN + self.FLAT + self.EXTRA}
 
 
 @dataclass(frozen=True)
@@ -196,6 +204,7 @@ class Record(Mapping):
     stage: str | None = None
     message: str = ""
     scores: tuple[OutputScore, ...] = ()  # one per output, in output order; empty when nothing was scored
+    worst: int = 0  # the index in `scores` of the output that set the verdict (harness.oracle.compare.worst)
     eager_max_abs_err: Any = None
     expected_dtype: str | None = None
     seconds: float = 0.0
@@ -241,14 +250,30 @@ class Record(Mapping):
                        eager_max_abs_err=(self.eager_max_abs_err if eager_max_abs_err is None
                                           else eager_max_abs_err))
 
+    def scored_each(self, scores, worst: int, *, run_seconds: float, eager_max_abs_err=None) -> "Record":
+        """This record with the scores of its several outputs: the verdict, message and flat score are those of
+        output `worst` (harness.oracle.compare.worst), every one listed in order. One score is `scored`."""
+        if len(scores) == 1:
+            return self.scored(scores[0], run_seconds=run_seconds, eager_max_abs_err=eager_max_abs_err)
+        top = scores[worst]
+        return replace(self.scored(top, run_seconds=run_seconds, eager_max_abs_err=eager_max_abs_err),
+                       message=f"output {top.name}: {top.message}", scores=tuple(OutputScore.of(s) for s in scores),
+                       worst=worst)
+
     def with_fact(self, name: str, value) -> "Record":
         return replace(self, facts={**self.facts, name: value})
 
     # -- reading --------------------------------------------------------------------------------------------
     @property
     def score(self) -> OutputScore | None:
-        """The score of the (first) output; None when nothing was scored."""
-        return self.scores[0] if self.scores else None
+        """The score of the output that set the verdict (the only one, for a case of one); None when nothing
+        was scored."""
+        return self.scores[self.worst] if self.scores else None
+
+    @property
+    def verdict_output(self) -> str | None:
+        """The name of the output that set the verdict of an execution of several outputs; None for one."""
+        return self.scores[self.worst].name if len(self.scores) > 1 else None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -274,8 +299,9 @@ class Record(Mapping):
             out["rounding_dtype"] = self.rounding_dtype
         if score is not None:
             out.update((k, flat[k]) for k in OutputScore.EXTRA)
-            if len(self.scores) > 1:  # several outputs: the first flat as for one, every one listed
+            if len(self.scores) > 1:  # several outputs: the verdict's flat as for one, every one listed
                 out["outputs"] = [s.to_dict() for s in self.scores]
+                out["verdict_output"] = self.verdict_output
         for name in ("signal", "log_tail"):
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name)
@@ -291,15 +317,17 @@ class Record(Mapping):
     def from_dict(cls, d: dict) -> "Record":
         """The Record of a JSON object `to_dict` wrote, or a file of an earlier version wrote (keys this
         version does not know are kept in `extra`, written back after the others)."""
-        known = {"outputs", *BASE_KEYS, *OutputScore.EXTRA, *LiftCheck.KEYS, *Resolution.KEYS, "rounding_dtype",
+        known = {"outputs", "verdict_output", *BASE_KEYS, *OutputScore.EXTRA, *LiftCheck.KEYS, *Resolution.KEYS, "rounding_dtype",
                  "signal", "log_tail", "attribution", "first_stage_over", "attribution_note", "attribution_seconds",
                  "memory_limit_gb", "ray_node"}
         verdict = d.get("verdict")
         if isinstance(verdict, str) and verdict in Verdict._value2member_map_:
             verdict = Verdict(verdict)
         scores: tuple[OutputScore, ...] = ()
+        worst = 0
         if isinstance(d.get("outputs"), list):
             scores = tuple(OutputScore(**s) for s in d["outputs"])
+            worst = next((k for k, s in enumerate(scores) if s.name == d.get("verdict_output")), 0)
         elif "max_err_over_tol" in d:
             scores = (OutputScore(**{k: d.get(k) for k in OutputScore.FLAT + OutputScore.EXTRA}),)
         attribution = None
@@ -310,7 +338,7 @@ class Record(Mapping):
             "stage", "eager_max_abs_err", "expected_dtype", "cpu", "structure_key", "artifact_cache",
             "rounding_dtype", "signal", "log_tail", "memory_limit_gb", "ray_node")}
         return cls(d["case_id"], d["case"], d["path"], verdict=verdict, message=d.get("message", ""),
-                   scores=scores, seconds=d.get("seconds", 0.0), versions=d.get("versions", {}),
+                   scores=scores, worst=worst, seconds=d.get("seconds", 0.0), versions=d.get("versions", {}),
                    cache_hit=d.get("cache_hit", False), prepare_seconds=d.get("prepare_seconds", 0.0),
                    run_seconds=d.get("run_seconds", 0.0), facts=d.get("facts", {}),
                    resolution=(Resolution(**{k: d[k] for k in Resolution.KEYS})
@@ -381,6 +409,16 @@ def iter_results(path: str) -> Iterator[dict]:
 
 def read_results(path: str) -> list[dict]:
     return list(iter_results(path))
+
+
+def failing_outputs(record: Mapping) -> dict[str, str] | None:
+    """{output name: verdict} of the outputs that did not pass, of an execution of several outputs (read from its
+    `outputs`); None for an execution of one output or none scored (the gate's baseline keeps it, see
+    harness.reports.baseline)."""
+    outputs = record.get("outputs")
+    if not isinstance(outputs, list):
+        return None
+    return {o["name"]: o["verdict"] for o in outputs if o.get("verdict") != Verdict.PASS}
 
 
 def latest_per_execution(records: Iterable[dict]) -> list[dict]:

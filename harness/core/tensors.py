@@ -23,9 +23,13 @@ def to_torch(x: np.ndarray, layout: str = "contiguous"):
 
 
 def to_numpy(t) -> np.ndarray:
-    """A NumPy array (logical order) with exactly the bits of tensor `t`."""
+    """A NumPy array (logical order) with exactly the bits of tensor `t`; for a tuple or list of several tensors
+    (a model of several outputs), a tuple of them (a one-element one is its element)."""
     import torch
 
+    t = single(t)
+    if isinstance(t, (list, tuple)):
+        return tuple(to_numpy(item) for item in t)
     t = t.detach().cpu().contiguous()
     if t.dtype == torch.bfloat16:
         return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16).copy()

@@ -30,6 +30,9 @@ WRONG_OUTPUT = frozenset({Verdict.INACCURATE, Verdict.DTYPE_MISMATCH, Verdict.SH
 NO_OUTPUT = frozenset({Verdict.ERROR, Verdict.CRASH, Verdict.TIMEOUT})
 # Everything a search counts as a finding: all but pass and a documented unsupported.
 FAILING = WRONG_OUTPUT | NO_OUTPUT
+# The verdicts of a scored output in order of precedence (docs/contracts.md §3): the order the comparator checks
+# an output in, and which output of several sets an execution's verdict (harness.oracle.compare.worst).
+SCORED = (Verdict.SHAPE_MISMATCH, Verdict.DTYPE_MISMATCH, Verdict.NONFINITE, Verdict.INACCURATE, Verdict.PASS)
 
 
 class Status(StrEnum):

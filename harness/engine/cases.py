@@ -17,7 +17,7 @@ from typing import Any, Callable
 from harness.core.records import LiftCheck
 from harness.core.verdicts import Verdict
 from harness.oracle.inputs import Inputs, make_inputs
-from harness.oracle.reference import Reference, evaluation_reference, reference
+from harness.oracle.reference import Reference, by_position, evaluation_reference, reference
 from harness.oracle.witness_error import program_witnesses
 from harness.paths.base import StageError, first_line
 
@@ -135,7 +135,7 @@ class Cases:
         lift = LiftCheck(program=mc.resolved.source, lifted_pattern=mc.resolved.pattern,
                          **mc.lift_check(inputs, evaluation))
         witnesses = program_witnesses(spec.case_id, mc.program, mc.case, arrays)  # the lifted program's
-        return Setup(inputs, evaluation_reference(evaluation, witnesses),
+        return Setup(inputs, by_position(evaluation_reference(evaluation, witnesses)),
                      lambda: (mc.build(), mc.example(inputs, spec.layout)), lift, lift_problem(lift), mc)
 
 

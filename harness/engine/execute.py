@@ -30,7 +30,8 @@ from harness.engine import stored
 from harness.engine.cache import ArtifactCache, Origin
 from harness.engine.cases import CaseProblem, Cases
 from harness.engine.exports import ExportMemo
-from harness.oracle.compare import eager_row_errors, score
+from harness.oracle.compare import as_outputs, eager_row_errors
+from harness.oracle.outputs import score_each, worst
 from harness.paths.base import Prepared, StageError, Unsupported, first_line
 from harness.spec import CaseSpec
 
@@ -187,7 +188,8 @@ class Executor:
             if not isinstance(prepared, Exception):
                 try:
                     out = prepared.run(setup.inputs.run_arg)
-                    out.setflags(write=False)
+                    for o in out if isinstance(out, tuple) else (out,):
+                        o.setflags(write=False)
                 except StageError:
                     out = None
             setup.eager["out"] = out
@@ -222,7 +224,7 @@ class Executor:
         eager_out = self._eager(spec, setup) if path_name != "eager" else None
         if eager_out is not None:
             record = replace(record, eager_max_abs_err=eager_row_errors(eager_out, ref),
-                             expected_dtype=str(eager_out.dtype))
+                             expected_dtype=str(as_outputs(eager_out)[0].dtype))
 
         prepared, hit, prep_s, origin = self._prepare(path, spec, setup)
         record = replace(record, cache_hit=hit, artifact_cache=origin, prepare_seconds=round(prep_s, 6))
@@ -239,9 +241,12 @@ class Executor:
             except StageError as exc:
                 record = record.fail(Verdict.ERROR, exc.stage, exc.message)
             else:
-                result = score(out, ref, eager_out)
-                record = record.scored(result, run_seconds=time.perf_counter() - run_start,
-                                       eager_max_abs_err=result.max_abs_err if path_name == "eager" else None)
+                results = score_each(out, ref, eager_out)
+                k = worst(results)
+                eager_err = (results[k].max_abs_err if path_name == "eager" else
+                             eager_row_errors(eager_out, ref, k) if eager_out is not None and k else None)
+                record = record.scored_each(results, k, run_seconds=time.perf_counter() - run_start,
+                                            eager_max_abs_err=eager_err)
         record = replace(record, seconds=round(time.perf_counter() - start, 6))
         # a wrong output: which stage lost it, if the policy says so (passes pay nothing)
         return self.policy.apply(record, attribute, lambda r: self._attribute(r, spec, path, out, setup))

@@ -56,9 +56,12 @@ def failure_of(data: bytes) -> Exception:
 
 
 def output_digest(out) -> str:
-    """sha256 of an output's dtype, shape and bytes."""
-    a = np.ascontiguousarray(out)
-    return hashlib.sha256(f"{a.dtype.str}{a.shape}".encode() + a.tobytes()).hexdigest()
+    """sha256 of an output's dtype, shape and bytes; of each output's in turn for a tuple of several."""
+    h = hashlib.sha256()
+    for a in out if isinstance(out, tuple) else (out,):
+        a = np.ascontiguousarray(a)
+        h.update(f"{a.dtype.str}{a.shape}".encode() + a.tobytes())
+    return h.hexdigest()
 
 
 def attribution_key(cache, path, spec, salt: str, verdict: str, out) -> str:

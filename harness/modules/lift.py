@@ -4,8 +4,8 @@ One statement per computing node, in graph order, named after the node
 (`to`, `pow_1`, `mean`, …), built as the IR of the op table's ops
 (harness/program/ops.py: each op lists the ATen ops that compute it);
 layout-free nodes (asserts, clones, detach) are dropped, and what the
-language cannot hold (an op it has no entry for, a tensor constant, a second
-output, a buffer the forward writes) is an Unliftable naming the op and the
+language cannot hold (an op it has no entry for, a tensor constant, a buffer
+the forward writes) is an Unliftable naming the op and the
 class. The Program is then checked against its case like any program, so a
 lifted program is a program: it gives the FP64 reference and the bound. Its
 text (harness.program.render) is only shown: `normdiff lift` prints it as a
@@ -19,7 +19,8 @@ from harness.modules.handlers import HANDLERS, SKIP
 from harness.modules.lift_ops import Lifter, Val
 from harness.modules.load import Unliftable
 from harness.modules.names import unique
-from harness.program.ir import Program, Return
+from harness.program.grammar import MAX_OUTPUTS
+from harness.program.ir import Outputs, Program, Return
 from harness.program.render import program_from_ir
 
 
@@ -45,11 +46,13 @@ def _user_output(ep, owner):
     if mutated:
         raise Unliftable(f"class {owner}: its forward writes {', '.join(map(str, mutated))} (state the language "
                          "cannot hold)")
-    if kinds.count(OutputKind.USER_OUTPUT) != 1:
-        raise Unliftable(f"class {owner}: its forward returns {kinds.count(OutputKind.USER_OUTPUT)} values; "
-                         "a norm returns one tensor")
+    count = kinds.count(OutputKind.USER_OUTPUT)
+    if not 1 <= count <= MAX_OUTPUTS:
+        raise Unliftable(f"class {owner}: its forward returns {count} values; a program returns 1 to "
+                         f"{MAX_OUTPUTS} tensors")
     out = next(n for n in ep.graph.nodes if n.op == "output").args[0]
-    return out[0] if isinstance(out, (tuple, list)) else out
+    out = tuple(out) if isinstance(out, (tuple, list)) else (out,)
+    return out  # one node per output (a tuple or list the forward returns: each of its tensors, in order)
 
 
 def input_names(called: tuple[str, ...], state: dict[str, str]) -> dict[str, str]:
@@ -110,10 +113,11 @@ def lift(ep, owner: str, called: tuple[str, ...], state_names: dict[str, str]) -
             raise Unliftable(f"class {owner}: op {name} is outside the program language")
         lifter.ops.append(name)
         handler(lifter, node)
-    result = lifter.value(output)
-    if not isinstance(result, Val):
+    results = [lifter.value(node) for node in output]
+    if not all(isinstance(r, Val) for r in results):
         raise Unliftable(f"class {owner}: its forward returns a number, not a tensor")
-    statements = (*lifter.statements, Return(result.expr, len(lifter.statements) + 1))
+    returned = results[0].expr if len(results) == 1 else Outputs(tuple(r.expr for r in results))
+    statements = (*lifter.statements, Return(returned, len(lifter.statements) + 1))
     program = program_from_ir(statements, tuple(names[f] for f in called), tuple(state_names.values()))
     params = tuple(sorted(set(lifter.params)))
     return Lifted(program, lifter.pattern(), tuple((names[f], f) for f in called), params, tuple(lifter.ops))

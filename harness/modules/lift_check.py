@@ -41,7 +41,8 @@ def _float64_mode():
 
 
 def module_float64(module, tensors, keywords: tuple[str, ...] = ()):
-    """The module's output computed in float64 (NumPy), or the reason it cannot be."""
+    """The module's output computed in float64 (NumPy; a tuple of arrays for a forward returning several), or
+    the reason it cannot be."""
     import torch
 
     from harness.core.tensors import to_numpy
@@ -55,9 +56,11 @@ def module_float64(module, tensors, keywords: tuple[str, ...] = ()):
     except Exception as exc:  # noqa: BLE001 - "wherever .double() works"
         text = (str(exc).strip() or type(exc).__name__).splitlines()[0][:200]
         return None, f"the module does not run in float64 ({type(exc).__name__}: {text})"
-    if not isinstance(out, torch.Tensor):
+    outs = out if isinstance(out, (tuple, list)) else (out,)
+    if not outs or not all(isinstance(o, torch.Tensor) for o in outs):
         return None, f"the module returns {type(out).__name__} in float64"
-    return to_numpy(out).astype(np.float64), None
+    arrays = tuple(to_numpy(o).astype(np.float64) for o in outs)
+    return (arrays[0] if len(arrays) == 1 else arrays), None
 
 
 def compare(ref: np.ndarray, bound: np.ndarray, other: np.ndarray) -> tuple[float, float]:

@@ -78,9 +78,15 @@ class Score:
     expected_dtype: str
     unstable: bool = False
     rows_over: int = 0
+    name: str | None = None  # the output's name when the case has several (Reference.output_names)
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def as_outputs(out) -> tuple:
+    """A run's outputs as a tuple: `out` is one array, or a tuple of them for a case of several outputs."""
+    return out if isinstance(out, tuple) else (out,)
 
 
 def _num(v) -> float | None:
@@ -401,8 +407,12 @@ def measured_rows(out: np.ndarray, ref: Reference, eager_out: np.ndarray | None)
     return own, eager, witnessed, scale
 
 
-def eager_row_errors(eager_out: np.ndarray, ref: Reference) -> float | None:
-    """eager's max abs error over the finite elements (for the record)."""
+def eager_row_errors(eager_out, ref: Reference, output: int = 0) -> float | None:
+    """eager's max abs error over the finite elements of output `output` (for the record)."""
+    outs = as_outputs(eager_out)
+    if output >= len(outs):
+        return None
+    eager_out, ref = outs[output], ref.each[output]
     if tuple(eager_out.shape) != tuple(ref.out.shape):
         return None
     err, _ = _errors(eager_out, ref)

@@ -11,7 +11,7 @@ deliberately rounds through.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable
 
 import numpy as np
@@ -47,6 +47,20 @@ class Reference:
     # A program's witnesses (harness.program.witness_run), run on demand: () -> the output of each correct
     # implementation the comparator measures on the case's rows; () where none can run the program.
     witness_outputs: Callable[[], tuple[np.ndarray, ...]] | None = None
+    # A program of several outputs (`return y, r`, a module whose forward returns a tuple): one Reference per
+    # output, in order, each with its own value, bound and witnesses; the fields above are the first output's.
+    outputs: tuple["Reference", ...] = ()
+    names: tuple[str, ...] = ()  # the outputs' names (harness.program.ir.output_names), with `outputs`
+
+    @property
+    def each(self) -> tuple["Reference", ...]:
+        """One Reference per output: itself for one output."""
+        return self.outputs or (self,)
+
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        """Each output's name: its program's (or its position), "0" for a case of one output."""
+        return self.names or ("0",)
 
 
 def expected_dtypes(spec: CaseSpec) -> tuple[str, str, str]:
@@ -94,6 +108,10 @@ def evaluation_reference(ev, witnesses: Callable[[], tuple[np.ndarray, ...]] | N
     case's lifted program's. `witnesses` is the comparator's hook on the program's witnesses
     (harness.oracle.witness_error.program_witnesses(key, program, case, arrays)); without it a compiled path is
     held to the bound and eager alone."""
+    if ev.outputs:  # several outputs: each its own reference, its witnesses' outputs the matching ones
+        each = tuple(evaluation_reference(e, None if witnesses is None else _output_of(witnesses, k))
+                     for k, e in enumerate(ev.outputs))
+        return replace(each[0], outputs=each, names=ev.names)
     out = np.ascontiguousarray(np.asarray(ev.out, dtype=np.float64))
     zeros = np.zeros_like(out)
     return Reference(
@@ -102,6 +120,17 @@ def evaluation_reference(ev, witnesses: Callable[[], tuple[np.ndarray, ...]] | N
         bound=np.ascontiguousarray(np.asarray(ev.bound, dtype=np.float64)), stages=tuple(ev.stages),
         witness_outputs=witnesses,
     )
+
+
+def by_position(ref: Reference) -> Reference:
+    """`ref` with its outputs named by their position ("0", "1", ...): a module case's, whose forward returns a
+    tuple (the names its lifted program gives them mean nothing to the class's author)."""
+    return replace(ref, names=tuple(str(k) for k in range(len(ref.outputs)))) if ref.outputs else ref
+
+
+def _output_of(witnesses: Callable[[], tuple], k: int) -> Callable[[], tuple[np.ndarray, ...]]:
+    """The witnesses of output `k` of a program of several outputs (each witness gives a tuple of them)."""
+    return lambda: tuple(w[k] for w in witnesses())
 
 
 def reference(spec: CaseSpec, inputs: Inputs) -> Reference:

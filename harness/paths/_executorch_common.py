@@ -75,11 +75,9 @@ def op_name(target) -> str:
 
 
 def single_output(out):
-    """Unwrap a one-element list/tuple of outputs; RuntimeError for more than one."""
+    """Unwrap a one-element list/tuple of outputs; several outputs (a model returning a tuple) as a tuple."""
     out = single(out)
-    if isinstance(out, (list, tuple)):
-        raise RuntimeError(f"expected one output, got {len(out)}")
-    return out
+    return tuple(out) if isinstance(out, (list, tuple)) else out
 
 
 def load_forward(buffer: bytes):

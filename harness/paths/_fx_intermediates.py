@@ -112,9 +112,13 @@ def fx_intermediates(graph_module, example):
     with torch.no_grad():
         rerun = single(Recorder(graph_module).run(*example))
     returned = single(next(n for n in graph_module.graph.nodes if n.op == "output").args[0])
+    if isinstance(returned, (tuple, list)) and returned:  # several outputs: the first is the one indexed
+        returned = returned[0]
     name = returned.name if isinstance(returned, torch.fx.Node) else None
     output = index.get(name, index.get(f"{name}[0]")) if name else None
-    return found, output, to_numpy(rerun) if isinstance(rerun, torch.Tensor) else None
+    tensors = isinstance(rerun, torch.Tensor) or (
+        isinstance(rerun, (tuple, list)) and all(isinstance(t, torch.Tensor) for t in rerun))
+    return found, output, to_numpy(rerun) if tensors else None
 
 
 def capture(graph_module, example, method: str) -> Capture:

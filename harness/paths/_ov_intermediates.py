@@ -161,7 +161,7 @@ def exposed_runner(core, model, config: dict, arrays: tuple):
 
     run(x), x the inputs as a tuple of NumPy arrays, gives ([(name, op type,
     dtype, value)] in execution order, the model's output last, the index of
-    that output, the re-run's output); `unread` names the nodes the plugin
+    that output, the re-run's output: a tuple of them for several); `unread` names the nodes the plugin
     fused, which cannot be read without changing what it computes.
     """
     read, unread = readable_nodes(core, model, config, arrays)
@@ -175,7 +175,7 @@ def exposed_runner(core, model, config: dict, arrays: tuple):
         values = infer_all(compiled, x)
         found = [(name, types[name], dtype, value) for name, dtype, value in zip(read, dtypes[own:], values[own:])]
         found.append((returned.get_friendly_name(), returned.get_type_name(), dtypes[0], values[0]))
-        return found, len(found) - 1, values[0]
+        return found, len(found) - 1, values[0] if own == 1 else tuple(values[:own])  # several: each
 
     return run, unread
 

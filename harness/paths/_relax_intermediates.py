@@ -84,13 +84,4 @@ def tvm_array(t):
     return out.copy()
 
 
-def first_tensor(result):
-    """The tensor inside the importer's (nested) one-element return tuple."""
-    import tvm
-
-    while not isinstance(result, tvm.runtime.Tensor):
-        result = list(result)[0]
-    return result
-
-
 METHOD = "every binding of main returned as an output, recompiled"

@@ -140,7 +140,7 @@ class Intermediate:
 class Capture:
     """One run of a path's graph with its intermediates exposed (what `Path.intermediates` runs return).
 
-    `output` is the index of the intermediate the graph returns (None: not
+    `output` is the index of the intermediate the graph returns (the first, of several; None: not
     among them); `rerun_output` what the re-run returned, to check against
     the path's own output; `changes` lists what exposing the intermediates
     is known to have changed in what the compiler does (each makes the
@@ -148,7 +148,7 @@ class Capture:
     """
     intermediates: list[Intermediate]
     output: int | None
-    rerun_output: np.ndarray | None
+    rerun_output: np.ndarray | tuple | None  # a tuple of arrays for a model of several outputs
     method: str
     changes: list[str] = field(default_factory=list)
 

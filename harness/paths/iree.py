@@ -93,8 +93,9 @@ def load_main(vmfb: bytes):
     return config.device, context.modules.module["main"]
 
 
-def run_main(loaded, arrays: tuple) -> np.ndarray:
-    """main(*arrays) on the host: bfloat16 in and out as raw 16-bit words typed BFLOAT_16."""
+def run_main(loaded, arrays: tuple) -> np.ndarray | tuple:
+    """main(*arrays) on the host: bfloat16 in and out as raw 16-bit words typed BFLOAT_16 (a tuple of arrays for
+    a model of several outputs)."""
     import iree.runtime as rt
     import ml_dtypes
 
@@ -109,12 +110,13 @@ def run_main(loaded, arrays: tuple) -> np.ndarray:
         else:
             args.append(a)
     out = main(*args)
-    if isinstance(out, (tuple, list)):
-        raise ValueError(f"expected one output, main returned {len(out)}")
-    host = np.array(out.to_host(), copy=True)
-    if host.dtype.name == "bfloat16":  # the words as they are, typed as normdiff's bfloat16
-        return host.view(np.uint16).view(ml_dtypes.bfloat16)
-    return host
+    outs = []
+    for item in out if isinstance(out, (tuple, list)) else (out,):  # a model of several outputs: each
+        host = np.array(item.to_host(), copy=True)
+        if host.dtype.name == "bfloat16":  # the words as they are, typed as normdiff's bfloat16
+            host = host.view(np.uint16).view(ml_dtypes.bfloat16)
+        outs.append(host)
+    return outs[0] if len(outs) == 1 else tuple(outs)
 
 
 _DIAGNOSTIC = re.compile(r"^(?:<[^>]*>|[^:\s]*)(?::\d+)+: error: (.*)$", re.MULTILINE)

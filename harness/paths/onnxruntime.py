@@ -129,7 +129,8 @@ def ort_value(a: np.ndarray):
 
 
 def session_runner(session):
-    """run(arrays) -> the one output as NumPy, written by ORT into a buffer of its declared type."""
+    """run(arrays) -> the output as NumPy (a tuple for several), written by ORT into buffers of their declared
+    types."""
     import ml_dtypes
     import onnxruntime as ort
     from onnx import TensorProto
@@ -139,23 +140,24 @@ def session_runner(session):
                "tensor(double)": ("float64", "DOUBLE"), "tensor(bfloat16)": ("uint16", "BFLOAT16")}
     names = [i.name for i in session.get_inputs()]
     outputs = session.get_outputs()
-    if len(outputs) != 1:
-        raise RuntimeError(f"expected one output, the model has {len(outputs)}")
-    out = outputs[0]
-    if out.type not in element or not all(isinstance(d, int) for d in out.shape):
-        raise RuntimeError(f"unexpected output {out.type} of shape {out.shape}")
-    np_name, onnx_name = element[out.type]
+    for out in outputs:
+        if out.type not in element or not all(isinstance(d, int) for d in out.shape):
+            raise RuntimeError(f"unexpected output {out.type} of shape {out.shape}")
 
-    def run(arrays: tuple) -> np.ndarray:
+    def run(arrays: tuple) -> np.ndarray | tuple:
         arrays = tuple(np.ascontiguousarray(a) for a in arrays)
-        words = np.empty(out.shape, np_name)
         binding = session.io_binding()
         for name, a in zip(names, arrays):
             binding.bind_ortvalue_input(name, ort_value(a))
-        binding.bind_ortvalue_output(out.name, ort.OrtValue.ortvalue_from_numpy_with_onnx_type(
-            words, getattr(TensorProto, onnx_name)))
+        got = []
+        for out in outputs:  # a model of several outputs: each bound to its own buffer, in order
+            np_name, onnx_name = element[out.type]
+            words = np.empty(out.shape, np_name)
+            binding.bind_ortvalue_output(out.name, ort.OrtValue.ortvalue_from_numpy_with_onnx_type(
+                words, getattr(TensorProto, onnx_name)))
+            got.append(words.view(ml_dtypes.bfloat16) if onnx_name == "BFLOAT16" else words)
         session.run_with_iobinding(binding)
-        return words.view(ml_dtypes.bfloat16) if onnx_name == "BFLOAT16" else words
+        return got[0] if len(got) == 1 else tuple(got)
 
     return run
 

@@ -63,11 +63,11 @@ def runtime_nodes(compiled) -> list[str]:
     return sorted(found)
 
 
-def run_infer(compiled, arrays: tuple) -> np.ndarray:
-    """One inference of a one-output model: its output in its own dtype (bfloat16 crosses as raw words)."""
-    if len(compiled.outputs) != 1:
-        raise ValueError(f"expected one output, the model has {len(compiled.outputs)}")
-    return infer_all(compiled, arrays)[0]
+def run_infer(compiled, arrays: tuple) -> np.ndarray | tuple:
+    """One inference: its output in its own dtype (bfloat16 crosses as raw words); a tuple of them, in order, for
+    a model of several outputs."""
+    outs = infer_all(compiled, arrays)
+    return outs[0] if len(outs) == 1 else tuple(outs)
 
 
 _REFUSED = (

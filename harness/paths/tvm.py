@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from harness.paths._relax_intermediates import METHOD, expose, first_tensor, returned_var, tensor_bindings, tvm_array
+from harness.paths._relax_intermediates import METHOD, expose, returned_var, tensor_bindings, tvm_array
 from harness.paths.base import (FRONTEND_MEMO, Capture, Intermediate, Path, Prepared, example_args, export_program,
                                 input_arrays, stage)
 
@@ -99,23 +99,22 @@ def tvm_tensor(a):
     return tvm.runtime.tensor(np.ascontiguousarray(a), tvm.cpu())
 
 
-def one_tensor(result):
-    """The one output tensor of a VM call (the importer returns a one-element tuple); more is an error."""
+def output_tensors(result) -> list:
+    """The output tensors of a VM call, in order (the importer returns a tuple, nested for several outputs)."""
     import tvm
 
     if isinstance(result, tvm.runtime.Tensor):
-        return result
+        return [result]
     if isinstance(result, (list, tuple)) or hasattr(result, "__len__"):
-        items = list(result)
-        if len(items) == 1:
-            return one_tensor(items[0])
-        raise ValueError(f"expected one output tensor, got a tuple of {len(items)}")
+        return [t for item in list(result) for t in output_tensors(item)]
     raise TypeError(f"unexpected VM result {type(result).__name__}")
 
 
 def main_output(main, arrays):
-    """`main` on the inputs (a tuple of NumPy arrays): its one output, in TVM's dtype, as NumPy."""
-    return tvm_array(one_tensor(main(*(tvm_tensor(a) for a in arrays))))
+    """`main` on the inputs (a tuple of NumPy arrays): its output in TVM's dtype as NumPy (a tuple of them for a
+    model of several outputs)."""
+    outs = tuple(tvm_array(t) for t in output_tensors(main(*(tvm_tensor(a) for a in arrays))))
+    return outs[0] if len(outs) == 1 else outs
 
 
 def exposed_runner(model, example, decompose):
@@ -133,7 +132,8 @@ def exposed_runner(model, example, decompose):
         result = list(main(*(tvm_tensor(a) for a in x)))
         values = [tvm_array(t) for t in result[1:]]
         items = [(name, op, str(v.dtype), v) for (name, op), v in zip(names, values)]
-        return items, output, tvm_array(first_tensor(result[0]))
+        outs = tuple(tvm_array(t) for t in output_tensors(result[0]))  # several outputs: each
+        return items, output, outs[0] if len(outs) == 1 else outs
 
     return run
 
@@ -147,7 +147,7 @@ class TvmPath(Path):
     warm_imports = ("torch", "torch.export", "tvm", "tvm.relax", "tvm.relax.frontend.torch", FRONTEND_MEMO)
     script_imports = "import tvm\nfrom tvm import relax\n"
     pipeline = (export_program, imported_module, decomposed, relax_ops, compiled_executable, vm_main, tvm_tensor,
-                tvm_array, one_tensor, main_output, returned_var, tensor_bindings, expose, first_tensor,
+                tvm_array, output_tensors, main_output, returned_var, tensor_bindings, expose,
                 exposed_runner)
     takes_shared_export = True
     artifact_cacheable = True

@@ -11,6 +11,7 @@ from harness.program.ir import RESERVED_NAMES
 
 MAX_SOURCE = 20_000  # characters
 MAX_DEPTH = 100  # nesting of expressions: every walker recurses on it
+MAX_OUTPUTS = 8  # the values one `return` may give (each output gets its own reference, bound and score)
 RESERVED = RESERVED_NAMES
 DTYPE_ATTRS = {"torch.float32": "float32", "torch.float16": "float16", "torch.bfloat16": "bfloat16"}
 CONTIGUOUS = "torch.contiguous_format"

@@ -10,7 +10,7 @@ program order, for attribution of compiled intermediates.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import NamedTuple
 
 import ml_dtypes
@@ -89,6 +89,15 @@ class Evaluation:
     finite: bool = True
     nonfinite_stage: str | None = None
     overflow_stage: str | None = None
+    # A program returning several outputs (`return y, r`): one Evaluation per output, in order, each with its
+    # own value, bound and rows (the stages shared); the fields above are then the first output's. () for one.
+    outputs: tuple["Evaluation", ...] = ()
+    names: tuple[str, ...] = ()  # the outputs' names (Program.output_names), with `outputs`
+
+    @property
+    def each(self) -> tuple["Evaluation", ...]:
+        """One Evaluation per output: itself for a program of one output."""
+        return self.outputs or (self,)
 
 
 def _later(a: _Rows | None, b: _Rows | None) -> _Rows | None:
@@ -322,8 +331,16 @@ def evaluate(program: Program, info: ProgramCase, arrays: dict, *, keep_stages: 
         env[name] = _V(value, np.zeros_like(value), info.weight_dtype)
     walker = (walker_class or Fp64Walker)(env, keep_stages)
     out = walker.run(program)
+    stages = tuple(walker.stages)
+    each = [_evaluation(v, stages, walker) for v in (out if isinstance(out, tuple) else (out,))]
+    if len(each) == 1:
+        return each[0]
+    return replace(each[0], outputs=tuple(each), names=program.output_names)
+
+
+def _evaluation(out: _V, stages: tuple, walker) -> Evaluation:
+    """The Evaluation of one returned value."""
     rows, row_len = row_ids(out.value.shape, out.rows)
     finite = bool(np.isfinite(out.value).all())
-    return Evaluation(out.value, out.dtype, out.err, tuple(walker.stages), rows, row_len,
-                      finite, walker.nonfinite, walker.overflow)
+    return Evaluation(out.value, out.dtype, out.err, stages, rows, row_len, finite, walker.nonfinite, walker.overflow)
 

@@ -184,9 +184,20 @@ class Assign:
 
 
 @dataclass(frozen=True)
+class Outputs:
+    """`return a, b`: the several outputs of a program, in order (only ever a Return's value)."""
+    values: tuple
+
+
+@dataclass(frozen=True)
 class Return:
-    value: Expr
+    value: Expr | Outputs
     line: int
+
+    @property
+    def values(self) -> tuple:
+        """The returned expressions, one per output."""
+        return self.value.values if isinstance(self.value, Outputs) else (self.value,)
 
 
 @dataclass(frozen=True)
@@ -207,6 +218,20 @@ class Program:
     def extra_inputs(self) -> tuple[str, ...]:
         """The extra inputs the program reads, sorted (forward's order)."""
         return tuple(sorted(n for n in self.reads if n in self.inputs and n != "x"))
+
+    @property
+    def output_names(self) -> tuple[str, ...]:
+        """Each output's name: the name it returns (`return y, r`), else its position ("0", "1", ...)."""
+        return output_names(self.statements[-1].values)
+
+
+def output_names(values) -> tuple[str, ...]:
+    """The names of returned expressions: a returned name once among them is its own, any other its position.
+
+    A record names its outputs by these (docs/contracts.md §4), so they are decided here, once."""
+    ids = [v.id if isinstance(v, Name) else None for v in values]
+    return tuple(i if i is not None and ids.count(i) == 1 and not i.isdigit() else str(k)
+                 for k, i in enumerate(ids))
 
 
 # ------------------------------------------------------------------ case info

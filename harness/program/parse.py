@@ -23,6 +23,7 @@ from harness.program.ir import (
     Name,
     Neg,
     Number,
+    Outputs,
     Program,
     ProgramError,
     Return,
@@ -127,7 +128,7 @@ class _Parser(CallParser):
             elif isinstance(stmt, ast.Return):
                 if stmt.value is None:
                     self.fail("return without a value", stmt)
-                statements.append(Return(self.expr(stmt.value), stmt.lineno))
+                statements.append(Return(self.returned(stmt.value), stmt.lineno))
                 returned = True
             else:
                 label = g.STATEMENTS.get(type(stmt).__name__, type(stmt).__name__.lower())
@@ -136,6 +137,18 @@ class _Parser(CallParser):
             raise ProgramError("program: no return")
         reads = tuple(n for n in self.inputs + self.params + ("eps",) if n in self.reads)
         return Program(self.text, tuple(statements), reads, self.inputs, self.params)
+
+    def returned(self, node):
+        """A return's value: one expression, or a tuple of them (`return y, r`: several outputs)."""
+        if not isinstance(node, ast.Tuple):
+            return self.expr(node)
+        if len(node.elts) < 2:
+            self.fail("a return of fewer than two values is not a tuple of outputs", node)
+        if len(node.elts) > g.MAX_OUTPUTS:
+            self.fail(f"a return of more than {g.MAX_OUTPUTS} outputs", node)
+        if any(isinstance(e, ast.Starred) for e in node.elts):
+            self.fail("a starred return value is not allowed", node)
+        return Outputs(tuple(self.expr(e) for e in node.elts))
 
     def _reject_dunders(self, tree):
         """Any dunder name or attribute anywhere, first by position: the usual escape routes."""

@@ -67,7 +67,7 @@ def render_statement(statement) -> str:
     if isinstance(statement, Assign):
         return f"{statement.name} = {render_expr(statement.value)}"
     if isinstance(statement, Return):
-        return f"return {render_expr(statement.value)}"
+        return f"return {', '.join(render_expr(v) for v in statement.values)}"
     raise TypeError(f"not a statement: {statement!r}")
 
 

@@ -243,7 +243,7 @@ class TypeWalker(Walker):
         return call_type(op, ts, options, self.line)
 
     def statement_done(self, stmt, value):
-        if isinstance(stmt, Return) and is_scalar(value):
+        if isinstance(stmt, Return) and any(is_scalar(v) for v in (value if isinstance(value, tuple) else (value,))):
             self.fail("the return value is a number, not a tensor")
 
 
@@ -257,8 +257,9 @@ def type_env(program: Program, case: ProgramCase) -> dict:
     return env
 
 
-def check(program: Program, case: ProgramCase) -> TensorType:
-    """Raise a ProgramError naming the line if `program` is ill-typed for `case`; the output's type."""
+def check(program: Program, case: ProgramCase) -> TensorType | tuple[TensorType, ...]:
+    """Raise a ProgramError naming the line if `program` is ill-typed for `case`; the output's type (a tuple of
+    them for a program returning several outputs)."""
     missing = [n for n in program.extra_inputs if n not in case.extra_inputs]
     if missing:
         raise ProgramError(f"program: reads {missing[0]!r} but the case has no extra input {missing[0]!r}")

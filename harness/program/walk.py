@@ -24,6 +24,7 @@ from harness.program.ir import (
     Neg,
     Norm,
     Number,
+    Outputs,
     Program,
     ProgramError,
     Reduce,
@@ -100,6 +101,8 @@ class Walker:
     def eval(self, node):
         if isinstance(node, Name):
             return self.env[node.id]
+        if isinstance(node, Outputs):  # `return a, b`: a tuple of values, one per output
+            return tuple(self.eval(v) for v in node.values)
         if isinstance(node, Number):
             return node.value
         if isinstance(node, ShapeOf):

@@ -385,10 +385,12 @@ def environment(program: Program, case: ProgramCase, arrays: dict) -> dict:
 
 
 def run(program: Program, case: ProgramCase, arrays: dict, acc: Accumulation,
-        walker: type[NumpyWalker] = NumpyWalker, **options) -> tuple[np.ndarray, NumpyWalker]:
-    """The program's output by one walker (the witness of `acc`, or a subclass), and the walker."""
+        walker: type[NumpyWalker] = NumpyWalker, **options) -> tuple[np.ndarray | tuple, NumpyWalker]:
+    """The program's output by one walker (the witness of `acc`, or a subclass), and the walker; a tuple of
+    outputs for a program that returns several."""
     w = walker(environment(program, case, arrays), acc, **options)
-    return np.asarray(w.run(program)), w
+    out = w.run(program)
+    return (tuple(np.asarray(o) for o in out) if isinstance(out, tuple) else np.asarray(out)), w
 
 
 def outputs(program: Program, case: ProgramCase, arrays: dict) -> tuple[tuple[str, np.ndarray], ...]:

@@ -21,8 +21,11 @@ machine that has one of them; elsewhere the execution is judged as if it were
 not listed, and a record that names no CPU may pass or fail as listed. `--update` rewrites
 the baseline from the results, keeping the upstream report, reason, flaky
 mark and CPU features of every entry that stays, and every entry whose CPU
-features the results' machine lacks. Old files (without "flaky" or "cpu")
-load unchanged.
+features the results' machine lacks. An execution of several outputs is
+judged by its worst verdict; its entry also names the outputs expected to fail
+(`"outputs": {"0": "dtype_mismatch"}`, written by `--update`), and other failing
+outputs are a NEW_FAIL. Old files (without "flaky", "cpu" or "outputs") load
+unchanged, and an execution of one output is keyed and judged as before.
 """
 from __future__ import annotations
 
@@ -34,7 +37,7 @@ from dataclasses import dataclass
 
 from cases.triage import rule_of
 from harness.core.machine import FEATURES
-from harness.core.records import latest_per_execution, one_line
+from harness.core.records import failing_outputs, latest_per_execution, one_line
 from harness.spec import CaseSpec, SpecError
 from harness.core.verdicts import VERDICTS, Status, Verdict
 
@@ -51,7 +54,7 @@ MEANING = {Status.PASS: "pass, not in the baseline", Status.XFAIL: "fail as the 
            Status.NEW_FAIL: "fail, not as the baseline expects", Status.FIXED: "known failures that now pass",
            Status.MISSING: "baseline entries not run"}
 ENTRY_KEYS = ("case_id", "path", "verdict", "upstream", "reason", "case")
-OPTIONAL_KEYS = ("flaky", "cpu")
+OPTIONAL_KEYS = ("flaky", "cpu", "outputs")
 _UPSTREAM = re.compile(r"^(new|[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+#[0-9]+)$")
 _ABOUT = ("Known failing executions (case x path) for `normdiff gate`. Edit upstream and reason "
           "by hand; `normdiff gate RESULTS --baseline FILE --update` rewrites the entries and "
@@ -74,6 +77,9 @@ class BaselineEntry:
     case: dict
     flaky: bool = False
     cpu: tuple[str, ...] = ()  # the failure comes with any one of these CPU features; () on every machine
+    # An execution of several outputs: {output name: verdict} of each output expected to fail (None: judged by the
+    # execution's verdict alone, as an execution of one output always is).
+    outputs: dict | None = None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -142,6 +148,10 @@ def _entry(raw, where: str) -> BaselineEntry:
     if not isinstance(cpu, list) or "cpu" in raw and not cpu or any(f not in FEATURES for f in cpu):
         raise BaselineError(f"{where}: key 'cpu' must be a non-empty list of CPU features from "
                             f"{', '.join(FEATURES)}")
+    outputs = raw.get("outputs")
+    if outputs is not None and (not isinstance(outputs, dict) or not outputs or any(
+            not isinstance(k, str) or v not in VERDICTS or v == Verdict.PASS for k, v in outputs.items())):
+        raise BaselineError(f"{where}: key 'outputs' must be a non-empty object of output name: failing verdict")
     for key in ENTRY_KEYS:
         if key not in raw:
             raise BaselineError(f"{where}: missing key {key!r}")
@@ -163,7 +173,7 @@ def _entry(raw, where: str) -> BaselineEntry:
         raise BaselineError(f"{where}: case_id {raw['case_id']!r} does not match its case "
                             f"(which hashes to {spec.case_id!r}); rewrite with --update")
     return BaselineEntry(raw["case_id"], raw["path"], Verdict(raw["verdict"]), raw["upstream"], raw["reason"].strip(),
-                 spec.to_dict(), raw.get("flaky", False), tuple(f for f in FEATURES if f in cpu))
+                 spec.to_dict(), raw.get("flaky", False), tuple(f for f in FEATURES if f in cpu), outputs)
 
 
 def parse_baseline(text: str, name: str = "baseline") -> dict[tuple[str, str], BaselineEntry]:
@@ -215,7 +225,8 @@ def dump_baseline(entries) -> str:
     lines = ["{", f'  "format": {json.dumps(FORMAT)},', f'  "version": {VERSION},',
              f'  "about": {json.dumps(_ABOUT)},', '  "entries": [']
     for n, e in enumerate(items):
-        keys = ENTRY_KEYS[:5] + (("flaky",) if e.flaky else ()) + (("cpu",) if e.cpu else ()) + ENTRY_KEYS[5:]
+        keys = (ENTRY_KEYS[:5] + (("flaky",) if e.flaky else ()) + (("cpu",) if e.cpu else ())
+                + (("outputs",) if e.outputs else ()) + ENTRY_KEYS[5:])
         fields = [f'"{k}": {json.dumps(list(v) if isinstance(v := getattr(e, k), tuple) else v)}'
                   for k in keys]  # "flaky" and "cpu" only when set; case in the spec's key order
         body = ",\n      ".join(fields)
@@ -248,9 +259,16 @@ def judge(record: dict, entry: BaselineEntry | None) -> str:
         return Status.PASS
     if record["verdict"] == Verdict.PASS:
         return Status.FIXED if entry else Status.PASS
-    if entry and record["verdict"] == entry.verdict:
+    if entry and record["verdict"] == entry.verdict and not outputs_differ(record, entry):
         return Status.XFAIL
     return Status.NEW_FAIL
+
+
+def outputs_differ(record: dict, entry: BaselineEntry) -> bool:
+    """Whether an execution of several outputs fails on other outputs, or otherwise, than its entry expects (an
+    entry without `outputs` judges the execution's verdict alone)."""
+    got = failing_outputs(record)
+    return entry.outputs is not None and got is not None and got != entry.outputs
 
 
 def classify(records: list[dict], baseline: dict[tuple[str, str], BaselineEntry], subset: bool = False) -> list[Row]:
@@ -263,9 +281,12 @@ def classify(records: list[dict], baseline: dict[tuple[str, str], BaselineEntry]
     rows = []
     for key, r in latest.items():
         entry = baseline.get(key)
+        message = r.get("message") or ""
+        if entry and outputs_differ(r, entry):
+            message = f"failing outputs {failing_outputs(r)}, expected {entry.outputs}; {message}"
         rows.append(Row(judge(r, entry), r["case_id"], r["path"], r.get("case") or {}, r["verdict"],
                         entry.verdict if entry else Verdict.PASS, entry.upstream if entry else None,
-                        entry.reason if entry else None, one_line(r.get("message") or "")))
+                        entry.reason if entry else None, one_line(message)))
     for key, e in baseline.items():
         if key not in latest and not subset:
             rows.append(Row(Status.MISSING, e.case_id, e.path, e.case, None, e.verdict, e.upstream, e.reason))
@@ -289,7 +310,8 @@ def updated(records: list[dict], baseline: dict[tuple[str, str], BaselineEntry])
             continue
         if old and old.flaky:  # a flaky entry stays, with its last failing verdict
             verdict = old.verdict if r["verdict"] == Verdict.PASS else r["verdict"]
-            out[key] = BaselineEntry(old.case_id, old.path, verdict, old.upstream, old.reason, old.case, True, old.cpu)
+            out[key] = BaselineEntry(old.case_id, old.path, verdict, old.upstream, old.reason, old.case, True, old.cpu,
+                                     old.outputs)
             continue
         if r["verdict"] == Verdict.PASS:
             out.pop(key, None)
@@ -305,7 +327,8 @@ def updated(records: list[dict], baseline: dict[tuple[str, str], BaselineEntry])
                 upstream, reason, cpu = rule.upstream, rule.reason, rule.cpu
             else:
                 reason = one_line(f"untriaged: {r['verdict']}: {r.get('message') or ''}")
-        out[key] = BaselineEntry(r["case_id"], r["path"], r["verdict"], upstream, reason, case, cpu=cpu)
+        out[key] = BaselineEntry(r["case_id"], r["path"], r["verdict"], upstream, reason, case, cpu=cpu,
+                                 outputs=failing_outputs(r) or None)
     return out
 
 

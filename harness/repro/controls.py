@@ -80,16 +80,22 @@ class _Float32Inside(ast.NodeTransformer):
         return node
 
 
-def float32_program(program: str, names: set[str], out_dtype: str) -> str:
+def float32_program(program: str, names: set[str], out_dtype: str | tuple[str, ...]) -> str:
     """`program` computed in float32 and cast back to `out_dtype`: its reads of `names` through `.float()`,
-    its float16/bfloat16 casts to float32, its return value `.to(torch.OUT_DTYPE)`."""
+    its float16/bfloat16 casts to float32, its return value `.to(torch.OUT_DTYPE)` (each of several returned
+    values to its own, `out_dtype` then a tuple)."""
     fn = ast.parse("def forward():\n" + textwrap.indent(program, "    ")).body[0]
     fn = _Float32Inside(names).visit(fn)
     last = fn.body[-1]
-    if isinstance(last, ast.Return) and last.value is not None:
-        back = ast.Attribute(ast.Attribute(ast.Name("torch", ast.Load()), out_dtype, ast.Load()), "", ast.Load())
-        cast = ast.Call(ast.Attribute(last.value, "to", ast.Load()), [back.value], [])
-        fn.body[-1] = ast.Return(cast)
+
+    def back(value, dtype):
+        to = ast.Attribute(ast.Name("torch", ast.Load()), dtype, ast.Load())
+        return ast.Call(ast.Attribute(value, "to", ast.Load()), [to], [])
+
+    if isinstance(last, ast.Return) and isinstance(last.value, ast.Tuple):
+        fn.body[-1] = ast.Return(ast.Tuple([back(v, d) for v, d in zip(last.value.elts, out_dtype)], ast.Load()))
+    elif isinstance(last, ast.Return) and last.value is not None:
+        fn.body[-1] = ast.Return(back(last.value, out_dtype))
     return "\n".join(ast.unparse(ast.fix_missing_locations(stmt)) for stmt in fn.body)
 
 
@@ -135,7 +141,8 @@ def float32_inside(spec: CaseSpec) -> tuple[CaseSpec | None, str]:
         return None, f"this {spec.pattern} case has no program to compute in float32 (the program language has no " \
                      f"{spec.pattern})"
     program, shapes = found
-    out_dtype = reference(spec, make_inputs(spec)).out_dtype
+    ref = reference(spec, make_inputs(spec))
+    out_dtype = tuple(r.out_dtype for r in ref.each) if ref.outputs else ref.out_dtype
     names = {"x", *spec.inputs_dict, *shapes}
     text = float32_program(program, names, out_dtype)
     out = {k: raw[k] for k in ("pattern", "dtype", "weight_dtype", "shape", "layout", "eps", "input", "params",
@@ -145,7 +152,7 @@ def float32_inside(spec: CaseSpec) -> tuple[CaseSpec | None, str]:
         out["inputs"] = spec.inputs_dict
     try:
         return CaseSpec.from_dict(out), "the case's program on float32 copies of its inputs and parameters, " \
-                                        f"cast back to {out_dtype}"
+                                        f"cast back to {' and '.join(out_dtype) if ref.outputs else out_dtype}"
     except SpecError as exc:
         return None, f"its float32 program does not check ({exc})"
 

@@ -19,14 +19,13 @@ import hashlib
 import importlib.util
 import json
 import os
-from string import Template
 
 import numpy as np
 
 from harness import paths
 from harness.core.dtypes import np_dtype
 from harness.oracle.inputs import NAMED, extra_type, make_inputs
-from harness.oracle.reference import evaluation_reference
+from harness.oracle.reference import by_position, evaluation_reference
 from harness.oracle.witness_error import program_witnesses
 from harness.program import evaluate
 from harness.modules.lifted_spec import program_spec
@@ -67,7 +66,7 @@ def _reference(spec, lifted: dict, arrays: dict[str, np.ndarray]):
     values = {"x": inputs.x, **{by_forward[k]: v for k, v in inputs.extra.items() if k in by_forward}, **arrays}
     program = parse(resolved.source, case=info)
     witnesses = program_witnesses(spec.case_id, program, info, values)
-    return resolved, evaluation_reference(evaluate(program, info, values), witnesses), inputs
+    return resolved, by_position(evaluation_reference(evaluate(program, info, values), witnesses)), inputs
 
 
 def _inputs_code(spec, resolved, inputs) -> str:
@@ -146,7 +145,6 @@ def render_module(spec, path: str, record: dict, *, bug=None, recorded: str | No
     resolved, ref, inputs = _reference(spec, record["lifted"], arrays)
     runner = paths.get(path)
     others = [d for d in runner.packages if d != "torch"]
-    rtol, atol, note = S.plain_tolerance(spec, compiled=path != "eager", ref=ref)
     program = CaseSpec.from_dict({  # the lifted program as a program case: its names and shapes for the reference
         "pattern": spec.pattern, "dtype": spec.dtype, "weight_dtype": spec.weight_dtype, "shape": list(spec.shape),
         "program": resolved.source, "inputs": {p: spec.inputs_dict[f] for p, f in resolved.inputs[1:]},
@@ -158,11 +156,7 @@ def render_module(spec, path: str, record: dict, *, bug=None, recorded: str | No
              "    _digest.update(np.ascontiguousarray(_a).tobytes())\n"
              "assert _digest.hexdigest() == INPUT_SHA256, \"the inputs or parameters differ from normdiff's\"\n"
              f"INPUTS = ({', '.join(call)},)  # the model's inputs, in its argument order\n")
-    report = Template(T.REPORT).substitute(
-        rows_view=S._rows_view(spec), tolerance_note=note, path=path, is_eager=str(path == "eager"),
-        expected_dtype=f"np.dtype({S._NP[ref.out_dtype]})", rtol=repr(rtol), atol=repr(atol),
-        libraries=repr(tuple(dict.fromkeys(("torch", *others, "numpy", "ml_dtypes")))), case_repr=repr(str(spec)),
-        description_repr=repr(runner.description), layout=repr(spec.layout))
+    report = S.report_code(spec, path, runner, ref, tuple(dict.fromkeys(("torch", *others, "numpy", "ml_dtypes"))))
     imports = T.IMPORTS + "from torch import nn\nimport torch.nn.functional as F\n" + runner.script_imports
     sections = [S._header(spec, path, runner.description, ", ".join(others) or None, bug, recorded), imports,
                 T.CONVERSIONS, _inputs_code(spec, resolved, inputs), _model_code(spec, resolved), check,

@@ -209,3 +209,45 @@ def main():
 if __name__ == "__main__":
     main()
 '''
+
+
+# A case of several outputs (`return y, r`, a forward returning a tuple): EXPECTED_DTYPE, RTOL and ATOL hold one
+# value per output, and main checks each output against its own reference with `check`, one at a time.
+MAIN_SEVERAL = '''\
+def main():
+    global ref, RTOL, ATOL  # `check` reads them: set to each output's in turn
+    environment()
+    print("case:", $case_repr)
+    print(f"path: {PATH}:", $description_repr)
+    example = tuple(to_torch(a, $layout) for a in INPUTS)
+    with torch.no_grad():
+        eager = to_numpy(model(*example))
+    refs, rtols, atols = ref, RTOL, ATOL
+    try:
+        out = run_path(model, example, INPUTS)
+    except Exception as exc:  # the failure is the finding: show it, then fail
+        traceback.print_exc()
+        problems = [f"{PATH} raised {first_line(exc)}"]
+    else:
+        out = out if isinstance(out, tuple) else (out,)
+        problems = [] if len(out) == len(refs) else [f"{PATH} returned {len(out)} outputs, the model {len(refs)}"]
+        for name, o, e, r, rtol, atol, dtype in zip(OUTPUT_NAMES, out, eager, refs, rtols, atols, EXPECTED_DTYPE):
+            ref, RTOL, ATOL = r, rtol, atol
+            expected_dtype = dtype if IS_EAGER else e.dtype
+            print(f"output {name}: expected (FP64 reference):", first(ref))
+            print(f"output {name}: eager ({e.dtype}):", first(e))
+            print(f"output {name}: {PATH} ({o.dtype}):", first(o))
+            problems += [f"output {name}: {p}" for p in check(o, e, expected_dtype)]
+    if problems:
+        print("FAIL: " + "; ".join(problems))
+        raise AssertionError("; ".join(problems))
+    print(f"OK: {PATH} matches the FP64 reference within the tolerance on every output")
+
+
+if __name__ == "__main__":
+    main()
+'''
+REPORT_SEVERAL = (REPORT[:REPORT.index("def main():")].replace(
+    "EXPECTED_DTYPE = $expected_dtype  # torch's type promotion for this model",
+    "EXPECTED_DTYPE = $expected_dtype  # torch's type promotion for this model, per output\nOUTPUT_NAMES = $names")
+    + MAIN_SEVERAL)

@@ -358,14 +358,29 @@ def _rows_view(spec: CaseSpec) -> str:
     return "np.moveaxis(np.asarray(a), 1, 0).reshape(a.shape[1], -1)  # batch_norm: one row per channel"
 
 
+def report_code(spec: CaseSpec, path: str, runner, ref, libraries: tuple) -> str:
+    """The report and check piece: the output's tolerance and check, or each output's (T.REPORT_SEVERAL) for a
+    case of several outputs, each held to its own reference and tolerance."""
+    tolerances = [plain_tolerance(spec, compiled=path != "eager", ref=r) for r in ref.each]
+    fields = dict(rows_view=_rows_view(spec), path=path, is_eager=str(path == "eager"), libraries=repr(libraries),
+                  case_repr=repr(str(spec)), description_repr=repr(runner.description), layout=repr(spec.layout))
+    if not ref.outputs:
+        rtol, atol, note = tolerances[0]
+        return Template(T.REPORT).substitute(tolerance_note=note, expected_dtype=f"np.dtype({_NP[ref.out_dtype]})",
+                                             rtol=repr(rtol), atol=repr(atol), **fields)
+    return Template(T.REPORT_SEVERAL).substitute(
+        tolerance_note=f"per output; {tolerances[0][2]}", names=repr(ref.output_names),
+        expected_dtype="(" + ", ".join(f"np.dtype({_NP[r.out_dtype]})" for r in ref.each) + ",)",
+        rtol=repr(tuple(t[0] for t in tolerances)), atol=repr(tuple(t[1] for t in tolerances)), **fields)
+
+
 def render(spec: CaseSpec, path: str, *, bug=None, recorded: str | None = None) -> str:
     """The standalone script reproducing `spec` on `path` (KeyError for an unknown path)."""
     runner = paths.get(path)  # KeyError for an unknown path
     description = runner.description
     others = [d for d in runner.packages if d != "torch"]
     library = ", ".join(others) or None
-    rtol, atol, note = plain_tolerance(spec, compiled=path != "eager")
-    expected_dtype = reference(spec, make_inputs(spec)).out_dtype
+    ref = reference(spec, make_inputs(spec))
 
     model = model_code(spec)
     code_imports = T.IMPORTS + "from torch import nn\n"
@@ -374,16 +389,10 @@ def render(spec: CaseSpec, path: str, *, bug=None, recorded: str | None = None) 
     code_imports += runner.script_imports
     path_code = runner.script_code()
     libraries = tuple(dict.fromkeys(("torch", *others, "numpy", "ml_dtypes")))
-    report = Template(T.REPORT).substitute(
-        rows_view=_rows_view(spec),
-        tolerance_note=note, path=path, is_eager=str(path == "eager"),
-        expected_dtype=f"np.dtype({_NP[expected_dtype]})", rtol=repr(rtol), atol=repr(atol),
-        libraries=repr(libraries), case_repr=repr(str(spec)), description_repr=repr(description),
-        layout=repr(spec.layout),
-    )
+    report = report_code(spec, path, runner, ref, libraries)
     # A path that exposes its intermediates (declared: its script defines `intermediates`) gets the stage table
-    # (docs/attribution.md).
-    stages = stage_section(spec) if runner.has_intermediates else None
+    # (docs/attribution.md), for a case of one output.
+    stages = stage_section(spec) if runner.has_intermediates and not ref.outputs else None
     sections = [
         _header(spec, path, description, library, bug, recorded),
         code_imports, T.CONVERSIONS, input_code(spec), model, reference_code(spec), path_code,

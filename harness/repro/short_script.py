@@ -51,7 +51,7 @@ FIRST = 4  # how many first values the script prints
 RUN = "out = run_path(model, example, INPUTS)"  # the script's one line running the path
 # normdiff's stream generator (harness.oracle.inputs._rng), pasted by its source
 _RNG = inspect.getsource(draws._rng).strip("\n")
-_VALUES = re.compile(r"^(?P<who>[\w.-]+) \((?P<dtype>\w+)\): (?P<values>\[.*\])$")
+_VALUES = re.compile(r"^(?:output \S+: )?(?P<who>[\w.-]+) \((?P<dtype>\w+)\): (?P<values>\[.*\])$")  # the first output's, of several
 
 
 def _torch_module(spec: CaseSpec) -> str | None:
@@ -192,6 +192,8 @@ def _reference(spec: CaseSpec) -> str:
 def _check(spec: CaseSpec, path: str) -> str:
     """Code running eager and the path and exiting 1 where normdiff's check fails (harness.repro.check_code)."""
     ref = reference(spec, make_inputs(spec))
+    if ref.outputs:
+        return _check_each(spec, path, ref)
     expected = f"np.dtype({S._NP[ref.out_dtype]})" if path == "eager" else "eager.dtype"
     first = f"[float(v) for v in {{}}.reshape(-1)[:{FIRST}]]"
     eager = "model(*example).detach().numpy()" if _plain(spec) else "to_numpy(model(*example))"
@@ -205,6 +207,32 @@ def _check(spec: CaseSpec, path: str) -> str:
              f'print(f"{path} ({{out.dtype}}):", {first.format("out")})',
              "raise SystemExit(check(out, eager))"]
     return "\n".join(lines) + "\n"
+
+
+def _check_each(spec: CaseSpec, path: str, ref) -> str:
+    """_check for a case of several outputs: each output against its own reference and tolerance, in turn."""
+    tolerances = [S.plain_tolerance(spec, compiled=path != "eager", ref=r) for r in ref.each]
+    expected = "eager.dtype" if path != "eager" else "EXPECTED"
+    first = f"[float(v) for v in {{}}.reshape(-1)[:{FIRST}]]"
+    view = S._rows_view(spec)
+    lines = [f"NAMES = {ref.output_names!r}  # the outputs, each with normdiff's tolerance |out - ref| <= ATOL + RTOL * |ref|",
+             f"RTOLS, ATOLS = {tuple(t[0] for t in tolerances)!r}, {tuple(t[1] for t in tolerances)!r}",
+             "EXPECTEDS = (" + ", ".join(f"np.dtype({S._NP[r.out_dtype]})" for r in ref.each) + ",)",
+             f"example = tuple(to_torch(a, {spec.layout!r}) for a in INPUTS)", "with torch.no_grad():",
+             "    eagers = to_numpy(model(*example))", "outs = run_path(model, example, INPUTS)",
+             f"rows = lambda a: {view}", "failing = len(outs) != len(NAMES)",
+             "for name, ref, eager, out, RTOL, ATOL, EXPECTED in zip(NAMES, refs, eagers, outs, RTOLS, ATOLS, EXPECTEDS):",
+             f'    print(f"output {{name}}: expected (FP64 reference):", {first.format("ref")})',
+             f'    print(f"output {{name}}: eager ({{eager.dtype}}):", {first.format("eager")})',
+             f'    print(f"output {{name}}: {path} ({{out.dtype}}):", {first.format("out")})',
+             "    err, eager_err = (np.abs(a.astype(np.float64) - ref) for a in (out, eager))",
+             "    tol = ATOL + RTOL * np.abs(ref)",
+             "    over = rows(~(err <= tol)).any(1) & ~(rows(err / tol).max(1) <= 2 * rows(eager_err / tol).max(1))",
+             f'    print(f"output {{name}}: max abs error: {path} {{err.max():.6g}}, eager {{eager_err.max():.6g}}; rows '
+             f'failing: {{over.sum()}} of {{over.size}}; dtype {{out.dtype}}, expected {{{expected}}}")',
+             f"    failing = failing or bool(over.any()) or out.dtype != {expected}",
+             "raise SystemExit(1 if failing else 0)"]
+    return "refs = ref  # one per output\n" + "\n".join(lines) + "\n"
 
 
 def _compact(code: str, imports: str = "") -> str:

@@ -220,6 +220,8 @@ def _program_steps(spec: CaseSpec):
                 out.append((f"folded {_op_name(node)} in `{render_statement(s)}` into {_short(child)}",
                             statements[:k] + (edited,) + statements[k + 1:]))
     returned = types.get(id(statements[-1].value))
+    if not isinstance(returned, TensorType):  # several outputs: each is kept, none returned in their place
+        return out
     for k, s in enumerate(statements[:-1]):
         own = types.get(id(s.value))
         if isinstance(own, TensorType) and own.shape == returned.shape:

@@ -23,6 +23,8 @@ def printed(r) -> dict:
     ("user_norms:ZeroCenteredRMSNorm", {"dim": 64}, ["--dtype", "bfloat16"]),
     ("user_norms:ChannelsFirstLayerNorm", {"channels": 16}, ["--dtype", "float32", "--shape", "2,16,4,4"]),
     ("user_norms:GatedRMSNorm", {"hidden_size": 64}, ["--dtype", "float16", "--inputs", '{"gate": {"kind": "normal"}}']),
+    ("user_norms:FusedAddRMSNorm", {"hidden_size": 64},  # two outputs: the lifted program returns both
+     ["--dtype", "bfloat16", "--params", "normal", "--inputs", '{"residual": {"kind": "normal"}}']),
 ])
 def test_the_lifted_spec_gives_the_module_cases_verdicts_and_bits(cli_here, cls, init, keys):
     """Lifted in this process (--jobs 0), where the executor below runs the class too; the lift in a
@@ -34,12 +36,14 @@ def test_the_lifted_spec_gives_the_module_cases_verdicts_and_bits(cli_here, cls,
     if "--params" in keys:
         raw["params"] = {"kind": "normal"}
     if "--inputs" in keys:
-        raw["inputs"] = {"gate": {"kind": "normal"}}
+        raw["inputs"] = json.loads(keys[keys.index("--inputs") + 1])
     module = CaseSpec.from_dict(raw)
     executor = Executor()
     for path in ("eager", "executorch-recompose"):
         a, b = executor.execute(module, path), executor.execute(program, path)
         assert (a["verdict"], a["max_abs_err"], a["out_dtype"]) == (b["verdict"], b["max_abs_err"], b["out_dtype"])
+        each = [[(o["verdict"], o["max_abs_err"]) for o in r.get("outputs", ())] for r in (a, b)]
+        assert each[0] == each[1]  # each output alike (named by position in one, by the program in the other)
 
 
 def test_the_zero_centered_weight_is_kept_as_a_fill(cli):

@@ -68,3 +68,57 @@ def test_old_results_gate_the_same(tmp_path, capsys, verbose):
     else:
         assert captured.out == old("gate.stdout")
         assert captured.err == old("gate.stderr")
+
+
+# -- a results file written at 45b5a2d, the head before several outputs: a case of one output keeps its bytes ----
+# records_45b5a2d/ holds what 45b5a2d wrote for the five cases above on eager, tvm, tvm-decompose, onnxruntime and
+# executorch-recompose (`run --jobs 1`, then `merge` from a folder without a baseline), a baseline `gate --update`
+# made of them less three entries, and what its `gate` printed.
+HEAD = os.path.join(os.path.dirname(__file__), "records_45b5a2d")
+
+
+def head(name: str) -> str:
+    with open(os.path.join(HEAD, name), encoding="utf-8") as fh:
+        return fh.read()
+
+
+def test_results_of_the_head_before_several_outputs_round_trip_byte_for_byte(tmp_path):
+    records = [Record.from_dict(d) for d in read_results(os.path.join(HEAD, "results.jsonl"))]
+    assert len(records) == 25 and not any(r.extra for r in records)
+    assert all(len(r.scores) <= 1 and r.verdict_output is None for r in records)
+    out = tmp_path / "results.jsonl"
+    with ResultsWriter(str(out)) as writer:
+        for record in records:
+            writer.write(record)
+    assert out.read_text() == head("results.jsonl")
+
+
+def test_results_of_the_head_before_several_outputs_merge_and_gate_the_same(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "in").mkdir()
+    shutil.copy(os.path.join(HEAD, "results.jsonl"), tmp_path / "in" / "results.jsonl")
+    out = tmp_path / "merged"
+    assert main(["merge", "in", "--out", "merged", "--no-history"]) == 0  # relative, as the file was made
+    assert (out / "summary.md").read_text() == head("summary.md")
+    assert (out / "results.jsonl").read_text() == head("results.jsonl")
+    capsys.readouterr()
+    baseline = os.path.join(HEAD, "baseline.json")
+    assert main(["gate", "--baseline", baseline, str(out)]) == 1  # the three entries left out
+    captured = capsys.readouterr()
+    assert (captured.out, captured.err) == (head("gate.stdout"), head("gate.stderr"))
+    assert main(["gate", "--baseline", baseline, "--verbose", str(out)]) == 1
+    captured = capsys.readouterr()
+    assert captured.out + captured.err == head("gate-verbose.out")
+
+
+@pytest.mark.parametrize("case_id, path", [("052c6ae297e3", "eager"), ("0b30347c55e0", "eager"),
+                                           ("d0bd5c2ba5cd", "eager"), ("d0bd5c2ba5cd", "executorch-recompose")])
+def test_a_case_of_one_output_executes_to_the_record_the_head_before_several_outputs_wrote(execute_cached, case_id,
+                                                                                          path):
+    from harness.engine.execute import comparable
+
+    old_record = next(r for r in read_results(os.path.join(HEAD, "results.jsonl"))
+                      if (r["case_id"], r["path"]) == (case_id, path))
+    record = execute_cached(old_record["case"], path)
+    assert comparable(record) == comparable(old_record)
+    assert list(record.to_dict()) == list(old_record)  # every key, in the same order

@@ -105,3 +105,22 @@ def test_parameters_are_redrawn_under_their_program_names_as_a_program_draws_the
     spec = CaseSpec.from_dict({**LLAMA, "dtype": "float32", "seed": 5})
     weight = lifted(spec.to_dict()).param_arrays()["weight"]
     np.testing.assert_array_equal(weight, draw_named_params("normal", 5, [("weight", (64,))])["weight"].astype(np.float32))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_a_forward_returning_a_tuple_lifts_to_a_program_returning_each_and_each_is_checked(dtype):
+    spec = CaseSpec.from_dict({"class": "user_norms:FusedAddRMSNorm", "init": {"hidden_size": 64}, "shape": [2, 8, 64],
+                               "dtype": dtype, "params": {"kind": "normal"}, "inputs": {"residual": {"kind": "normal"}}})
+    case = resolve(spec)
+    assert len(case.program.statements[-1].values) == 2 and case.resolved.source.splitlines()[-1].count(",") == 1
+    assert parse(case.resolved.source, inputs=case.program.inputs, params=case.program.param_names) == case.program
+    inputs = case.inputs(make_inputs(spec))
+    ev = evaluate(case.program, case.case, case.reference_arrays(inputs))
+    assert len(ev.each) == 2 and [e.out_dtype for e in ev.each] == [dtype, dtype]
+    check = case.lift_check(inputs, ev)
+    assert check["lift_note"] is None and check["lift_check"] < 1e-12 and check["lift_check_over_bound"] < 1e-6
+    # a lift that got one output wrong fails the check: the residual's FP64 value shifted by 1%
+    from dataclasses import replace
+
+    wrong = replace(ev, outputs=(ev.each[0], replace(ev.each[1], out=ev.each[1].out * 1.01)))
+    assert case.lift_check(inputs, wrong)["lift_check_over_bound"] > 1.0

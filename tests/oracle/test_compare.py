@@ -233,3 +233,4 @@ def test_a_program_no_witness_can_run_falls_back_on_the_bound_and_eager():
     assert compare.measured_tolerance(blind) is None
     tol = compare.measured_tolerance(ref)
     assert tol.shape == ref.out.shape and np.all(tol > 0) and np.all(tol <= compare.tolerance(ref) * 2)
+

@@ -213,3 +213,32 @@ def test_constants_match_the_oracle():
         pytest.skip(f"harness.oracle.compare does not import: {e}")
     assert (bounds.C_ACC, bounds.C_ROUND) == (compare.C_ACC, compare.C_ROUND)
     assert np_dtype("bfloat16").itemsize == 2
+
+
+FUSED_ADD = ("h = x.float() + r.float()\nv = h.pow(2).mean(-1, keepdim=True)\n"
+             "normed = (h * torch.rsqrt(v + eps)).to(x.dtype) * w\nreturn normed, h.to(x.dtype)")
+
+
+@pytest.mark.filterwarnings("ignore:Mismatch dtype")
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_each_output_has_its_own_value_bound_and_rows_and_eager_is_within_each(dtype, arrays):
+    from harness.program import build_program_module
+    from harness.program.witness_run import outputs as witness_outputs
+    from harness.core.tensors import to_numpy, to_torch
+    import torch
+
+    case = ProgramCase(dtype, (4, 64), extra_inputs=("r",))
+    a = arrays(case, seed=3)
+    program = parse(FUSED_ADD, case=case)
+    ev = evaluate(program, case, a)
+    assert len(ev.each) == 2 and ev.names == ("normed", "1") and ev.out is ev.each[0].out
+    h = a["x"].astype(np.float64) + a["r"].astype(np.float64)
+    assert np.array_equal(ev.each[1].out, h)  # the residual sum, exact in FP64
+    assert ev.each[0].row_len == 64  # the normalized output's rows are its statistic's
+    with torch.no_grad():
+        got = to_numpy(build_program_module(program, case, a)(to_torch(a["x"]), to_torch(a["r"])))
+    assert isinstance(got, tuple) and len(got) == 2
+    for e, g in zip(ev.each, got):
+        assert g.dtype == np_dtype(e.out_dtype) and np.all(np.abs(g.astype(np.float64) - e.out) <= e.bound)
+    witnessed = witness_outputs(program, case, a)  # each witness gives every output
+    assert witnessed and all(isinstance(y, tuple) and len(y) == 2 for _, y in witnessed)

@@ -1,7 +1,7 @@
 """Parsing norm programs: what is accepted, the IR it gives, and one-line errors for the rest."""
 import pytest
 
-from harness.program import ProgramCase, ProgramError, parse
+from harness.program import ProgramCase, ProgramError, check, parse
 from harness.program.ir import (
     BinOp,
     Cast,
@@ -83,7 +83,9 @@ REJECTED = [
     ("return x.mean(-1, True, 2)", "program line 1: too many positional arguments for mean"),
     ("a = 1; b = 2\nreturn x", "program line 1: more than one statement on a line"),
     ("return x if x else x", "program line 1: conditional expression is not allowed"),
-    ("return (x, x)", "program line 1: tuple is not allowed here"),
+    ("return x, (x, x)", "program line 1: tuple is not allowed here"),  # several outputs, never nested
+    ("return (x,)", "program line 1: a return of fewer than two values is not a tuple of outputs"),
+    ("return *x, x", "program line 1: a starred return value is not allowed"),
     ("return x.mean(-1, dtype=torch.float32)", "program line 1: keyword 'dtype' is not allowed for mean"),
     ("return F.layer_norm(x, (64,), eps=None)", "program line 1: None is not allowed here"),
     ("return x +", "program line 1: syntax error"),
@@ -208,3 +210,24 @@ def test_too_long_or_too_deep_is_an_error():
 def test_deep_expressions_are_refused_by_the_parser():
     assert "nested deeper than" in error_of("return " + " + ".join(["x"] * 300))
     parse("return " + " + ".join(["x"] * 50))
+
+
+def test_a_return_of_several_values_is_a_program_of_several_outputs_named_by_what_it_returns():
+    from harness.program.ir import Outputs
+    from harness.program.render import render_program
+
+    case = ProgramCase("bfloat16", (4, 64), extra_inputs=("r",))
+    source = ("h = x.float() + r.float()\nnormed = (h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)"
+              "\nreturn normed, h.to(x.dtype), r")
+    program = parse(source, case=case)
+    assert isinstance(program.statements[-1].value, Outputs) and len(program.statements[-1].values) == 3
+    assert program.output_names == ("normed", "1", "r")  # a returned name is its own, anything else its position
+    assert parse("return x, x", case=case).output_names == ("0", "1")  # a name returned twice: positions
+    assert [t.dtype for t in check(program, case)] == ["bfloat16", "bfloat16", "bfloat16"]
+    text = render_program(program.statements)
+    assert text.splitlines()[-1] == "return normed, h.to(x.dtype), r"
+    assert parse(text, case=case).statements == program.statements  # rendered, it parses back to itself
+    with pytest.raises(ProgramError, match="the return value is a number"):
+        parse("return x, 1.0", case=case)
+    with pytest.raises(ProgramError, match="more than 8 outputs"):
+        parse("return " + ", ".join(["x"] * 9), case=case)

@@ -1,6 +1,7 @@
 """`normdiff gate`: the five statuses and exit codes on hand-made results, --update, bad baselines."""
 import json
 import os
+from dataclasses import replace
 
 import pytest
 
@@ -326,3 +327,33 @@ def test_the_committed_zoo_baseline_knows_xnnpack_s_float16_linear_only_on_avx51
     zoo = gate.load_baseline(os.path.join(ROOT, "reports", "zoo-baseline.json"))
     with_cpu = [e for e in zoo.values() if e.cpu and e.path == "executorch-xnnpack"]
     assert with_cpu and all(e.cpu == ("avx512_fp16",) for e in with_cpu)
+
+
+FUSED_ADD = {"pattern": "rms_norm", "dtype": "bfloat16", "shape": [4, 64], "params": {"kind": "normal"},
+             "inputs": {"r": {"kind": "normal"}},
+             "program": "h = x.float() + r.float()\nv = h.pow(2).mean(-1, keepdim=True)\n"
+                        "normed = (h * torch.rsqrt(v + eps)).to(x.dtype) * w\nreturn normed, h.to(x.dtype)"}
+
+
+def test_an_execution_of_several_outputs_is_known_by_the_outputs_that_fail(capsys, tmp_path, execute_cached):
+    records = [execute_cached(FUSED_ADD, p).to_dict() for p in ("eager", "executorch-recompose")]
+    assert [r["verdict"] for r in records] == ["pass", "dtype_mismatch"]
+    results = write_results(tmp_path, records)
+    base = str(tmp_path / "baseline.json")
+    gate_in_process(capsys, results, "--baseline", base, "--update")
+    (known,) = gate.load_baseline(base).values()
+    assert known.outputs == {"normed": "dtype_mismatch"}  # the rebuilt float32 norm; the residual passes
+    assert '"outputs": {"normed": "dtype_mismatch"}' in (tmp_path / "baseline.json").read_text()
+    code, out, _ = gate_in_process(capsys, results, "--baseline", base)
+    assert code == 0 and "1 XFAIL" in out
+    # the same verdict, now also on the residual: not the failure the baseline knows
+    worse = dict(records[1], outputs=[records[1]["outputs"][0], dict(records[1]["outputs"][1], verdict="inaccurate")])
+    code, out, err = gate_in_process(capsys, write_results(tmp_path, [records[0], worse]), "--baseline", base)
+    assert code == 1 and "1 NEW_FAIL" in out
+    assert any("failing outputs {'normed': 'dtype_mismatch', '1': 'inaccurate'}" in line for line in err)
+    # an entry without `outputs` (written before they existed) judges the verdict alone
+    (tmp_path / "old.json").write_text(gate.dump_baseline({k: replace(e, outputs=None)
+                                                            for k, e in gate.load_baseline(base).items()}))
+    code, out, _ = gate_in_process(capsys, write_results(tmp_path, [records[0], worse]), "--baseline",
+                                   str(tmp_path / "old.json"))
+    assert code == 0 and "1 XFAIL" in out

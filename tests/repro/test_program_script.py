@@ -49,3 +49,20 @@ def test_a_near_miss_rewritten_wrongly_exits_1_while_the_bug_is_there(tmp_path):
     assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
     assert "rows over the tolerance and over 2x eager's error there" in proc.stdout
     assert "RecomposeRmsNorm built an rms_norm" in proc.stdout
+
+
+FUSED_ADD = CaseSpec.from_dict({
+    "pattern": "rms_norm", "dtype": "bfloat16", "shape": [4, 64], "params": {"kind": "normal"},
+    "inputs": {"r": {"kind": "normal"}},
+    "program": "h = x.float() + r.float()\nv = h.pow(2).mean(-1, keepdim=True)\n"
+               "normed = (h * torch.rsqrt(v + eps)).to(x.dtype) * w\nreturn normed, h.to(x.dtype)"})
+
+
+@pytest.mark.slow
+def test_a_script_of_two_outputs_checks_each_against_its_own_reference(tmp_path):
+    text = render(FUSED_ADD, "executorch-recompose")
+    assert "OUTPUT_NAMES = ('normed', '1')" in text and "print_stage_table" not in text
+    proc = _run(text, tmp_path)  # the rebuilt float32 norm: the normalized output's dtype, not the residual's
+    assert proc.returncode == 1, proc.stdout[-2000:] + proc.stderr[-2000:]
+    assert "FAIL: output normed: output dtype float32, expected bfloat16" in proc.stdout
+    assert "output 1: executorch-recompose (bfloat16)" in proc.stdout and "output 1: output" not in proc.stdout
