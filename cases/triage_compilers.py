@@ -76,7 +76,8 @@ COMPILER_RULES: tuple[Rule, ...] = (
          lambda r: _iree_wrong(r) and _module_norm(r, "group_norm") and _half(r) and _half_reduction(r)),
     Rule("new", "torch-mlir lowers aten.mean/sum of a float16/bfloat16 tensor to a linalg reduction that "
                 "accumulates in that dtype (facts: f16/bf16 reductions), where torch's CPU kernels accumulate "
-                "reduced-precision reductions in float32: a norm written out with .mean() loses what eager keeps",
+                "reduced-precision reductions in float32: a norm written out with .mean() (or an L2 norm, Tensor.norm: "
+                "ZayaQKNorm's float16 sum of squares) loses what eager keeps",
          lambda r: _iree_wrong(r) and _half_reduction(r)),
     Rule("new", "iree-compile fails on bfloat16 norms (layer_norm, batch_norm, the upcast and Qwen forms) while "
                 "translating a dispatch for llvm-cpu: 'arith.constant' op failed to verify that all of {value, "
@@ -115,9 +116,12 @@ COMPILER_RULES: tuple[Rule, ...] = (
          lambda r: _ov_wrong(r) and _pattern(r) == "layer_norm" and "Reduce:bf16" in _ov_nodes(r),
          cpu=BF16_CPUS),
     Rule("new", "by design as documented (bf16 inference precision): the conditioning Linear of an adaptive norm "
-                "runs as FullyConnected:bf16 even in a float32 or float16 model, so its scale and shift carry "
-                "bf16's 8 bits into the norm's output",
-         lambda r: _ov_wrong(r) and "FullyConnected:bf16" in _ov_nodes(r), cpu=BF16_CPUS),
+                "runs as FullyConnected:bf16 (or the 1x1 Conv2d of Emu3's spatial norm as Convolution:bf16) even in "
+                "a float32 or float16 model, so its scale and shift carry bf16's 8 bits into the norm's output "
+                "(Emu3 passes with INFERENCE_PRECISION_HINT f32)",
+         lambda r: _ov_wrong(r) and ("FullyConnected:bf16" in _ov_nodes(r)
+                                   or ("Convolution:bf16" in _ov_nodes(r) and _case(r)["dtype"] != "bfloat16")),
+         cpu=BF16_CPUS),
     Rule("new", "by design as documented (bf16 inference precision): a bfloat16 layer/group norm is fused into "
                 "one MVN node whose normalized output is rounded to bf16 before the affine Multiply/Add "
                 "(Eltwise:bf16): two roundings where torch's bfloat16 kernels round once",
