@@ -2,7 +2,7 @@
 
 sequential (left to right), pairwise (NumPy's tree), blocked (BLOCKS
 contiguous blocks, then across them), lanes (LANES interleaved partial sums,
-a SIMD kernel's; only the benchmark's held-out renderings use it), and, for
+a SIMD kernel's: the program witnesses take it only for Welford moments, ATen's vectorized ones), and, for
 a variance, two-pass or Welford (blocked and lanes: Welford per group, walked
 side by side, combined by Chan et al.'s update). Everything is NumPy in the
 array's own dtype, vectorised over the leading axes, reducing the last.
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 BLOCKS = 4          # the blocked order's contiguous blocks (a 4-thread parallel reduction)
-LANES = 8           # a SIMD kernel's interleaved partial sums (a held-out order: only renderings use it)
+LANES = 8           # a SIMD kernel's interleaved partial sums (ATen's vectorized Welford; lanes two-pass is held out)
 SUMS = ("sequential", "pairwise", "blocked", "lanes")
 MOMENTS = ("two_pass", "welford")
 
