@@ -108,6 +108,7 @@ class Neighbour:
     suite_norms: tuple = ()         # the norms the context suite puts it around (default: in turn, suite_pairs)
     styles: tuple[str, ...] = ()    # only around these styles (a weight of another shape: a norm written out)
     fuzz: bool = True               # `fuzz --programs` may draw it around any mutated norm
+    min_row: int = 1                # the shortest row it fits (a pool's kernel needs that many elements)
 
 
 # -- the table --------------------------------------------------------------------------------------
@@ -176,7 +177,7 @@ TABLE: tuple[Neighbour, ...] = (
               ("pytorch/pytorch#183601",), ops=("hardswish",)),
     Neighbour("pool-hardswish", "after", "a pool, then hardswish (InstanceNorm2d -> pool -> hardswish)",
               ("pool = F.avg_pool1d(nrm, kernel_size=2)", "return F.hardswish(pool)"), ("pytorch/pytorch#183601",),
-              ops=("avg_pool1d", "hardswish")),
+              ops=("avg_pool1d", "hardswish"), min_row=2),
     Neighbour("softmax-after", "after", "a softmax over the row after the norm", ("return torch.softmax(nrm, dim=-1)",),
               ops=("softmax",)),
     Neighbour("qk-scores", "after", "attention scores after QK-norm: n @ n^T", ("return nrm @ nrm.transpose(-1, -2)",),

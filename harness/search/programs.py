@@ -307,6 +307,8 @@ def program_batches(*, bases=None, dtypes=None, input_kinds=None, max_row: int =
         dtype = draw(_weighted(dtype_options))
         weight_dtype = draw(_weighted([("same", 3), ("float32", 1)]))
         n = draw(_pow2ish(min(max_row, max_elements // 2)))
+        if sk.neighbour != "none":  # a pool's kernel needs a row at least that long
+            n = max(n, neighbours.BY_NAME[sk.neighbour].min_row)
         rows = draw(st.integers(2, max(2, min(8, max_elements // n))))
         params = draw(st.sampled_from(("ones", "normal")))
         seed = draw(st.integers(0, 2 ** 31 - 1))

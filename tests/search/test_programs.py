@@ -31,6 +31,21 @@ def test_every_axis_value_renders_a_valid_program_for_every_base(base):
             assert spec.program is not None and CaseSpec.from_dict(spec.to_dict()) == spec, (base, axis, value)
 
 
+@pytest.mark.parametrize("base", ("qwen", "layer"))
+def test_every_drawn_neighbour_fits_its_shortest_row(base):
+    """A drawn row is never shorter than the neighbour fits (a pool of kernel 2 on a row of 1 is refused)."""
+    from cases import neighbours
+    from harness.spec import SpecError
+
+    for nb in neighbours.fuzzable():
+        sk = Skeleton(base=base, neighbour=nb.name)
+        spec = spec_of(sk, dtype="float16", shape=[2, nb.min_row], extra_input={"kind": "normal"})
+        assert spec.program is not None, nb.name
+        if nb.min_row > 1:
+            with pytest.raises(SpecError):
+                spec_of(sk, dtype="float16", shape=[2, nb.min_row - 1], extra_input={"kind": "normal"})
+
+
 @QUICK
 @given(program_specs(max_row=64))
 def test_drawn_programs_run_on_eager(spec):
