@@ -44,16 +44,42 @@ def test_records_name_the_cpu_features_their_kernels_may_be_picked_by():
     assert execute(TRIVIAL, "eager")["cpu"] == (None if here is None else list(here))
 
 
+# Each script as `python repro.py` would run it (as __main__, its own imports), all in one fresh interpreter:
+# one start instead of one per path (16 starts of ~4 s each were most of this test's time).
+RUN_SCRIPTS = """
+import contextlib, io, runpy, sys, traceback
+for script in sys.argv[1:]:
+    out, code = io.StringIO(), 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        try:
+            runpy.run_path(script, run_name="__main__")
+        except SystemExit as exc:
+            code = exc.code if isinstance(exc.code, int) else 1
+        except BaseException:
+            traceback.print_exc()
+            code = 1
+    with open(script + ".out", "w") as fh:
+        fh.write(out.getvalue())
+    print(script, code, flush=True)
+"""
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("name", paths.default_names())  # subprocesses: spread over the xdist workers
-def test_every_path_writes_a_script_that_passes_a_trivial_case(name, tmp_path):
-    text = render(TRIVIAL, name)
-    ast.parse(text)
-    script = tmp_path / "repro.py"
-    script.write_text(text)
-    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600)
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
-    assert f"OK: {name} matches the FP64 reference" in proc.stdout
+def test_every_path_writes_a_script_that_passes_a_trivial_case(tmp_path):
+    scripts = {}
+    for name in paths.default_names():
+        text = render(TRIVIAL, name)
+        ast.parse(text)
+        scripts[name] = tmp_path / f"repro_{name.replace('-', '_')}.py"
+        scripts[name].write_text(text)
+    proc = subprocess.run([sys.executable, "-c", RUN_SCRIPTS, *map(str, scripts.values())], capture_output=True,
+                          text=True, timeout=1800, cwd=tmp_path)
+    codes = dict(line.rsplit(" ", 1) for line in proc.stdout.splitlines())
+    assert proc.returncode == 0 and len(codes) == len(scripts), proc.stdout[-2000:] + proc.stderr[-2000:]
+    for name, script in scripts.items():
+        printed = (tmp_path / (script.name + ".out")).read_text()
+        assert codes[str(script)] == "0", f"{name}: {printed[-2000:]}"
+        assert f"OK: {name} matches the FP64 reference" in printed, name
 
 
 def test_normdiff_paths_lists_every_path_with_versions(cli):

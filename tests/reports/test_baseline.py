@@ -51,9 +51,9 @@ def test_every_status_is_classified_and_the_gate_fails(cli, tmp_path):
     assert r.stderr.strip().splitlines()[-1].endswith("failing")
 
 
-def test_as_expected_exits_0_and_hides_pass_rows(cli, tmp_path):
+def test_as_expected_exits_0_and_hides_pass_rows(cli_here, tmp_path):
     write_results(tmp_path, RESULTS[:2])
-    r = cli("gate", str(tmp_path), "--baseline", write_baseline(tmp_path, BASELINE[:1]))  # a folder works too
+    r = cli_here("gate", str(tmp_path), "--baseline", write_baseline(tmp_path, BASELINE[:1]))  # a folder works too
     assert r.returncode == 0, r.stderr
     assert table_rows(r.stdout) == [("XFAIL", "tvm-decompose", SPECS["b"].case_id)]
     assert "total: 1 PASS, 1 XFAIL, 0 NEW_FAIL, 0 FIXED, 0 MISSING" in r.stdout
@@ -69,23 +69,23 @@ def test_as_expected_exits_0_and_hides_pass_rows(cli, tmp_path):
     ([record("e", "tvm", "pass")], [entry("e", "tvm", "inaccurate")], "FIXED"),
     ([record("a", "eager", "pass")], [entry("f", "executorch", "crash")], "MISSING"),
 ])
-def test_each_failing_status_alone_exits_1(cli, tmp_path, records, entries, status):
-    r = cli("gate", write_results(tmp_path, records), "--baseline", write_baseline(tmp_path, entries))
+def test_each_failing_status_alone_exits_1(cli_here, tmp_path, records, entries, status):
+    r = cli_here("gate", write_results(tmp_path, records), "--baseline", write_baseline(tmp_path, entries))
     assert r.returncode == 1
     assert status in [row[0] for row in table_rows(r.stdout)]
 
 
-def test_the_last_record_of_an_execution_wins(cli, tmp_path):
+def test_the_last_record_of_an_execution_wins(cli_here, tmp_path):
     """A resumed or merged file may hold an execution twice: the later record is the result."""
     records = [record("b", "tvm-decompose", "crash"), record("b", "tvm-decompose", "inaccurate")]
-    r = cli("gate", write_results(tmp_path, records), "--baseline", write_baseline(tmp_path, BASELINE[:1]))
+    r = cli_here("gate", write_results(tmp_path, records), "--baseline", write_baseline(tmp_path, BASELINE[:1]))
     assert r.returncode == 0, r.stdout + r.stderr
 
 
-def test_update_keeps_reasons_and_then_the_gate_passes(cli, tmp_path):
+def test_update_keeps_reasons_and_then_the_gate_passes(cli_here, tmp_path):
     base = write_baseline(tmp_path, BASELINE)
     results = write_results(tmp_path, RESULTS)
-    r = cli("gate", results, "--baseline", base, "--update")
+    r = cli_here("gate", results, "--baseline", base, "--update")
     assert r.returncode == 0, r.stderr
     assert "1 added, 2 removed, 1 with a new verdict" in r.stderr
     text = (tmp_path / "baseline.json").read_text()
@@ -99,20 +99,20 @@ def test_update_keeps_reasons_and_then_the_gate_passes(cli, tmp_path):
     added = entries[(SPECS["c"].case_id, "executorch-recompose")]
     assert added.upstream == "new" and added.reason.startswith("untriaged: inaccurate")
     # the written file is the canonical form, so an update with nothing new changes no byte
-    assert cli("gate", results, "--baseline", base, "--update").returncode == 0
+    assert cli_here("gate", results, "--baseline", base, "--update").returncode == 0
     assert (tmp_path / "baseline.json").read_text() == text == gate.dump_baseline(entries)
-    assert cli("gate", results, "--baseline", base).returncode == 0
+    assert cli_here("gate", results, "--baseline", base).returncode == 0
 
 
-def test_removing_one_entry_fails_the_gate_naming_that_case(cli, tmp_path):
+def test_removing_one_entry_fails_the_gate_naming_that_case(cli_here, tmp_path):
     results = write_results(tmp_path, RESULTS)
     base = str(tmp_path / "fresh.json")  # --update creates a baseline that does not exist yet
-    assert cli("gate", results, "--baseline", base, "--update").returncode == 0
-    assert cli("gate", results, "--baseline", base).returncode == 0
+    assert cli_here("gate", results, "--baseline", base, "--update").returncode == 0
+    assert cli_here("gate", results, "--baseline", base).returncode == 0
     doc = json.loads((tmp_path / "fresh.json").read_text())
     removed = doc["entries"].pop(0)
     (tmp_path / "fresh.json").write_text(json.dumps(doc))
-    r = cli("gate", results, "--baseline", base)
+    r = cli_here("gate", results, "--baseline", base)
     assert r.returncode == 1
     (line,) = [line for line in r.stderr.splitlines() if line.startswith("normdiff gate: NEW_FAIL ")]
     assert removed["case_id"] in line and removed["path"] in line
