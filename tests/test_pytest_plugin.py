@@ -48,8 +48,8 @@ def seed_entry(path, verdict, upstream="apache/tvm#20909", reason="DecomposeOpsF
             "case": SEED.to_dict()}
 
 
-def test_collects_one_test_per_case_and_path(cli, tmp_path):
-    cases = [json.loads(line) for line in cli("cases", "--suite", "smoke").stdout.splitlines()]
+def test_collects_one_test_per_case_and_path(cli_here, tmp_path):
+    cases = [json.loads(line) for line in cli_here("cases", "--suite", "smoke").stdout.splitlines()]
     r = pytest_run(tmp_path, "--normdiff-suite", "smoke", "--normdiff-paths", "eager,tvm-decompose",
                    "--collect-only", "-q")
     assert r.returncode == 0, r.stdout + r.stderr
@@ -89,13 +89,13 @@ def test_bad_options_are_one_line_usage_errors(tmp_path, args, words):
 
 
 @pytest.mark.slow
-def test_runs_smoke_with_known_failures_as_xfail_under_xdist(cli, tmp_path):
+def test_runs_smoke_with_known_failures_as_xfail_under_xdist(cli, cli_here, tmp_path):
     """The baseline comes from the runner's own eager run (gate --update) plus the TVM seed;
     then the plugin, on two xdist workers, must agree with it: every other test passes."""
     run = cli("run", "--suite", "smoke", "--paths", "eager", "--out", str(tmp_path / "eager"), "--jobs", "1", "--quiet")
     assert run.returncode in (0, 1), run.stderr
     base = tmp_path / "baseline.json"
-    assert cli("gate", str(tmp_path / "eager"), "--baseline", str(base), "--update").returncode == 0
+    assert cli_here("gate", str(tmp_path / "eager"), "--baseline", str(base), "--update").returncode == 0
     doc = json.loads(base.read_text())
     doc["entries"].append(seed_entry("tvm-decompose", "inaccurate"))
     base.write_text(json.dumps(doc))
@@ -124,10 +124,10 @@ def test_runs_smoke_with_known_failures_as_xfail_under_xdist(cli, tmp_path):
 
 
 @pytest.mark.slow
-def test_strict_xfail_fails_on_a_pass_or_another_verdict(cli, tmp_path):
+def test_strict_xfail_fails_on_a_pass_or_another_verdict(cli_here, tmp_path):
     """The baseline is wrong both ways here: eager passes the seed (XPASS strict), and
     tvm-decompose fails it as inaccurate, not as the nonfinite the baseline expects."""
-    smoke = cli("cases", "--suite", "smoke").stdout.splitlines()
+    smoke = cli_here("cases", "--suite", "smoke").stdout.splitlines()
     base = write_baseline(tmp_path / "baseline.json", [seed_entry("eager", "inaccurate", "new", "wrong on purpose"),
                                                         seed_entry("tvm-decompose", "nonfinite")])
     r = pytest_run(tmp_path, "--normdiff-suite", "smoke", "--normdiff-paths", "eager,tvm-decompose",

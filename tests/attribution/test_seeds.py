@@ -13,16 +13,16 @@ def _records(out_dir):
         return {r["path"]: r for r in map(json.loads, fh)}
 
 
-def _script(cli, tmp_path, *args):
+def _script(cli_here, tmp_path, *args):
     script = tmp_path / "r.py"
-    proc = cli("repro", *args, "-o", str(script))
+    proc = cli_here("repro", *args, "-o", str(script))
     assert proc.returncode == 0, proc.stderr
     return subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600,
                           cwd=str(tmp_path))
 
 
 @pytest.mark.slow
-def test_tvm_seed_names_the_float16_variance(cli, tmp_path):
+def test_tvm_seed_names_the_float16_variance(cli, cli_here, tmp_path):
     proc = cli("run", "--case", seed("tvm-20909.json"), "--paths", "tvm-decompose", "--quiet",
                "--out", str(tmp_path / "out"))
     assert proc.returncode == 1, proc.stderr
@@ -40,7 +40,7 @@ def test_tvm_seed_names_the_float16_variance(cli, tmp_path):
     assert [e["stage"] for e in r["attribution"]][-1] == "return:layer_norm"
     assert r["facts"]["attribution"] == "read" and "bit-identical" in r["attribution_note"]
 
-    run = _script(cli, tmp_path, "tvm-20909")
+    run = _script(cli_here, tmp_path, "tvm-20909")
     assert run.returncode == 1, run.stdout + run.stderr
     assert "first stage over its bound: return:layer_norm.variance (computed in float16" in run.stdout
     table = [line for line in run.stdout.splitlines() if line.startswith("  return:layer_norm.variance")]
@@ -48,7 +48,7 @@ def test_tvm_seed_names_the_float16_variance(cli, tmp_path):
 
 
 @pytest.mark.slow
-def test_executorch_seed_names_the_first_stage_in_another_dtype(cli, tmp_path):
+def test_executorch_seed_names_the_first_stage_in_another_dtype(cli, cli_here, tmp_path):
     proc = cli("run", "--case", seed("executorch-24428-qwen-fp16.json"), "--paths", "executorch-recompose",
                "--quiet", "--out", str(tmp_path / "out"))
     assert proc.returncode == 1, proc.stderr
@@ -66,7 +66,7 @@ def test_executorch_seed_names_the_first_stage_in_another_dtype(cli, tmp_path):
     # the values themselves are within their bounds: it is the dtype, not the precision
     assert not any(e["over"] for e in computed)
 
-    run = _script(cli, tmp_path, seed("executorch-24428-qwen-fp16.json"), "--path", "executorch-recompose")
+    run = _script(cli_here, tmp_path, seed("executorch-24428-qwen-fp16.json"), "--path", "executorch-recompose")
     assert run.returncode == 1, run.stdout + run.stderr
     assert ("first stage whose dtype differs from the program's: return:mul (computed in float32, "
             "the program computes it in float16") in run.stdout

@@ -158,8 +158,8 @@ def test_factor_values_all_appear_in_some_valid_structure():
 
 # -- the command line ------------------------------------------------------------
 
-def test_cases_command_prints_the_nightly_specs_as_json_lines(cli, nightly):
-    r = cli("cases", "--suite", "nightly")
+def test_cases_command_prints_the_nightly_specs_as_json_lines(cli_here, nightly):
+    r = cli_here("cases", "--suite", "nightly")
     assert r.returncode == 0 and r.stderr == ""
     lines = r.stdout.splitlines()
     assert lines == [s.to_json() for s in nightly]  # the same bytes in another process

@@ -24,13 +24,13 @@ def test_seed_failures_are_tied_to_their_reports():
     assert triage(record(SEED, "tvm", "crash", "worker died (SIGSEGV)")) is None
 
 
-def test_gate_update_triages_new_failures(cli, tmp_path):
+def test_gate_update_triages_new_failures(cli_here, tmp_path):
     results = tmp_path / "results.jsonl"
     rows = [record(SEED, "tvm-decompose", "inaccurate"), record(SEED, "tvm", "crash", "worker died (SIGSEGV)"),
             record(QWEN, "eager", "pass")]
     results.write_text("".join(json.dumps(r) + "\n" for r in rows))
     baseline = tmp_path / "baseline.json"
-    r = cli("gate", str(results), "--baseline", str(baseline), "--update")
+    r = cli_here("gate", str(results), "--baseline", str(baseline), "--update")
     assert r.returncode == 0, r.stderr
     entries = load_baseline(str(baseline))
     by_path = {e.path: e for e in entries.values()}

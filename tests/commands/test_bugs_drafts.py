@@ -8,9 +8,30 @@ from __future__ import annotations
 
 import os
 
+import pytest
+
 from cases import bugs
 from harness.commands.bugs import new_entries
 from helpers import normdiff
+
+
+# a compile error on TVM and an inaccurate rewrite on ExecuTorch; then two findings only normdiff's own rule
+# sees (the witnesses per row; an error 2.45x a float16 bound whose plain ATOL + RTOL*|ref| envelope is twice
+# as loose): their short scripts carry that rule and exit 1
+WRONG = ["tvm-new-bf16-layer-norm", "executorch-new-recompose-used-twice"]
+MARGINAL = ["iree-new-fp16-mean", "openvino-new-batch-norm-fp16"]
+
+
+@pytest.fixture(scope="module")
+def drafts(tmp_path_factory):
+    """One `bugs --drafts` run of the four entries (one start of the command and its workers for both tests
+    below, which xdist keeps on one worker)."""
+    folder = tmp_path_factory.mktemp("drafts")
+    ids = (a for i in WRONG + MARGINAL for a in ("--id", i))
+    done = normdiff("bugs", "--drafts", str(folder), *ids, "--jobs", "2")
+    assert done.returncode == 0, done.stderr
+    assert "4 of 4 reports written whose short script exits 1" in done.stderr
+    return folder
 
 
 def test_new_entries_are_the_unreported_findings():
@@ -19,11 +40,9 @@ def test_new_entries_are_the_unreported_findings():
     assert {b.id for b in bugs.BUGS if b.link is None} == {b.id for b in chosen}
 
 
-def test_drafts_write_a_report_whose_script_exits_1_and_whose_controls_are_listed(tmp_path):
-    ids = ["tvm-new-bf16-layer-norm", "executorch-new-recompose-used-twice"]
-    done = normdiff("bugs", "--drafts", str(tmp_path), *(a for i in ids for a in ("--id", i)), "--jobs", "2")
-    assert done.returncode == 0, done.stderr
-    assert "2 of 2 reports written whose short script exits 1" in done.stderr
+@pytest.mark.xdist_group("drafts")
+def test_drafts_write_a_report_whose_script_exits_1_and_whose_controls_are_listed(drafts):
+    tmp_path, ids = drafts, WRONG
     for bug_id in ids:
         folder = tmp_path / bug_id
         assert sorted(n for n in os.listdir(folder) if not n.startswith("repro-")) == ["report.md", "repro.py"]
@@ -40,18 +59,14 @@ def test_drafts_write_a_report_whose_script_exits_1_and_whose_controls_are_liste
     assert "not run: the case is float32 already" in rewrite
 
 
-def test_the_scripts_of_marginal_findings_exit_1(tmp_path):
-    """Two findings only normdiff's own rule sees (the witnesses per row; an error 2.45x a float16 bound whose
-    plain ATOL + RTOL*|ref| envelope is twice as loose): their short scripts carry that rule and exit 1."""
-    ids = ["iree-new-fp16-mean", "openvino-new-batch-norm-fp16"]
-    done = normdiff("bugs", "--drafts", str(tmp_path), *(a for i in ids for a in ("--id", i)), "--jobs", "2")
-    assert done.returncode == 0, done.stderr
-    assert "2 of 2 reports written whose short script exits 1" in done.stderr
+@pytest.mark.xdist_group("drafts")
+def test_the_scripts_of_marginal_findings_exit_1(drafts):
+    tmp_path, ids = drafts, MARGINAL
     for bug_id in ids:
         text = (tmp_path / bug_id / "report.md").read_text(encoding="utf-8")
         assert "Its output (exit status 1):" in text and "rows failing: 1 of 4" in text
 
 
-def test_drafts_and_check_together_is_bad_usage(tmp_path):
-    done = normdiff("bugs", "--drafts", str(tmp_path), "--check")
+def test_drafts_and_check_together_is_bad_usage(cli_here, tmp_path):
+    done = cli_here("bugs", "--drafts", str(tmp_path), "--check")
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "one at a time" in done.stderr

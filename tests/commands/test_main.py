@@ -53,12 +53,12 @@ def test_bad_usage_from_a_fresh_interpreter_is_one_line_and_exit_2(cli):
     assert line.startswith("normdiff: error: --paths: unknown path 'nosuch'")
 
 
-def test_run_smoke_on_eager_writes_results_and_summary(cli, tmp_path):
+def test_run_smoke_on_eager_writes_results_and_summary(cli, cli_here, tmp_path):
     out = tmp_path / "out"
     r = cli("run", "--suite", "smoke", "--paths", "eager", "--out", str(out), "--jobs", "1")
     assert r.returncode in (0, 1), r.stderr
     records = read_results(str(out / "results.jsonl"))
-    cases = [json.loads(line) for line in cli("cases", "--suite", "smoke").stdout.splitlines()]
+    cases = [json.loads(line) for line in cli_here("cases", "--suite", "smoke").stdout.splitlines()]
     assert len(records) == len(cases) >= 25
     for rec in records:
         assert RECORD_KEYS <= set(rec) and rec["path"] == "eager"

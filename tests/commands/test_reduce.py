@@ -33,10 +33,10 @@ def test_a_norm_with_its_neighbours_reduces_to_at_most_half_its_ops(cli, tmp_pat
     assert executor.execute(reduced, "eager")["verdict"] == "pass"
 
 
-def test_a_target_that_passes_is_one_line_and_exit_2(cli, tmp_path):
+def test_a_target_that_passes_is_one_line_and_exit_2(cli_here, tmp_path):
     target = tmp_path / "passing.json"
     target.write_text(json.dumps({"pattern": "layer_norm", "dtype": "float32", "shape": [2, 16]}))
-    r = cli("reduce", str(target), "--path", PATH)
+    r = cli_here("reduce", str(target), "--path", PATH)
     assert r.returncode == 2 and r.stdout == ""
     assert len(r.stderr.strip().splitlines()) == 1 and f"does not fail on {PATH}" in r.stderr
 

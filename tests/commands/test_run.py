@@ -51,7 +51,7 @@ def test_a_busy_folder_is_refused_before_anything_is_touched(cli, tmp_path):
 
 
 @pytest.mark.slow
-def test_two_concurrent_runs_into_one_folder_keep_the_first_runs_records_whole(cli, tmp_path):
+def test_two_concurrent_runs_into_one_folder_keep_the_first_runs_records_whole(cli, cli_here, tmp_path):
     """The smoke suite on eager and tvm (60 executions when written); the second run exits 2 naming the first's pid."""
     out = tmp_path / "out"
     history = tmp_path / "history.sqlite"
@@ -74,7 +74,7 @@ def test_two_concurrent_runs_into_one_folder_keep_the_first_runs_records_whole(c
     assert first.returncode in (0, 1), err[-2000:]
     lines = results.read_text().splitlines()
     records = [json.loads(x) for x in lines]  # every line whole
-    cases = [json.loads(x) for x in cli("cases", "--suite", "smoke").stdout.splitlines()]
+    cases = [json.loads(x) for x in cli_here("cases", "--suite", "smoke").stdout.splitlines()]
     wanted = {(CaseSpec.from_dict(c).case_id, p) for c in cases for p in ("eager", "tvm")}
     assert len(wanted) == 2 * len(cases) >= 60
     assert Counter((r["case_id"], r["path"]) for r in records) == Counter(wanted)

@@ -107,12 +107,12 @@ def test_a_new_input_reuses_the_compiled_artifact():
 
 # inductor's script on a trivial case: tests/paths/test_registry.py; here the emulating one on bfloat16.
 @pytest.mark.parametrize("path", ["inductor-emulate"])
-def test_repro_script_of_a_passing_case_exits_0(path, cli, tmp_path):
+def test_repro_script_of_a_passing_case_exits_0(path, cli_here, tmp_path):
     spec = tmp_path / "qwen.json"
     spec.write_text('{"pattern": "rms_norm", "style": "qwen", "dtype": "bfloat16", "shape": [4, 4096], '
                     '"params": {"kind": "normal"}}')
     script = tmp_path / "repro.py"
-    proc = cli("repro", str(spec), "--path", path, "-o", str(script))
+    proc = cli_here("repro", str(spec), "--path", path, "-o", str(script))
     assert proc.returncode == 0, proc.stderr
     text = script.read_text()
     assert "torch.compile(model, dynamic=False)" in text

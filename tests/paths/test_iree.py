@@ -98,11 +98,11 @@ def test_the_artifact_restores_to_the_same_bits():
     np.testing.assert_array_equal(restored.run(inputs.x).view(np.uint16), prepared.run(inputs.x).view(np.uint16))
 
 
-def test_repro_script_of_the_seed_exits_1(cli, tmp_path):
+def test_repro_script_of_the_seed_exits_1(cli_here, tmp_path):
     spec = tmp_path / "seed.json"
     spec.write_text(json.dumps(SEED))
     script = tmp_path / "repro.py"
-    proc = cli("repro", str(spec), "--path", "iree", "-o", str(script))
+    proc = cli_here("repro", str(spec), "--path", "iree", "-o", str(script))
     assert proc.returncode == 0, proc.stderr
     text = script.read_text()
     assert "import normdiff" not in text and "from harness" not in text

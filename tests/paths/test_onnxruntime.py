@@ -169,12 +169,12 @@ def test_export_chatter_stays_off_stdout_and_stderr(capfd):
 
 # onnxruntime's script on a trivial case: tests/paths/test_registry.py; here the fused path's own lines.
 @pytest.mark.parametrize("path", ["onnxruntime-fused"])
-def test_repro_script_of_a_passing_case_exits_0(path, cli, tmp_path):
+def test_repro_script_of_a_passing_case_exits_0(path, cli_here, tmp_path):
     spec = tmp_path / "ln.json"
     spec.write_text('{"pattern": "layer_norm", "style": "manual", "dtype": "float32", "shape": [2, 64], '
                     '"params": {"kind": "normal"}}')
     script = tmp_path / "repro.py"
-    proc = cli("repro", str(spec), "--path", path, "-o", str(script))
+    proc = cli_here("repro", str(spec), "--path", path, "-o", str(script))
     assert proc.returncode == 0, proc.stderr
     scratch = tmp_path / "tmp"  # the script's temporary folder: it removes the optimized model it reads back
     scratch.mkdir()

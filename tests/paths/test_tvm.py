@@ -202,7 +202,7 @@ def test_decompose_for_inference_keeps_layer_norm_whole():
     assert rec["facts"] == {"tvm_decomposed": True, "tvm_ops": ["relax.nn.layer_norm"]}
 
 
-def test_repro_script_of_eval_batch_norm_exits_0(cli, tmp_path):
+def test_repro_script_of_eval_batch_norm_exits_0(cli_here, tmp_path):
     import json
     import subprocess
     import sys
@@ -210,7 +210,7 @@ def test_repro_script_of_eval_batch_norm_exits_0(cli, tmp_path):
     spec = tmp_path / "bn.json"
     spec.write_text(json.dumps(EVAL_BN))
     script = tmp_path / "repro.py"
-    proc = cli("repro", str(spec), "--path", "tvm-decompose-inference", "-o", str(script))
+    proc = cli_here("repro", str(spec), "--path", "tvm-decompose-inference", "-o", str(script))
     assert proc.returncode == 0, proc.stderr
     assert "decomposed(imported_module(export_program(model, example)), 'DecomposeOpsForInference')" in script.read_text()
     run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600, cwd=tmp_path)

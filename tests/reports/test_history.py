@@ -67,10 +67,10 @@ def test_a_family_by_its_upstream_report_or_words_of_its_reason(capsys, tmp_path
 
 
 @pytest.mark.parametrize("target, words", [("nosuch words", "no recorded execution"), ("", "give a case_id")])
-def test_nothing_matching_is_one_line_and_exit_2(cli, tmp_path, target, words):
+def test_nothing_matching_is_one_line_and_exit_2(cli_here, tmp_path, target, words):
     db = str(tmp_path / "h.sqlite")
     three_nights(db)
-    r = cli("history", target, "--history", db)
+    r = cli_here("history", target, "--history", db)
     assert r.returncode == 2 and words in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
@@ -133,7 +133,7 @@ def test_run_into_a_folder_named_as_history_is_refused(cli_here, tmp_path):
 
 
 @pytest.mark.slow
-def test_history_answers_for_the_seed_after_two_runs_and_the_report_shows_pass_rates(cli, tmp_path):
+def test_history_answers_for_the_seed_after_two_runs_and_the_report_shows_pass_rates(cli, cli_here, tmp_path):
     db = str(tmp_path / "history.sqlite")
     out = tmp_path / "out"
     for _ in range(2):
@@ -141,7 +141,7 @@ def test_history_answers_for_the_seed_after_two_runs_and_the_report_shows_pass_r
                 "--quiet", "--history", db)
         assert r.returncode == 1, r.stderr[-2000:]  # the seed fails on tvm-decompose
     seed_id = load_spec_file(SEED)[0].case_id
-    r = cli("history", seed_id, "--history", db)
+    r = cli_here("history", seed_id, "--history", db)
     assert r.returncode == 0, r.stderr
     lines = r.stdout.splitlines()
     assert lines[0].startswith(f"case {seed_id}: 2 executions")
@@ -151,7 +151,7 @@ def test_history_answers_for_the_seed_after_two_runs_and_the_report_shows_pass_r
     assert "first failed: never" in eager and "last passed: run 2" in eager
     torch_version = read_results(str(out / "results.jsonl"))[0]["versions"]["torch"]
     assert f"torch {torch_version}" in r.stdout.split("runs:", 1)[1]
-    fam = cli("history", "apache/tvm#20909", "--history", db)
+    fam = cli_here("history", "apache/tvm#20909", "--history", db)
     assert fam.returncode == 0 and "1 executions" in fam.stdout.splitlines()[0]
     page = (out / "report.html").read_text()
     rates = page.split('<table id="pass-rates">', 1)[1].split("</table>", 1)[0]

@@ -54,9 +54,10 @@ def test_the_short_script_is_pasted_short_and_exits_1(seed_report):
     assert full == ["repro-052c6ae297e3-tvm-decompose.py"]
 
 
-def test_the_same_target_gives_the_same_bytes_but_the_stamp(seed_report, tmp_path):
+def test_the_same_target_gives_the_same_bytes_but_the_stamp(seed_report, cli_here, tmp_path):
+    """The fixture's report came from a fresh interpreter; this one from this process: the same bytes."""
     again = str(tmp_path / "again")
-    done = normdiff("repro", "tvm-20909", "--report", "-o", again)
+    done = cli_here("repro", "tvm-20909", "--report", "-o", again)
     assert done.returncode == 0, done.stderr
     for name in os.listdir(seed_report):
         first, second = _read(seed_report, name), _read(again, name)
@@ -65,8 +66,8 @@ def test_the_same_target_gives_the_same_bytes_but_the_stamp(seed_report, tmp_pat
         assert first == second, name
 
 
-def test_a_target_that_passes_is_one_line_and_exit_2(tmp_path):
-    done = normdiff("repro", seed("tvm-20909.json"), "--path", "tvm", "--report", "-o", str(tmp_path / "r"))
+def test_a_target_that_passes_is_one_line_and_exit_2(cli_here, tmp_path):
+    done = cli_here("repro", seed("tvm-20909.json"), "--path", "tvm", "--report", "-o", str(tmp_path / "r"))
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "passes on tvm" in done.stderr and "nothing to report" in done.stderr
     assert not os.path.exists(tmp_path / "r")

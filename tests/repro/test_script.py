@@ -155,16 +155,17 @@ def test_script_imports_only_the_libraries(path):
     assert not (libraries - {"torch"}) or (libraries - {"torch"}) & roots
 
 
-def test_two_generations_are_byte_identical(cli, tmp_path):
+def test_two_generations_are_byte_identical(cli, cli_here, tmp_path):
+    """One in a fresh interpreter, one in this process: the same bytes in any process."""
     first, second = tmp_path / "a.py", tmp_path / "b.py"
-    for target in (first, second):
-        proc = cli("repro", "tvm-20909", "-o", str(target))
+    for run, target in ((cli, first), (cli_here, second)):
+        proc = run("repro", "tvm-20909", "-o", str(target))
         assert proc.returncode == 0, proc.stderr
     assert first.read_bytes() == second.read_bytes()
     bug = bugs.get("tvm-20909")
     assert first.read_text() == repro_script.render(bug.specs[0], bug.paths[0], bug=bug)
     # stdout is the same script
-    proc = cli("repro", "tvm-20909")
+    proc = cli_here("repro", "tvm-20909")
     assert proc.returncode == 0 and proc.stdout == first.read_text()
 
 
@@ -195,9 +196,9 @@ def _run_script(path) -> subprocess.CompletedProcess:
 
 
 @pytest.mark.slow
-def test_tvm_20909_script_reproduces_the_seed(cli, tmp_path):
+def test_tvm_20909_script_reproduces_the_seed(cli_here, tmp_path):
     script = tmp_path / "r.py"
-    proc = cli("repro", "tvm-20909", "-o", str(script))
+    proc = cli_here("repro", "tvm-20909", "-o", str(script))
     assert proc.returncode == 0, proc.stderr
     run = _run_script(script)
     assert run.returncode == 1, run.stdout + run.stderr
@@ -211,7 +212,7 @@ def test_tvm_20909_script_reproduces_the_seed(cli, tmp_path):
 
 
 @pytest.mark.slow
-def test_executorch_seed_from_a_case_id_in_real_results(cli, tmp_path):
+def test_executorch_seed_from_a_case_id_in_real_results(cli, cli_here, tmp_path):
     """A nightly failure becomes a script in one command: run, then repro CASE_ID."""
     case = tmp_path / "seed.json"
     case.write_text(json.dumps(SEED_EXECUTORCH))
@@ -221,7 +222,7 @@ def test_executorch_seed_from_a_case_id_in_real_results(cli, tmp_path):
     assert proc.returncode == 1, proc.stderr
     case_id = CaseSpec.from_dict(SEED_EXECUTORCH).case_id
     script = tmp_path / "et.py"
-    proc = cli("repro", case_id, "--results", str(out_dir / "results.jsonl"), "-o", str(script))
+    proc = cli_here("repro", case_id, "--results", str(out_dir / "results.jsonl"), "-o", str(script))
     assert proc.returncode == 0, proc.stderr
     text = script.read_text()
     assert "Path: executorch-recompose:" in text and "Recorded: dtype_mismatch" in text
@@ -234,10 +235,10 @@ def test_executorch_seed_from_a_case_id_in_real_results(cli, tmp_path):
 
 
 @pytest.mark.slow
-def test_script_of_a_passing_case_exits_0(cli, tmp_path):
+def test_script_of_a_passing_case_exits_0(cli_here, tmp_path):
     """The seed compiled without DecomposeOpsForTraining is right: its script passes."""
     script = tmp_path / "ok.py"
-    proc = cli("repro", os.path.join(ROOT, "cases", "seeds", "tvm-20909.json"), "--path", "tvm",
+    proc = cli_here("repro", os.path.join(ROOT, "cases", "seeds", "tvm-20909.json"), "--path", "tvm",
                "-o", str(script))
     assert proc.returncode == 0, proc.stderr
     run = _run_script(script)
@@ -247,7 +248,7 @@ def test_script_of_a_passing_case_exits_0(cli, tmp_path):
 
 
 @pytest.mark.slow
-def test_script_of_a_finding_under_the_bound_fails_as_normdiff_does(cli, tmp_path):
+def test_script_of_a_finding_under_the_bound_fails_as_normdiff_does(cli_here, tmp_path):
     """tvm-decompose on a benign bfloat16 row of 8192: under the bound, but beyond what float32 achieves."""
     raw = {"pattern": "layer_norm", "dtype": "bfloat16", "shape": [2, 8192]}
     spec = CaseSpec.from_dict(raw)
@@ -257,7 +258,7 @@ def test_script_of_a_finding_under_the_bound_fails_as_normdiff_does(cli, tmp_pat
     case = tmp_path / "case.json"
     case.write_text(json.dumps(raw))
     script = tmp_path / "under.py"
-    assert cli("repro", str(case), "--path", "tvm-decompose", "-o", str(script)).returncode == 0
+    assert cli_here("repro", str(case), "--path", "tvm-decompose", "-o", str(script)).returncode == 0
     run = _run_script(script)
     assert run.returncode == 1, run.stdout + run.stderr
     assert "correct float32 implementations" in script.read_text()
@@ -265,9 +266,9 @@ def test_script_of_a_finding_under_the_bound_fails_as_normdiff_does(cli, tmp_pat
 
 
 @pytest.mark.slow
-def test_script_of_a_compile_error_exits_1_with_the_error(cli, tmp_path):
+def test_script_of_a_compile_error_exits_1_with_the_error(cli_here, tmp_path):
     script = tmp_path / "bf16.py"
-    assert cli("repro", "tvm-new-bf16-layer-norm", "-o", str(script)).returncode == 0
+    assert cli_here("repro", "tvm-new-bf16-layer-norm", "-o", str(script)).returncode == 0
     run = _run_script(script)
     assert run.returncode == 1
     assert "only support float32 and float16" in run.stdout + run.stderr
@@ -278,12 +279,12 @@ SHADOWING = {"onnxruntime.py": "onnxruntime", "torch.py": "eager", "tvm.py": "tv
 
 
 @pytest.mark.slow
-def test_a_script_named_after_the_library_it_imports_runs_as_any_other(cli, tmp_path):
+def test_a_script_named_after_the_library_it_imports_runs_as_any_other(cli_here, tmp_path):
     """onnxruntime.py, torch.py and tvm.py side by side: each imports the real library, not itself
     nor its siblings (Python puts the script's folder first on sys.path; the script takes it off)."""
     seed_file = os.path.join(ROOT, "cases", "seeds", "tvm-20909.json")
     for name, path in SHADOWING.items():
-        assert cli("repro", seed_file, "--path", path, "-o", str(tmp_path / name)).returncode == 0
+        assert cli_here("repro", seed_file, "--path", path, "-o", str(tmp_path / name)).returncode == 0
     for name, path in SHADOWING.items():
         run = _run_script(tmp_path / name)
         text = run.stdout + run.stderr
