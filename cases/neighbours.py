@@ -162,7 +162,8 @@ TABLE: tuple[Neighbour, ...] = (
     Neighbour("rotary-after", "after", "a rotary rotate (rotate_half by slicing and cat) after the norm",
               ("nrm1 = nrm.narrow(-1, 0, {half})",
                "nrm2 = nrm.narrow(-1, {half}, {rest})",
-               "return nrm * cs + torch.cat([-nrm2, nrm1], dim=-1) * sn"), params={"cs": "T,D", "sn": "T,D"}),
+               "return nrm * cs + torch.cat([-nrm2, nrm1], dim=-1) * sn"), params={"cs": "T,D", "sn": "T,D"},
+              min_row=2),  # rotate_half of a row of 1 rotates nothing
     Neighbour("residual-after", "after", "a residual add after the norm", ("return nrm + r",), inputs=("r",)),
     Neighbour("cast-after", "after", "a cast of the norm's output (to float32; a float32 model to bfloat16)",
               ("return nrm.to({cast_to})",)),

@@ -212,6 +212,9 @@ class Fp64Walker(Walker):
             ids, start = [], 0
             for v in vs:
                 part = np.broadcast_to(v.rows.ids, v.value.shape).astype(np.int64)
+                if part.size == 0:  # an empty slice (narrow of length 0) holds no rows
+                    ids.append(part)
+                    continue
                 ids.append(part - part.min() + start)
                 start = int(ids[-1].max()) + 1
             rows = _Rows(max(v.rows.seq for v in vs), np.concatenate(ids, axis=d), max(v.rows.length for v in vs))

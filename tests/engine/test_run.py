@@ -97,6 +97,7 @@ def by_key(records):
     return {(r["case_id"], r["path"]): r for r in records}
 
 
+@pytest.mark.xdist_group("crash_run")  # its module fixture once, on one worker
 def test_abort_is_a_crash_record_and_every_other_record_is_there(crash_run):
     r, records, out = crash_run
     assert r.returncode == 1, r.stderr[-2000:]
@@ -121,6 +122,7 @@ def test_abort_is_a_crash_record_and_every_other_record_is_there(crash_run):
     assert "crash" in (out / "summary.md").read_text()
 
 
+@pytest.mark.xdist_group("crash_run")  # its module fixture once, on one worker
 def test_a_hang_is_a_timeout_record(crash_run):
     r, records, _ = crash_run
     trigger = CaseSpec.from_dict(ln(input=TRIGGER)).case_id

@@ -29,6 +29,7 @@ def _read(folder, name=REPORT):
         return fh.read()
 
 
+@pytest.mark.xdist_group("seed_report")  # its module fixture once, on one worker
 def test_the_seeds_report_has_its_values_and_its_controls_pass(seed_report):
     text = _read(seed_report)
     assert text.startswith("# [tvm-decompose] DecomposeOpsForTraining: float16 layer_norm inaccurate, "
@@ -43,6 +44,7 @@ def test_the_seeds_report_has_its_values_and_its_controls_pass(seed_report):
     assert "Its output (exit status 1):" in text and "- Libraries: apache-tvm 0.27.0.post1" in text
 
 
+@pytest.mark.xdist_group("seed_report")  # its module fixture once, on one worker
 def test_the_short_script_is_pasted_short_and_exits_1(seed_report):
     short = _read(seed_report, SHORT)
     assert len(short.splitlines()) <= 100
@@ -54,6 +56,7 @@ def test_the_short_script_is_pasted_short_and_exits_1(seed_report):
     assert full == ["repro-052c6ae297e3-tvm-decompose.py"]
 
 
+@pytest.mark.xdist_group("seed_report")  # its module fixture once, on one worker
 def test_the_same_target_gives_the_same_bytes_but_the_stamp(seed_report, cli_here, tmp_path):
     """The fixture's report came from a fresh interpreter; this one from this process: the same bytes."""
     again = str(tmp_path / "again")

@@ -40,6 +40,7 @@ def pool():
         yield p
 
 
+@pytest.mark.xdist_group("reduce_pool")  # its module fixture once, on one worker
 def test_the_tvm_seed_reduces_to_a_program_failing_the_same_way_and_again_to_the_same_bytes(pool):
     target = load_spec_file(seed("tvm-20909.json"))[0]
     form = program_form(target, lift=None)
@@ -56,6 +57,7 @@ def test_the_tvm_seed_reduces_to_a_program_failing_the_same_way_and_again_to_the
     assert again.spec.to_json() == reduced.to_json() and [s.what for s in again.steps] == [s.what for s in outcome.steps]
 
 
+@pytest.mark.xdist_group("reduce_pool")  # its module fixture once, on one worker
 def test_a_target_that_passes_is_not_reducible(pool):
     passing = CaseSpec.from_dict({"pattern": "layer_norm", "dtype": "float32", "shape": [2, 16]})
     with pytest.raises(NotReducible, match=f"does not fail on {PATH}"):
