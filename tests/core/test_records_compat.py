@@ -21,9 +21,14 @@ from harness.core.verdicts import Verdict
 OLD = os.path.join(os.path.dirname(__file__), "records_2a754ea")
 
 
-def old(name: str) -> str:
-    with open(os.path.join(OLD, name), encoding="utf-8") as fh:
+def fixture_text(folder: str, name: str) -> str:
+    """A file of a results fixture written by an earlier commit (records_2a754ea/, records_45b5a2d/)."""
+    with open(os.path.join(folder, name), encoding="utf-8") as fh:
         return fh.read()
+
+
+def old(name: str) -> str:
+    return fixture_text(OLD, name)
 
 
 def test_old_results_round_trip_byte_for_byte_through_the_typed_record(tmp_path):
@@ -78,8 +83,7 @@ HEAD = os.path.join(os.path.dirname(__file__), "records_45b5a2d")
 
 
 def head(name: str) -> str:
-    with open(os.path.join(HEAD, name), encoding="utf-8") as fh:
-        return fh.read()
+    return fixture_text(HEAD, name)
 
 
 def test_results_of_the_head_before_several_outputs_round_trip_byte_for_byte(tmp_path):
