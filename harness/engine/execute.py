@@ -188,7 +188,7 @@ class Executor:
             if not isinstance(prepared, Exception):
                 try:
                     out = prepared.run(setup.inputs.run_arg)
-                    for o in out if isinstance(out, tuple) else (out,):
+                    for o in as_outputs(out):
                         o.setflags(write=False)
                 except StageError:
                     out = None

@@ -127,33 +127,41 @@ def stored_dtypes(compiled) -> list:
 
 
 def readable_nodes(core, model, config: dict, arrays: tuple):
-    """(nodes whose values can be read without changing what the plugin computes, nodes that cannot).
+    """(nodes whose values can be read without changing what the plugin computes, nodes that cannot, `model`
+    compiled with a Result on each readable one).
 
-    A node is readable if `model` compiled with a Result on it runs the same
-    computing nodes (computing_nodes) and gives the same output bits on
-    `arrays` as `model` compiled as it is; the readable ones are then checked
-    together, and added one by one in order if together they change it. The
-    node giving the model's (first) output is not among them (it is read anyway).
+    A set of nodes is readable if `model` compiled with a Result on each runs
+    the same computing nodes (computing_nodes) and gives the same output bits
+    on `arrays` as `model` compiled as it is: each alone first (most are not:
+    the plugin fuses them), then the readable ones together, and added one by
+    one in order if together they change it. The compile that decided is the
+    one returned (exposed_runner runs it). The node giving the model's (first)
+    output is not among them (it is read anyway).
     """
     base = compile_cpu(core, model, config)
     own = len(model.get_results())  # the model's own outputs come first, the added Results after them
     signature, outputs = computing_nodes(base), [a.tobytes() for a in infer_all(base, arrays)]
 
-    def unchanged(names):
+    def compiled_unchanged(names):
+        """`model` compiled with Results on `names`, or None if that changes what it computes."""
         compiled = compile_cpu(core, with_results(model, names), config)
-        return (computing_nodes(compiled) == signature
+        same = (computing_nodes(compiled) == signature
                 and [a.tobytes() for a in infer_all(compiled, arrays)[:own]] == outputs)
+        return compiled if same else None
 
     returned = model.get_results()[0].input_value(0).get_node().get_friendly_name()
     candidates = [name for name in value_nodes(model) if name != returned]
-    alone = [name for name in candidates if unchanged([name])]
-    if len(alone) > 1 and not unchanged(alone):
-        kept = []
+    each = {name: compiled_unchanged([name]) for name in candidates}
+    read = [name for name in candidates if each[name] is not None]
+    # the model compiled as read: as it is (none), that one compile (one), else all of them together
+    compiled = base if not read else each[read[0]] if len(read) == 1 else compiled_unchanged(read)
+    if compiled is None:
+        alone, read, compiled = read, [], base
         for name in alone:
-            if unchanged(kept + [name]):
-                kept.append(name)
-        alone = kept
-    return alone, [name for name in candidates if name not in alone]
+            more = compiled_unchanged(read + [name])
+            if more is not None:
+                read, compiled = read + [name], more
+    return read, [name for name in candidates if name not in read], compiled
 
 
 def exposed_runner(core, model, config: dict, arrays: tuple):
@@ -164,10 +172,9 @@ def exposed_runner(core, model, config: dict, arrays: tuple):
     that output, the re-run's output: a tuple of them for several); `unread` names the nodes the plugin
     fused, which cannot be read without changing what it computes.
     """
-    read, unread = readable_nodes(core, model, config, arrays)
+    read, unread, compiled = readable_nodes(core, model, config, arrays)
     returned = model.get_results()[0].input_value(0).get_node()
     types = {op.get_friendly_name(): op.get_type_name() for op in model.get_ordered_ops()}
-    compiled = compile_cpu(core, with_results(model, read), config)
     dtypes = stored_dtypes(compiled)
     own = len(model.get_results())  # the model's own outputs come first, the added Results after them
 

@@ -33,6 +33,7 @@ from harness.oracle.inputs import channel_axis, make_inputs
 from harness.oracle.reference import reference
 from harness.oracle.twins import TWIN_PATTERNS
 from harness.repro import pieces as T
+from harness.repro.check_code import up
 from harness.repro.stage_table import stage_section
 from harness.repro import program_script as P
 
@@ -256,14 +257,6 @@ def reference_code(spec: CaseSpec, terms: bool = False, torch_init: bool = False
 
 # -- the tolerance ----------------------------------------------------------------
 
-def _roundupcast(v: float) -> float:
-    """v rounded up to three significant digits (a readable bound never below normdiff's)."""
-    if v <= 0:
-        return 0.0
-    s = float(f"{v:.2e}")
-    return s if s >= v else float(f"{v * 1.01:.2e}")
-
-
 def plain_tolerance(spec: CaseSpec, compiled: bool = False, ref=None) -> tuple[float, float, str]:
     """(rtol, atol, note): ATOL + RTOL*|ref| is at least normdiff's tolerance at every element.
 
@@ -281,9 +274,9 @@ def plain_tolerance(spec: CaseSpec, compiled: bool = False, ref=None) -> tuple[f
         measured = measured_tolerance(ref, r) if compiled else None
         bound = measured if measured is not None else tolerance(ref, r)
         big = np.abs(ref.out) >= np.median(np.abs(ref.out))
-        rtol = _roundupcast(float(np.max(bound[big] / np.abs(ref.out[big]))) if big.any() and np.all(ref.out[big])
+        rtol = up(float(np.max(bound[big] / np.abs(ref.out[big]))) if big.any() and np.all(ref.out[big])
                          else C_OUT * u_r)
-        atol = _roundupcast(float(max(0.0, (bound - rtol * np.abs(ref.out)).max())))
+        atol = up(float(max(0.0, (bound - rtol * np.abs(ref.out)).max())))
         if measured is not None:
             return rtol, atol, (f"normdiff's tolerance for a compiled path on this program: {C_OUT:g} ulp of the "
                                 f"output, plus {EAGER_MULTIPLIER:g}x what its witnesses (correct float32 "
@@ -295,9 +288,9 @@ def plain_tolerance(spec: CaseSpec, compiled: bool = False, ref=None) -> tuple[f
     if measured is not None:
         acc = max(FLOOR * acc, EAGER_MULTIPLIER * float(witness_units(ref).min()))
     u_eff = C_ROUND * unit_roundoff(ref.stat_dtype) + acc
-    rtol = _roundupcast(C_OUT * u_r * (1 + 2 * u_r) + u_eff)
+    rtol = up(C_OUT * u_r * (1 + 2 * u_r) + u_eff)
     excess = (tolerance(ref, r) if measured is None else measured) - rtol * np.abs(ref.out)
-    atol = _roundupcast(float(max(0.0, excess.max())))
+    atol = up(float(max(0.0, excess.max())))
     if measured is not None:
         note = (f"normdiff's tolerance for a compiled path: {C_OUT:g} ulp of {r} for rounding the output, "
                 f"plus {EAGER_MULTIPLIER:g}x the accumulation error correct float32 implementations "

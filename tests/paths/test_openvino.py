@@ -171,9 +171,10 @@ def test_a_result_on_a_fused_node_changes_what_the_plugin_computes():
     nodes = ovi.computing_nodes(ovpath.compile_cpu(core, model, config))
     split = ovi.computing_nodes(ovpath.compile_cpu(core, ovi.with_results(model, ["aten::pow/Power"]), config))
     assert len(split) > len(nodes)
-    read, unread = ovi.readable_nodes(core, model, config, (inputs.x,))
+    read, unread, compiled = ovi.readable_nodes(core, model, config, (inputs.x,))
     assert "aten::pow/Power" in unread and "aten::pow/Power" not in read
     assert ovi.computing_nodes(ovpath.compile_cpu(core, ovi.with_results(model, read), config)) == nodes
+    assert ovi.computing_nodes(compiled) == nodes and len(compiled.outputs) == len(read) + 1
 
 
 def test_the_repro_scripts_stage_table_reads_what_attribution_reads(capsys):
