@@ -19,8 +19,9 @@ the IR and not written per pattern:
 * an *uncentered* moment: a `mean` over D of the square of T (an RMS
   statistic), formed as a running mean of squares, as for F.rms_norm.
 
-"The same T" means the same computation: names are inlined (each read of a
-name is the expression assigned to it before that read), so `h` and
+"The same T" means the same computation: names are read through (each read
+of a name is the expression assigned to it before that read; value numbers
+compare them without inlining the trees), so `h` and
 `x.float()` match and a name assigned twice never confuses two values. A
 moment is only formed in float32 (where T is float32; the walker checks its
 dtype and dims at run time): a float32 Welford is no legitimate way to run a
@@ -37,10 +38,10 @@ from harness.program.ir import Assign, BinOp, Name, Number, Program, Reduce, Una
 @dataclass(frozen=True)
 class Moment:
     """A statistic the program writes as reductions: `second` (as written) reduces the squares of T, less
-    T's mean `mean` (the centering mean, inlined: None for an uncentered mean of squares)."""
+    T's mean `mean` (the centering mean's value number: None for an uncentered mean of squares)."""
 
     second: Reduce
-    mean: Reduce | None = None
+    mean: int | None = None
 
     @property
     def centered(self) -> bool:
@@ -52,26 +53,58 @@ class Statistics:
     """A program's moments, looked up by the identity of the reduction nodes the walker meets."""
 
     moments: tuple[Moment, ...] = ()
-    centering: tuple[tuple[Reduce, Reduce], ...] = ()  # (a mean as written, its inlined form) of a moment
+    centering: tuple[tuple[Reduce, int], ...] = ()  # (a mean as written, its value number) of a moment
 
     def second(self, node) -> Moment | None:
         """The moment whose reduction of squares `node` (as written) is."""
         return next((m for m in self.moments if m.second is node), None)
 
-    def mean(self, node) -> Reduce | None:
-        """The inlined centering mean that `node` (a mean as written) computes, if a moment centers on it."""
-        return next((inlined for written, inlined in self.centering if written is node), None)
+    def mean(self, node) -> int | None:
+        """The value number of the centering mean `node` (a mean as written) computes, if a moment centers on it."""
+        return next((n for written, n in self.centering if written is node), None)
 
 
-def _square_base(node):
-    """D where node is D ** 2, D * D (the same D) or D.square(); else None."""
+class _Values:
+    """Value numbers of a program's expressions: two expressions get one number exactly when they compute the
+    same thing with every name read as the expression assigned to it before (what inlining the names and
+    comparing the trees would say, in time linear in the program: an inlined tree can grow exponentially,
+    `a = a * a` doubling it at each line)."""
+
+    def __init__(self):
+        self.table: dict = {}
+
+    def number(self, node, defs: dict) -> int:
+        """`node`'s number, its names read through `defs` (name -> (expression, its defs, its number))."""
+        if isinstance(node, Name) and node.id in defs:
+            return defs[node.id][2]
+        key = (type(node).__name__, *(self._part(getattr(node, f.name), defs) for f in dataclasses.fields(node)))
+        return self.table.setdefault(key, len(self.table))
+
+    def _part(self, value, defs: dict):
+        if dataclasses.is_dataclass(value):
+            return ("node", self.number(value, defs))
+        if isinstance(value, tuple):
+            return ("tuple", tuple(self._part(v, defs) for v in value))
+        return ("value", repr(value))
+
+
+def _resolve(node, defs: dict):
+    """(the expression `node` reads, the defs it was written under): through names to what was assigned."""
+    while isinstance(node, Name) and node.id in defs:
+        node, defs = defs[node.id][0], defs[node.id][1]
+    return node, defs
+
+
+def _square_base(node, defs: dict, values: _Values):
+    """(D, its defs) where node is D ** 2, D * D (the same D) or D.square(); else None."""
+    node, defs = _resolve(node, defs)
     if isinstance(node, BinOp):
         if node.op == "pow" and isinstance(node.right, Number) and node.right.value == 2:
-            return node.left
-        if node.op == "mul" and node.left == node.right:
-            return node.left
+            return node.left, defs
+        if node.op == "mul" and values.number(node.left, defs) == values.number(node.right, defs):
+            return node.left, defs
     if isinstance(node, Unary) and node.op == "square":
-        return node.operand
+        return node.operand, defs
     return None
 
 
@@ -84,24 +117,6 @@ def _children(node):
                     yield item
 
 
-def _inline(node, defs: dict):
-    """`node` with every name replaced by the (inlined) expression assigned to it before."""
-    if isinstance(node, Name):
-        return defs.get(node.id, node)
-    if not dataclasses.is_dataclass(node):
-        return node
-    changes = {}
-    for f in dataclasses.fields(node):
-        value = getattr(node, f.name)
-        if isinstance(value, tuple):
-            new = tuple(_inline(v, defs) for v in value)
-        else:
-            new = _inline(value, defs)
-        if new is not value and new != value:
-            changes[f.name] = new
-    return dataclasses.replace(node, **changes) if changes else node
-
-
 def _reductions(node):
     """Every Reduce node in `node`'s tree."""
     if isinstance(node, Reduce):
@@ -110,14 +125,16 @@ def _reductions(node):
         yield from _reductions(child)
 
 
-def _centering(base, second: Reduce) -> Reduce | None:
-    """M where `base` (inlined) is T - M, M a keepdim mean over `second`'s dims of T itself."""
+def _centering(base, defs: dict, second: Reduce, values: _Values) -> int | None:
+    """The number of M where `base` is T - M, M a keepdim mean over `second`'s dims of T itself."""
+    base, defs = _resolve(base, defs)
     if not (isinstance(base, BinOp) and base.op == "sub"):
         return None
-    mean = base.right
+    mean, mean_defs = _resolve(base.right, defs)
     if (isinstance(mean, Reduce) and mean.op == "mean" and mean.keepdim and mean.correction is None
-            and mean.dims == second.dims and mean.operand == base.left):
-        return mean
+            and mean.dims == second.dims
+            and values.number(mean.operand, mean_defs) == values.number(base.left, defs)):
+        return values.number(mean, mean_defs)
     return None
 
 
@@ -139,23 +156,22 @@ def of(program: Program) -> Statistics:
 
 
 def _find(program: Program) -> Statistics:
-    defs: dict = {}
+    values, defs = _Values(), {}
     moments, means = [], []
     for stmt in program.statements:
         for node in _reductions(stmt.value):
-            inlined = _inline(node, defs)
-            means.append((node, inlined))
+            means.append((node, values.number(node, defs)))
             if node.op not in ("mean", "sum") or node.correction is not None:
                 continue
-            base = _square_base(inlined.operand)
+            base = _square_base(node.operand, defs, values)
             if base is None:
                 continue
-            mean = _centering(base, inlined)
+            mean = _centering(*base, node, values)
             if mean is not None:
                 moments.append(Moment(node, mean))
             elif node.op == "mean":
                 moments.append(Moment(node))
         if isinstance(stmt, Assign):
-            defs[stmt.name] = _inline(stmt.value, defs)
+            defs = {**defs, stmt.name: (stmt.value, defs, values.number(stmt.value, defs))}
     centers = {m.mean for m in moments if m.mean is not None}
-    return Statistics(tuple(moments), tuple((w, i) for w, i in means if i in centers))
+    return Statistics(tuple(moments), tuple((written, n) for written, n in means if n in centers))

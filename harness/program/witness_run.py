@@ -281,7 +281,7 @@ class NumpyWalker(Walker):
     # ------------------------------------------------------------------ reductions
     def run(self, program: Program):
         self.statistics = statistics.of(program)
-        self.centered = {}  # inlined centering mean -> (axes, shape, M2) of the moment formed at it
+        self.centered = {}  # a centering mean's value number -> (axes, shape, M2) of the moment formed at it
         return super().run(program)
 
     def reduce(self, node, a):
@@ -314,8 +314,10 @@ class NumpyWalker(Walker):
         moment, center = self.statistics.second(node), self.statistics.mean(node)
         if moment is None and center is None:
             return None
+        if dtype != "float32":  # a float32 Welford is no way to run a float16 statistic: as written, every order
+            return None
         self.took_moments = True  # the Welford witnesses differ from two-pass here
-        if self.acc.moments != "welford" or dtype != "float32":
+        if self.acc.moments != "welford":
             return None
         if center is not None:  # T's mean; its M2 waits for the moment's reduction of squares
             mean, m2 = self.moments(x, True)
