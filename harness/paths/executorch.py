@@ -20,6 +20,7 @@ from harness.paths._executorch_common import (
     quiet_imports,
     single_output,
 )
+from harness.paths._backward import joint_facts
 from harness.paths.base import Path, Prepared, export_program, stage
 
 
@@ -39,6 +40,7 @@ class ExecutorchPath(PteArtifact, Path):
                 forward_output)
     takes_shared_export = True
     artifact_cacheable = True
+    trains = "torch's joint graph -> to_edge -> to_executorch -> the portable runtime"
 
     def script_calls(self) -> str:
         return f'''\
@@ -57,4 +59,5 @@ def run_path(model, example, x):
             edge = edge_program(ep)
             ops = call_ops(edge.exported_program().graph)
             buffer = pte_buffer(edge)
-        return Prepared(pte_runner(buffer, spec), {"edge_ops": ops}, built=buffer)
+        facts = {"edge_ops": ops, **(joint_facts(ep, ops) if spec.grad else {})}
+        return Prepared(pte_runner(buffer, spec), facts, built=buffer)

@@ -32,8 +32,10 @@ from __future__ import annotations
 import io
 
 from harness.core.dtypes import name_of
+from harness.paths._backward import joint_facts
 from harness.paths._executorch_common import (
     EXECUTORCH_WARM,
+    call_ops,
     dtype_of,
     export,
     graph_output,
@@ -119,6 +121,7 @@ class _Recompose(Path):
     takes_shared_export = True
     artifact_cacheable = True
     has_intermediates = True
+    trains = "torch's joint graph through the rewrite, run in Python"
 
     def _rewrite(self, ep):
         """(the graph module after both passes, the facts, what `_save` keeps): the path's pipeline call."""
@@ -164,6 +167,8 @@ def intermediates(model, example, x):
 
     def prepare(self, spec, module, example, exported=None) -> Prepared:
         graph_module, facts, built = self._rewritten(module, example, exported)
+        if spec.grad and exported is not None:
+            facts = {**facts, **joint_facts(exported, call_ops(graph_module.graph))}
         return Prepared(module_runner(graph_module, spec), facts, built=built)
 
     def artifact(self, prepared: Prepared) -> bytes | None:

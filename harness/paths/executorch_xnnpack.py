@@ -26,6 +26,7 @@ from harness.paths._executorch_common import (
     quiet_imports,
     single_output,
 )
+from harness.paths._backward import joint_facts
 from harness.paths.base import Path, Prepared, export_program, stage
 
 
@@ -88,6 +89,7 @@ class XnnpackPath(PteArtifact, Path):
                 forward_output)
     takes_shared_export = True
     artifact_cacheable = True
+    trains = "torch's joint graph, partitioned for XNNPACK where it takes it"
 
     def script_calls(self) -> str:
         return f'''\
@@ -105,5 +107,7 @@ def run_path(model, example, x):
         with stage("compile"):
             edge = xnnpack_lowered(ep)
             facts = delegation_facts(edge)
+            if spec.grad:
+                facts.update(joint_facts(ep, facts["delegated_ops"] + facts["undelegated_ops"]))
             buffer = pte_buffer(edge)
         return Prepared(pte_runner(buffer, spec), facts, built=buffer)

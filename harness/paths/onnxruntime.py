@@ -47,6 +47,7 @@ import weakref
 
 import numpy as np
 
+from harness.paths._backward import joint_facts
 from harness.paths.base import FRONTEND_MEMO, ONNX_REGISTRY_MEMO, Path, Prepared, Unsupported, example_args, input_arrays, stage
 
 _BF16 = "bfloat16"
@@ -203,6 +204,7 @@ class OnnxRuntimePath(Path):
     takes_shared_export = True
     artifact_cacheable = True
     level = "ORT_DISABLE_ALL"
+    trains = "torch's joint graph exported to ONNX as an inference graph"
 
     def script_calls(self) -> str:
         optimized = listing = ""
@@ -240,7 +242,8 @@ def run_path(model, example, x):
                 raise
             run = session_runner(session)
             facts = {"onnx_opset": max(o.version for o in model.opset_import if o.domain in ("", "ai.onnx")),
-                     "onnx_ops": exported_ops, "ort_optimization": self.level}
+                     "onnx_ops": exported_ops, "ort_optimization": self.level,
+                     **(joint_facts(exported) if spec.grad and exported is not None else {})}
             if optimized_path:
                 optimized_ops = op_types(onnx.load(optimized_path))
                 facts["ort_ops"] = optimized_ops
