@@ -147,3 +147,23 @@ def test_the_live_path_runs_its_pipeline_and_its_script_gives_the_same_bits(path
     assert not not_run, f"{path}: the script pastes functions the live path does not run: {not_run}"
     scripted = _scripted(path, spec)
     assert scripted.dtype == live.dtype and scripted.tobytes() == live.tobytes()
+
+
+def test_the_shared_export_of_a_backward_is_torchs_joint_graph():
+    import torch
+
+    from harness.oracle.backward import Backward
+    from harness.paths._backward import backward_ops
+    from harness.paths.base import export_program, is_backward
+
+    norm = torch.nn.LayerNorm(16)
+    example = (torch.randn(4, 16), torch.randn(4, 16))  # x, then the cotangent
+    backward = Backward(norm, 1)
+    assert is_backward(backward) and not is_backward(norm)
+    ep = export_program(backward, example)
+    assert backward_ops(ep.graph) == ["aten.native_layer_norm_backward.default"]
+    assert [s.kind.name for s in ep.graph_signature.input_specs].count("USER_INPUT") == 2
+    grads = ep.module()(*example)
+    for got, want in zip(grads, backward(*example)):
+        assert torch.equal(got, want)
+    assert backward_ops(export_program(norm, example[:1]).graph) == []  # a forward module: its forward
