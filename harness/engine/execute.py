@@ -216,14 +216,10 @@ class Executor:
         except CaseProblem as exc:
             return record.fail(exc.verdict, exc.stage, exc.message, seconds=round(time.perf_counter() - start, 6))
         inputs, ref = setup.inputs, setup.ref
-        if setup.module_case is not None and setup.module_case.exported is not None and not spec.grad:
-            self.exports.seed(spec, setup.module_case.exported)  # the lift exported this very module (its forward)
+        if setup.module_case is not None and setup.module_case.exported is not None:
+            self.exports.seed(spec, setup.module_case.exported)  # the lift exported this very module
         record = replace(record, structure_key=path.structure_key(spec), expected_dtype=ref.out_dtype,
                          rounding_dtype=ref.rounding_dtype)
-
-        if spec.grad and path.trains is None:  # declared: the path cannot train (no prepare, no compile)
-            return record.fail(Verdict.UNSUPPORTED, None, path.cannot_train,
-                               seconds=round(time.perf_counter() - start, 6))
 
         eager_out = self._eager(spec, setup) if path_name != "eager" else None
         if eager_out is not None:

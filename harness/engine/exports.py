@@ -1,9 +1,4 @@
-"""torch.export once per structure, for every path that starts from an ExportedProgram.
-
-A gradient case's structure is exported as torch's joint forward-backward graph of its Backward module
-(export_program: torch.export of joint_graph(module, example)), the graph the paths compiling an inference
-graph take.
-"""
+"""torch.export once per structure, for every path that starts from an ExportedProgram."""
 from __future__ import annotations
 
 from collections import OrderedDict

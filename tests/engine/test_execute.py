@@ -48,14 +48,3 @@ def test_a_program_returning_two_values_round_trips_through_its_record(execute_c
         assert d["max_err_over_tol"] == d["outputs"][0]["max_err_over_tol"]  # the verdict's output, flat
         back = Record.from_dict(json.loads(dumps(record)))
         assert back == record and back.verdict_output == "normed" and back.scores == record.scores
-
-
-def test_a_gradient_case_on_a_path_that_cannot_train_is_unsupported_without_a_prepare():
-    from harness.engine.execute import Executor
-
-    executor = Executor()
-    path = paths.get("tvm-decompose-inference")
-    record = executor.execute({"pattern": "layer_norm", "dtype": "float16", "shape": [4, 16], "grad": True}, path.name)
-    assert path.trains is None
-    assert record.verdict == Verdict.UNSUPPORTED and record.message == path.cannot_train and record.stage is None
-    assert executor.misses == 0  # nothing prepared: neither the path nor eager (whose output it would be held to)
