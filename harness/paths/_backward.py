@@ -1,4 +1,4 @@
-"""What the paths share for a gradient case (docs/gradients.md "How each path trains"): the facts naming the backward ops.
+"""What the paths share for a gradient case (docs/gradients.md "How each path trains"): facts naming its backward ops.
 
 A path compiling torch's joint graph (the shared export of a Backward,
 harness.paths.base.export_program) starts from ATen's backward ops as autograd

@@ -75,7 +75,8 @@ def gradient_module(mod, n_inputs: int):
     floating = [p for p in params if "float" in str(getattr(p.ty, "dtype", ""))]
     mod = relax.transform.Gradient("main", require_grads=list(main.params[:n_inputs]) + floating)(mod)
     adjoint = mod["main_adjoint"].with_attr("global_symbol", "main")
-    return relax.transform.BindParams("main", dict(zip(adjoint.params[n_user:], values)))(tvm.IRModule({"main": adjoint}))
+    bind = relax.transform.BindParams("main", dict(zip(adjoint.params[n_user:], values)))
+    return bind(tvm.IRModule({"main": adjoint}))
 
 
 def imported_target(ep, decompose: str):

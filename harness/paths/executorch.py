@@ -21,7 +21,7 @@ from harness.paths._executorch_common import (
     single_output,
 )
 from harness.paths._backward import joint_facts
-from harness.paths.base import Path, Prepared, export_program, stage
+from harness.paths.base import Path, Prepared, export_program, is_backward, stage
 
 
 def edge_program(ep):
@@ -36,7 +36,7 @@ class ExecutorchPath(PteArtifact, Path):
     description = "torch.export -> to_edge -> to_executorch -> executorch.runtime (portable/optimized kernels)"
     packages = ("torch", "executorch")
     warm_imports = EXECUTORCH_WARM
-    pipeline = (export_program, edge_program, op_name, call_ops, pte_buffer, load_forward, single_output,
+    pipeline = (is_backward, export_program, edge_program, op_name, call_ops, pte_buffer, load_forward, single_output,
                 forward_output)
     takes_shared_export = True
     artifact_cacheable = True

@@ -45,7 +45,7 @@ from harness.paths._executorch_common import (
     single_output,
 )
 from harness.paths import _fx_intermediates as fx
-from harness.paths.base import Path, Prepared, export_program, stage
+from harness.paths.base import Path, Prepared, export_program, is_backward, stage
 
 
 def _is_rms_norm(node) -> bool:
@@ -105,8 +105,8 @@ def capture_rewritten(ep):
 
 
 # What every recompose script pastes; each path adds the function that builds its graph.
-_PIPELINE = (export_program, op_name, name_of, dtype_of, _is_rms_norm, _dtype_casts, rewrite, single_output,
-             graph_output, fx.fx_intermediates)
+_PIPELINE = (is_backward, export_program, op_name, name_of, dtype_of, _is_rms_norm, _dtype_casts, rewrite,
+             single_output, graph_output, fx.fx_intermediates)
 
 
 class _Recompose(Path):

@@ -27,7 +27,7 @@ from harness.paths._executorch_common import (
     single_output,
 )
 from harness.paths._backward import joint_facts
-from harness.paths.base import Path, Prepared, export_program, stage
+from harness.paths.base import Path, Prepared, export_program, is_backward, stage
 
 
 def xnnpack_lowered(ep):
@@ -85,8 +85,8 @@ class XnnpackPath(PteArtifact, Path):
     description = "torch.export -> to_edge_transform_and_lower(XnnpackPartitioner) -> executorch.runtime"
     packages = ("torch", "executorch")
     warm_imports = EXECUTORCH_WARM + ("harness.paths.executorch_xnnpack:warm_up",)
-    pipeline = (export_program, xnnpack_lowered, op_name, delegation_facts, pte_buffer, load_forward, single_output,
-                forward_output)
+    pipeline = (is_backward, export_program, xnnpack_lowered, op_name, delegation_facts, pte_buffer, load_forward,
+                single_output, forward_output)
     takes_shared_export = True
     artifact_cacheable = True
     trains = "torch's joint graph, partitioned for XNNPACK where it takes it"

@@ -137,8 +137,9 @@ class OpenVinoPath(Path):
     packages = ("torch", "openvino")
     warm_imports = ("torch", "openvino", "openvino.frontend.pytorch")
     script_imports = "import openvino as ov\n"
-    pipeline = (is_backward, export_program, convert, compile_cpu, runtime_nodes, ovi.ov_array, infer_all, run_infer, ovi.computing_nodes,
-                ovi.value_nodes, ovi.with_results, ovi.stored_dtypes, ovi.readable_nodes, ovi.exposed_runner)
+    pipeline = (is_backward, export_program, convert, compile_cpu, runtime_nodes, ovi.ov_array, infer_all, run_infer,
+                ovi.computing_nodes, ovi.value_nodes, ovi.with_results, ovi.stored_dtypes, ovi.readable_nodes,
+                ovi.exposed_runner)
     takes_shared_export = False
     trains = "torch's joint graph (its ExportedProgram) converted as an inference graph"
     artifact_cacheable = True

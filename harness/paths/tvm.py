@@ -158,10 +158,12 @@ class TvmPath(Path):
     packages = ("torch", "apache-tvm")
     warm_imports = ("torch", "torch.export", "tvm", "tvm.relax", "tvm.relax.frontend.torch", FRONTEND_MEMO)
     script_imports = "import tvm\nfrom tvm import relax\n"
-    pipeline = (export_program, imported_module, decomposed, relax_ops, compiled_executable, vm_main, tvm_tensor,
-                tvm_array, output_tensors, main_output, returned_var, tensor_bindings, expose,
-                exposed_runner, is_backward, grad.vjp_target, grad.imported_target, grad.no_gradient_ops,
-                grad.gradient_module, gradient_output)
+    # The forward's functions, then the training flow's (_tvm_gradient), which a path that cannot train leaves out.
+    forward_pipeline = (is_backward, export_program, imported_module, decomposed, relax_ops, compiled_executable,
+                        vm_main, tvm_tensor, tvm_array, output_tensors, main_output, returned_var, tensor_bindings,
+                        expose, exposed_runner)
+    pipeline = forward_pipeline + (grad.vjp_target, grad.imported_target, grad.no_gradient_ops, grad.gradient_module,
+                                   gradient_output)
     takes_shared_export = True
     artifact_cacheable = True
     has_intermediates = True
@@ -170,9 +172,7 @@ class TvmPath(Path):
     trains = "relax.transform.Gradient of the norm's Relax import, without a decomposition"
 
     def script_calls(self) -> str:
-        return f'''\
-def run_path(model, example, x):
-    """{self.name}: {self.description}"""
+        training = f'''\
     if is_backward(model):  # a gradient case: Relax's training flow on sum(out * cotangent)
         mod = imported_target(export_program(vjp_target(model.forward_module, model.n_inputs), example),
                               {self.decompose!r})
@@ -181,7 +181,11 @@ def run_path(model, example, x):
         mod = gradient_module(mod, model.n_inputs)
         print("Relax ops of the gradient:", ", ".join(relax_ops(mod)))
         return gradient_output(vm_main(compiled_executable(mod)), x)
-    mod = decomposed(imported_module(export_program(model, example)), {self.decompose!r})
+''' if self.trains else ""
+        return f'''\
+def run_path(model, example, x):
+    """{self.name}: {self.description}"""
+{training}    mod = decomposed(imported_module(export_program(model, example)), {self.decompose!r})
     print("Relax ops:", ", ".join(relax_ops(mod)))
     return main_output(vm_main(compiled_executable(mod)), x)
 
@@ -374,6 +378,7 @@ class TvmDecomposeInferencePath(TvmPath):
     description = ("torch.export -> from_exported_program -> DecomposeOpsForInference -> "
                    "tvm.compile(target='llvm') -> Relax VM")
     decompose = "DecomposeOpsForInference"
+    pipeline = TvmPath.forward_pipeline
     trains = None
     cannot_train = ("DecomposeOpsForInference is TVM's inference flow (batch_norm on its moving statistics); "
                     "TVM's training flow is tvm-decompose's (DecomposeOpsForTraining, then Gradient)")

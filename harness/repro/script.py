@@ -25,6 +25,7 @@ import ml_dtypes
 import numpy as np
 
 from harness import paths
+from harness.paths.base import pasted
 from harness.core.dtypes import np_dtype, unit_roundoff
 from harness.spec import CaseSpec
 from harness.oracle.compare import (C_ACC, C_OUT, C_ROUND, EAGER_MULTIPLIER, FLOOR, measured_tolerance,
@@ -190,6 +191,18 @@ def model_code(spec: CaseSpec) -> str:
         lines += [f"    model.{n}.copy_(to_torch({n}))" for n in names]
     lines.append("model.eval()")
     return "\n".join(lines) + "\n"
+
+
+def backward_code(spec: CaseSpec) -> str:
+    """A gradient case's model: the norm's module wrapped in its Backward (harness/oracle/backward.py, pasted by
+    its source with torch's joint graph, which a path's export_program takes for it), called on the inputs then
+    the cotangents, as every path is (docs/gradients.md)."""
+    from harness.oracle import backward
+
+    n_inputs = 1 + len(_extra_names(spec))
+    return ("# -- the backward: what every path compiles for a gradient case (normdiff's Backward and joint_graph)\n"
+            + pasted((backward.floating_parameters, backward.Backward, backward.joint_graph))
+            + f"\n\n\nmodel = Backward(model, {n_inputs})  # forward(*inputs, *cotangents) -> the gradients\n")
 
 
 # -- the reference ------------------------------------------------------------------
@@ -375,7 +388,7 @@ def render(spec: CaseSpec, path: str, *, bug=None, recorded: str | None = None) 
     library = ", ".join(others) or None
     ref = reference(spec, make_inputs(spec))
 
-    model = model_code(spec)
+    model = model_code(spec) + ("\n\n" + backward_code(spec) if spec.grad else "")
     code_imports = T.IMPORTS + "from torch import nn\n"
     if "F." in model:
         code_imports += "import torch.nn.functional as F\n"

@@ -328,3 +328,22 @@ def test_a_compiled_path_is_held_to_the_measured_tolerance_in_plain_form():
     assert np.median(plain / tolerance(ref)) < 0.5
     assert "correct float32 implementations" in note
     assert repro_script.plain_tolerance(spec) != (rtol, atol, note)  # eager: the bound
+
+
+def test_a_gradient_cases_script_builds_the_backward_every_path_compiles():
+    import inspect
+
+    from harness.oracle import backward
+    from harness.spec import CaseSpec
+
+    spec = CaseSpec.from_dict({"pattern": "layer_norm", "dtype": "float32", "shape": [4, 16], "grad": True})
+    text = repro_script.render(spec, "tvm-decompose")
+    defined = {n.name: n for n in ast.parse(text).body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    for obj in (backward.floating_parameters, backward.Backward, backward.joint_graph):  # pasted, never copied
+        assert ast.get_source_segment(text, defined[obj.__name__]) + "\n" == inspect.getsource(obj)
+    assert "model = Backward(model, 1)" in text and "is_backward" in defined  # the path's flow takes it
+    namespace = {"torch": torch, "nn": torch.nn, "model": torch.nn.LayerNorm(16)}
+    exec(repro_script.backward_code(spec), namespace)  # the script's model piece, on a module of its own
+    x, cotangent = torch.randn(4, 16), torch.randn(4, 16)
+    got, want = namespace["model"](x, cotangent), backward.Backward(torch.nn.LayerNorm(16), 1)(x, cotangent)
+    assert len(got) == 3 and all(torch.equal(a, b) for a, b in zip(got, want))
