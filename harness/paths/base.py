@@ -69,7 +69,7 @@ def input_arrays(x) -> tuple:
 
 
 def is_backward(model) -> bool:
-    """Whether `model` is a gradient case's Backward (harness.oracle.backward): it holds the norm as forward_module."""
+    """Whether `model` is a gradient case's Backward module: it holds the norm as forward_module, then n_inputs."""
     return hasattr(model, "forward_module") and hasattr(model, "n_inputs")
 
 
