@@ -22,7 +22,7 @@ def backward_ops(graph) -> list[str]:
 
 
 def joint_facts(exported, ran: list[str] | None = None) -> dict:
-    """The facts of a path compiling torch's joint graph `exported` (an ExportedProgram).
+    """The facts of a path compiling torch's joint graph `exported` (an ExportedProgram, or make_fx's GraphModule).
 
     `joint_backward_ops`: the backward ops of the joint graph as exported;
     `backward_kept`: those the path's own graph still calls (`ran`, the names of its ops in ATen's terms:

@@ -56,7 +56,7 @@ from __future__ import annotations
 import threading
 
 from harness.core.tensors import to_numpy, to_torch
-from harness.paths.base import Path, Prepared, example_args, input_arrays, is_backward, stage
+from harness.paths.base import Path, Prepared, example_args, input_arrays, is_backward, joint_graph, stage
 
 # Dynamo holds one compiled artifact at a time (see above): the generation of the
 # last reset, and a lock so a compile and a run are not interleaved across threads.
@@ -231,6 +231,8 @@ def run_path(model, example, x):
             "inductor_aot_autograd_cache": _cache_status(before, after, "aot"),
             "inductor_precompiled": "off" if precompiled is None else "miss",
         }
+        if is_backward(module):
+            facts.update(_backward_facts(module, args))
         if precompiled is not None:
             return Prepared(_precompiled_runner(precompiled, spec.layout), facts, precompiled)
         state = {"compiled": compiled, "generation": generation}
@@ -267,6 +269,18 @@ def run_path(model, example, x):
             compiled._load_aot_compiled_module(data)
         facts = {"inductor_fx_graph_cache": "off", "inductor_aot_autograd_cache": "off", "inductor_precompiled": "hit"}
         return Prepared(_precompiled_runner(compiled, spec.layout), facts, compiled)
+
+
+def _backward_facts(backward, args) -> dict:
+    """torch's joint graph's backward ops, and those Inductor's decomposition table leaves whole (`backward_kept`:
+    lowered or run as an ATen fallback; the others decomposed before Inductor's kernels)."""
+    from torch._inductor.decomposition import select_decomp_table
+
+    from harness.paths._backward import backward_ops, joint_facts
+
+    graph = joint_graph(backward, args)
+    decomposed = {str(op) for op in select_decomp_table()}
+    return joint_facts(graph, [op for op in backward_ops(graph.graph) if op not in decomposed])
 
 
 def _precompiled_runner(compiled, layout):

@@ -187,4 +187,6 @@ def test_a_gradient_case_runs_autograd_through_the_compiled_forward():
     assert max(grad_error(out, expected)) < 2e-3
     facts = prepared.facts
     assert facts["inductor_backward"] == "compiled (AOTAutograd)" and facts["inductor_compiled_graphs"] == 2
+    # Inductor's decomposition table decomposes the backward op before its kernels
+    assert facts["joint_backward_ops"] == ["aten.native_layer_norm_backward.default"] and facts["backward_kept"] == []
     assert facts["inductor_precompiled"] == "off" and path.artifact(prepared) is None  # not kept: compiled at its call
