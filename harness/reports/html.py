@@ -14,7 +14,7 @@ from collections import Counter
 from harness.attribution.describe import family_stage_text, first_stage_text
 from harness.core.verdicts import VERDICTS, Status
 from harness.reports import baseline as gate
-from harness.reports.failure_table import failure_table
+from harness.reports.failure_table import failure_table, outputs_html
 from harness.reports.families import Family, elements, families
 from harness.reports.zoo_view import zoo_html
 from harness.reports.known import (
@@ -36,7 +36,7 @@ _CSS = """body{font-family:sans-serif;margin:2em;max-width:1400px}table{border-c
 td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top;font-size:13px}
 th{background:#eee}#failures th{cursor:pointer}pre{white-space:pre-wrap;margin:0;font-size:12px}img{max-width:100%}
 .filters label{margin-right:1em}.filters select{max-width:28em}
-.NEW_FAIL,.FIXED{color:#b00;font-weight:bold}.XFAIL,.FLAKY{color:#a60}.PASS{color:#070}"""
+.output{font-size:12px;color:#444}.NEW_FAIL,.FIXED{color:#b00;font-weight:bold}.XFAIL,.FLAKY{color:#a60}.PASS{color:#070}"""
 
 
 def _img(b64: str | None, alt: str) -> str:
@@ -132,7 +132,7 @@ def report_html(records: list[dict], title: str = "normdiff results", *, out_dir
             status = known.status(r) if baseline is not None else ""
             parts.append(
                 f"<tr><td>{n}</td><td>{e(r['path'])}</td><td>{e(r['verdict'])}</td>"
-                f"<td>{fmt(r.get('max_err_over_tol'))}</td><td>{fmt(r.get('max_ulp'))}</td>"
+                f"<td>{fmt(r.get('max_err_over_tol'))}{outputs_html(r)}</td><td>{fmt(r.get('max_ulp'))}</td>"
                 f"<td>{e(first_stage_text(r))}</td>"
                 f'<td class="{status}">{e(known.note(r))}</td><td>{e(r.get("message") or "")}</td>'
                 f"<td><pre>{e(spec_lines(r['case']))}</pre><pre>{e(repro_command(out_dir, r))}</pre></td></tr>")
