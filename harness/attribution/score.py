@@ -45,8 +45,9 @@ def changes_of(capture: Capture, out: np.ndarray) -> list[str]:
 def returned(capture: Capture) -> list[int | None]:
     """The index among the intermediates of each output the graph returns, in order (one output: [output]).
 
-    A reader names the first (Capture.output); another output is the last
-    intermediate with exactly the bits the re-run returned for it (every
+    A reader names the first (Capture.output); another output, or the first
+    where the reader names none (TVM's main returns a tuple of them), is the
+    last intermediate with exactly the bits the re-run returned for it (every
     reader has each returned value among its intermediates: FX and Relax
     every node, OpenVINO each Result's). An intermediate with the same bits
     computes the same value, so its error over the bound is the output's.
@@ -55,8 +56,11 @@ def returned(capture: Capture) -> list[int | None]:
     if not isinstance(outs, tuple):
         return [capture.output]
     inters = capture.intermediates
-    return [capture.output] + [next((i for i in range(len(inters) - 1, -1, -1) if _same_bits(inters[i].value, out)),
-                                    None) for out in outs[1:]]
+
+    def bits(out):
+        return next((i for i in range(len(inters) - 1, -1, -1) if _same_bits(inters[i].value, out)), None)
+
+    return [bits(out) if k or capture.output is None else capture.output for k, out in enumerate(outs)]
 
 
 def entries(stages, capture: Capture, approximate: bool) -> list[dict]:
