@@ -36,7 +36,9 @@ _CSS = """body{font-family:sans-serif;margin:2em;max-width:1400px}table{border-c
 td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top;font-size:13px}
 th{background:#eee}#failures th{cursor:pointer}pre{white-space:pre-wrap;margin:0;font-size:12px}img{max-width:100%}
 .filters label{margin-right:1em}.filters select{max-width:28em}
-.output{font-size:12px;color:#444}.NEW_FAIL,.FIXED{color:#b00;font-weight:bold}.XFAIL,.FLAKY{color:#a60}.PASS{color:#070}"""
+.NEW_FAIL,.FIXED{color:#b00;font-weight:bold}.XFAIL,.FLAKY{color:#a60}.PASS{color:#070}"""
+# the per-output lines' style, only on a page that has them (a page of one-output records is what it was)
+_OUTPUT_CSS = ".output{font-size:12px;color:#444}"
 
 
 def _img(b64: str | None, alt: str) -> str:
@@ -96,7 +98,8 @@ def report_html(records: list[dict], title: str = "normdiff results", *, out_dir
     groups = families(records, known)
     top = worst(records, known)
     parts = [f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{e(title)}</title>"
-             f"<style>{_CSS}</style></head><body>", f"<h1>{e(title)}</h1>"]
+             f"<style>{_CSS}{_OUTPUT_CSS if any(r.get('outputs') for r in records) else ''}</style></head><body>",
+             f"<h1>{e(title)}</h1>"]
     parts.append(f"<p>{len(records)} executions of {len({r['case_id'] for r in records})} cases on "
                  f"{len(paths)} paths: " + e(", ".join(f"{counts[v]} {v}" for v in VERDICTS if counts[v])) + ".</p>")
     if records:
