@@ -208,6 +208,9 @@ class Executor:
             path = paths.get(path_name)
         except KeyError as exc:
             return record.fail(Verdict.ERROR, "compile", str(exc.args[0]))
+        if spec.grad and path.trains is None:  # a path that cannot train is not prepared for a gradient case
+            return record.fail(Verdict.UNSUPPORTED, None, path.cannot_train,
+                               seconds=round(time.perf_counter() - start, 6))
         try:
             setup = self.cases.setup(spec)
             record = replace(record, lift=setup.lift)
@@ -216,12 +219,13 @@ class Executor:
         except CaseProblem as exc:
             return record.fail(exc.verdict, exc.stage, exc.message, seconds=round(time.perf_counter() - start, 6))
         inputs, ref = setup.inputs, setup.ref
-        if setup.module_case is not None and setup.module_case.exported is not None:
+        if setup.module_case is not None and setup.module_case.exported is not None and not spec.grad:
             self.exports.seed(spec, setup.module_case.exported)  # the lift exported this very module
         record = replace(record, structure_key=path.structure_key(spec), expected_dtype=ref.out_dtype,
                          rounding_dtype=ref.rounding_dtype)
 
-        eager_out = self._eager(spec, setup) if path_name != "eager" else None
+        # a gradient is judged without eager (docs/gradients.md): eager is not run for the other paths' sake
+        eager_out = self._eager(spec, setup) if path_name != "eager" and not spec.grad else None
         if eager_out is not None:
             record = replace(record, eager_max_abs_err=eager_row_errors(eager_out, ref),
                              expected_dtype=str(as_outputs(eager_out)[0].dtype))
