@@ -8,7 +8,8 @@ then `Backward(forward, n_inputs)`, its example the inputs then the
 cotangents, and its reference the FP64 evaluation of the backward lifted
 from torch's joint graph (harness.modules.lift_backward): one output per
 gradient, named d_x, d_weight, …, each with the program's running bound and
-witnesses, and judged without eager (Reference.gradient). The lifted
+witnesses, and judged without eager (Reference.gradient); the first input's
+gradient is d_x whatever the forward calls it, as a program calls it x. The lifted
 backward is checked against the float64 autograd of the same module, as a
 module case's lift is: an `error` at stage `lift` when they disagree.
 """
@@ -76,7 +77,7 @@ def gradient_parts(spec, make_forward, inputs, input_names: tuple[str, ...], mem
     arrays = lifted.arrays(inputs.run_arg, module)
     evaluation = evaluate(lifted.program, lifted.case, arrays)
     witnesses = program_witnesses(spec.case_id, lifted.program, lifted.case, arrays)
-    ref = gradient_reference(evaluation_reference(evaluation, witnesses), gradient_names(input_names, module))
+    ref = gradient_reference(evaluation_reference(evaluation, witnesses), gradient_names(("x", *input_names[1:]), module))
     grads, why = float64_gradients(backward, inputs.run_arg)
     lift = LiftCheck(program=lifted.source, lifted_pattern="backward", **_check(evaluation, grads, why))
     return GradientParts(inputs, ref, build, lift)
