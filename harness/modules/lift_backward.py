@@ -88,6 +88,15 @@ def _float32_stats_group_norm(input, weight, bias, n, c, hxw, group, eps):  # no
     return out.to(input.dtype), mean.reshape(n, group), rstd.reshape(n, group)
 
 
+def _float32_stats_batch_norm(input, weight, bias, training, momentum, eps):  # noqa: A002 - ATen's names
+    """_native_batch_norm_legit.no_stats (F.instance_norm's, a batch norm over the batch's own statistics) with
+    its saved mean and rstd kept in float32: torch's decomposition run on the input in float32."""
+    from torch._decomp.decompositions import _native_batch_norm_legit_no_stats
+
+    out, mean, rstd = _native_batch_norm_legit_no_stats(input.float(), weight, bias, training, momentum, eps)
+    return out.to(input.dtype), mean, rstd
+
+
 def _group_norm_backward_in_kernel_dtypes(grad_output, input, mean, rstd, gamma, n, c, hxw, group,  # noqa: A002
                                           output_mask):
     """torch's native_group_norm_backward decomposition, each gradient cast to the kernel's dtype (the input's,
@@ -102,7 +111,8 @@ def _group_norm_backward_in_kernel_dtypes(grad_output, input, mean, rstd, gamma,
 
 def decompositions() -> dict:
     """torch.export's default table, the norms' backward kernels by torch's decompositions, and the norms'
-    forward kernels with their statistics in float32."""
+    forward kernels with their statistics in float32 (layer, group, and a batch norm over its own statistics:
+    F.instance_norm's)."""
     import torch
     from torch._decomp import get_decompositions
 
@@ -114,6 +124,7 @@ def decompositions() -> dict:
         aten._fused_rms_norm_backward]))
     table[aten.native_layer_norm.default] = _float32_stats_layer_norm
     table[aten.native_group_norm.default] = _float32_stats_group_norm
+    table[aten._native_batch_norm_legit.no_stats] = _float32_stats_batch_norm
     table[aten.native_group_norm_backward.default] = _group_norm_backward_in_kernel_dtypes
     return table
 
