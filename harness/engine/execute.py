@@ -24,7 +24,7 @@ from harness import paths
 from harness.attribution import annotate
 from harness.attribution.policy import Policy
 from harness.core.machine import cpu_features
-from harness.core.records import PROVENANCE, Record, Resolution
+from harness.core.records import PROVENANCE, Attribution, Record, Resolution
 from harness.core.verdicts import Verdict
 from harness.engine import stored
 from harness.engine.cache import ArtifactCache, Origin
@@ -36,6 +36,7 @@ from harness.paths.base import Prepared, StageError, Unsupported, first_line
 from harness.spec import CaseSpec
 
 
+GRADIENT_UNATTRIBUTED = "unavailable: a gradient case's backward stages are not attributed"
 _PATH_VERSIONS: dict[str, dict] = {}  # by path name: what every record of the path says (the metadata look-ups cost ms)
 
 
@@ -257,7 +258,11 @@ class Executor:
 
     def _attribute(self, record: Record, spec: CaseSpec, path, out, setup) -> Record:
         """The attribution of a failing record: the one the cache keeps for this very execution, else
-        computed (and kept)."""
+        computed (and kept). A gradient case's is not made: the stages are the forward program's, which a
+        backward's intermediates do not match (a null attribution, and the fact says so)."""
+        if spec.grad:
+            return replace(record.with_fact("attribution", GRADIENT_UNATTRIBUTED),
+                           attribution=Attribution(None, None))
         start = time.perf_counter()
         salt = setup.module_case.digest if setup.module_case is not None else ""
         key = stored.attribution_key(self.cache, path, spec, salt, record.verdict, out) if self.cache else None
