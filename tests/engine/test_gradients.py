@@ -122,3 +122,15 @@ def test_the_weight_gradients_bound_grows_with_the_rows():
     # term, sum of |terms| x sqrt(rows), grows 64x for 16x the rows (tests/program: a sum over dim 0)
     assert np.median(large.bound) > 6 * np.median(small.bound)
     assert torch.is_grad_enabled()
+
+
+def test_the_shared_export_of_a_grad_case_is_torchs_joint_graph():
+    from harness.engine.exports import ExportMemo
+
+    spec = _spec()
+    module, example = Cases().setup(spec).build()
+    exported = ExportMemo().get(spec, module, example)
+    targets = {str(n.target) for n in exported.graph.nodes if n.op == "call_function"}
+    assert "aten.native_layer_norm_backward.default" in targets  # what an exporting path compiles
+    got = exported.module()(*example)
+    assert all(torch.equal(a, b) for a, b in zip(got, module(*example)))
