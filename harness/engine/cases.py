@@ -141,7 +141,6 @@ class Cases:
         return Setup(inputs, by_position(evaluation_reference(evaluation, witnesses)),
                      lambda: (mc.build(), mc.example(inputs, spec.layout)), lift, lift_problem(lift), mc)
 
-
     def _gradient_setup(self, spec) -> Setup:
         """A gradient case's Setup (harness.engine.gradients): its backward lifted from torch's joint graph, a
         CaseProblem where that cannot be done or its check against float64 autograd fails."""

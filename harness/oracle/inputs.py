@@ -45,10 +45,8 @@ class Inputs:
     def run_arg(self):
         """What a path's `Prepared.run` takes: `x`, or (x, then the extra inputs in call order, then a gradient
         case's cotangents)."""
-        order = self.order if self.order is not None else tuple(sorted(self.extra))
-        if not order and not self.cotangents:
-            return self.x
-        return (self.x, *(self.extra[k] for k in order), *self.cotangents)
+        args = (*self.forward_arg, *self.cotangents)
+        return args if len(args) > 1 else self.x
 
     @property
     def forward_arg(self) -> tuple:
@@ -211,9 +209,7 @@ def draw_extra(spec: CaseSpec) -> dict[str, np.ndarray]:
     for name, p in spec.inputs_dict.items():
         shape, dtype = extra_type(spec, name)
         rng = _rng(spec.seed, EXTRA_STREAMS[name]) if name in EXTRA_STREAMS else _rng(spec.seed, NAMED, name)
-        target = spec if (shape, dtype) == (spec.shape, spec.dtype) else \
-            types.SimpleNamespace(shape=shape, dtype=dtype, pattern=spec.pattern)
-        out[name] = KINDS[p["kind"]](rng, int(np.prod(shape)), p, target).reshape(shape)
+        out[name] = KINDS[p["kind"]](rng, int(np.prod(shape)), p, kind_target(spec, shape, dtype)).reshape(shape)
     return out
 
 
@@ -225,15 +221,16 @@ def draw_cotangents(spec: CaseSpec, types) -> tuple[np.ndarray, ...]:
     out = []
     for k, (shape, dtype) in enumerate(types):
         shape = tuple(int(n) for n in shape)
-        target = types_namespace(spec, shape, dtype)
-        drawn = KINDS[p["kind"]](_rng(spec.seed, COTANGENT, str(k)), int(np.prod(shape)), p, target)
+        drawn = KINDS[p["kind"]](_rng(spec.seed, COTANGENT, str(k)), int(np.prod(shape)), p,
+                                  kind_target(spec, shape, dtype))
         out.append(cast(drawn.reshape(shape), dtype))
     return tuple(out)
 
 
-def types_namespace(spec: CaseSpec, shape: tuple[int, ...], dtype: str):
-    """What a kind reads of a spec (shape, dtype, pattern), for a tensor of another shape or dtype."""
-    if (shape, dtype) == (tuple(spec.shape), spec.dtype):
+def kind_target(spec: CaseSpec, shape: tuple[int, ...], dtype: str):
+    """What a kind reads of a spec (shape, dtype, pattern) for a tensor of its own (shape, dtype): the spec
+    itself when they are x's."""
+    if (tuple(shape), dtype) == (tuple(spec.shape), spec.dtype):
         return spec
     return types.SimpleNamespace(shape=shape, dtype=dtype, pattern=spec.pattern)
 
