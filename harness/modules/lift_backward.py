@@ -109,6 +109,12 @@ def _group_norm_backward_in_kernel_dtypes(grad_output, input, mean, rstd, gamma,
     return tuple(None if g is None else g.to(d) for g, d in zip(grads, (input.dtype, param, param)))
 
 
+def _around_a_norm(aten) -> list:
+    """The backward kernels of the ops a module wraps around a norm that torch's decompositions write out (the
+    activations' own backward kernels, which export keeps whole, are the lifter's: harness.modules.lift_calls)."""
+    return [aten._softmax_backward_data, aten._log_softmax_backward_data]
+
+
 def decompositions() -> dict:
     """torch.export's default table, the norms' backward kernels by torch's decompositions, and the norms'
     forward kernels with their statistics in float32 (layer, group, and a batch norm over its own statistics:
@@ -121,7 +127,7 @@ def decompositions() -> dict:
     table.update(get_decompositions([
         aten.native_layer_norm_backward, aten.native_group_norm_backward, aten.native_batch_norm_backward,
         aten._fused_rms_norm,
-        aten._fused_rms_norm_backward]))
+        aten._fused_rms_norm_backward, *_around_a_norm(aten)]))
     table[aten.native_layer_norm.default] = _float32_stats_layer_norm
     table[aten.native_group_norm.default] = _float32_stats_group_norm
     table[aten._native_batch_norm_legit.no_stats] = _float32_stats_batch_norm

@@ -143,3 +143,13 @@ def test_eager_sums_a_bfloat16_bias_gradient_over_4096_rows_within_its_bound():
     record = Executor().execute(_spec(dtype="bfloat16", shape=[ROWS, 64]), "eager")
     d_bias = record.scores[2]
     assert d_bias.name == "d_bias" and d_bias.verdict == "pass", d_bias.message
+
+
+def test_a_module_case_of_two_inputs_gets_a_gradient_for_each_and_its_activations_backward_lifts():
+    """A gated RMSNorm (x, gate): silu_backward in the joint graph, written out by the lifter in float32."""
+    spec = CaseSpec.from_dict({"class": "user_norms:GatedRMSNorm", "init": {"hidden_size": 64}, "shape": [2, 8, 64],
+                               "dtype": "float16", "inputs": {"gate": {"kind": "normal"}}, "params": {"kind": "normal"},
+                               "grad": True})
+    setup = Cases().setup(spec)
+    assert setup.ref.output_names == ("d_x", "d_gate", "d_weight") and len(setup.inputs.run_arg) == 3
+    assert setup.problem is None and setup.lift.lift_check < 1e-12 and "torch.sigmoid(" in setup.lift.program
