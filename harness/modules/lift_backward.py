@@ -43,7 +43,6 @@ class LiftedBackward:
     inputs: tuple[str, ...]              # the program's input names, in Backward's order (inputs, cotangents)
     params: dict[str, str]               # {state name of the forward module: program name} of what it reads
     ops: tuple[str, ...]                 # the decomposed graph's ATen ops, in order (for the record)
-    exported: object = None              # the ExportedProgram of the joint graph (undecomposed: what paths take)
 
     @property
     def source(self) -> str:
@@ -182,7 +181,7 @@ def lift_backward(backward, example: tuple, input_names: tuple[str, ...], owner:
     case = ProgramCase(dtype, tuple(example[0].shape), weight_dtype, names[1:],
                        {p: tuple(tensors[s].shape) for s, p in params.items()}, 0.0, types)
     check(lifted.program, case)
-    return LiftedBackward(lifted.program, case, names, params, lifted.ops, exported)
+    return LiftedBackward(lifted.program, case, names, params, lifted.ops)
 
 
 def float64_gradients(backward, run_arg: tuple):
