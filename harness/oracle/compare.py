@@ -187,7 +187,11 @@ def _row_max(values: np.ndarray, rows: np.ndarray, n_rows: int) -> np.ndarray:
 
 
 def score(out: np.ndarray, ref: Reference, eager_out: np.ndarray | None = None) -> Score:
-    """The verdict of `out` against `ref`; `eager_out` is None when scoring eager itself."""
+    """The verdict of `out` against `ref`; `eager_out` is None when scoring eager itself. A gradient
+    (`ref.gradient`) is judged alone: eager's output is not read, and eager itself is judged as any path is."""
+    alone = ref.gradient
+    if alone:
+        eager_out = None
     out_dtype = name_of(out.dtype)
     expected = name_of(eager_out.dtype) if eager_out is not None else ref.out_dtype
     empty = dict(max_abs_err=None, max_rel_err=None, max_ulp=None, worst_row=None, max_err_over_tol=None)
@@ -239,9 +243,9 @@ def score(out: np.ndarray, ref: Reference, eager_out: np.ndarray | None = None) 
             where = np.argwhere(blame)[0].tolist()
             return Score(Verdict.NONFINITE, f"{int(blame.sum())} non-finite values where the reference is finite "
                          f"(first at {where})", out_dtype=out_dtype, expected_dtype=expected,
-                         unstable=eager_out is None, **metrics)
+                         unstable=eager_out is None and not alone, **metrics)
 
-    if eager_out is None:
+    if eager_out is None and not alone:
         if over.any():
             return Score(Verdict.INACCURATE, f"unstable pattern: eager exceeds the bound on {int(over.sum())} of "
                          f"{n_rows} rows; {describe}", out_dtype=out_dtype, expected_dtype=expected,
@@ -269,20 +273,21 @@ def score(out: np.ndarray, ref: Reference, eager_out: np.ndarray | None = None) 
         metrics["worst_row"] = w
         if blamed is not None:
             unit, floor = blamed.at(w)
+            eager_share = "" if alone else f"eager's {blamed.eager[w]:.3g}, "
             text = (f"{int(worse.sum())} of {n_rows} rows beyond what correct float32 implementations achieve; "
                     f"row {w} err {row_err[w]:.4g} ({row_ratio[w]:.3g}x the bound): {blamed.what} "
-                    f"{blamed.own[w]:.3g} per unit of {unit}, over {EAGER_MULTIPLIER:g}x eager's "
-                    f"{blamed.eager[w]:.3g}, the float32 witnesses' {blamed.witness[w]:.3g} and the floor "
-                    f"{floor:.3g}")
+                    f"{blamed.own[w]:.3g} per unit of {unit}, over {EAGER_MULTIPLIER:g}x {eager_share}"
+                    f"the float32 witnesses' {blamed.witness[w]:.3g} and the floor {floor:.3g}")
         else:
             eager_note = "" if eager_row_err is None else (
                 f" ({row_ratio[w]:.3g}x the bound), eager's {eager_row_err[w]:.3g} ({eager_row_ratio[w]:.3g}x)")
-            text = (f"{int(worse.sum())} of {n_rows} rows over the bound and worse than {EAGER_MULTIPLIER:g}x "
-                    f"eager; row {w} err {row_err[w]:.4g}{eager_note}")
+            text = (f"{int(worse.sum())} of {n_rows} rows over the bound" + ("" if alone else
+                    f" and worse than {EAGER_MULTIPLIER:g}x eager") + f"; row {w} err {row_err[w]:.4g}{eager_note}")
         return Score(Verdict.INACCURATE, f"{text}; {describe}", out_dtype=out_dtype, expected_dtype=expected,
                      rows_over=int(worse.sum()), **metrics)
-    note = (f"; {shared} rows over the bound but within {EAGER_MULTIPLIER:g}x of what eager or a correct float32 "
-            "implementation achieves there (an unstable pattern, or rounding errors that add up coherently)"
+    who = "a correct float32 implementation" if alone else "eager or a correct float32 implementation"
+    note = (f"; {shared} rows over the bound but within {EAGER_MULTIPLIER:g}x of what {who} "
+            "achieves there (an unstable pattern, or rounding errors that add up coherently)"
             ) if shared else ""
     return Score(Verdict.PASS, describe + note, out_dtype=out_dtype, expected_dtype=expected,
                  rows_over=0, **metrics)

@@ -242,3 +242,16 @@ def test_each_output_has_its_own_value_bound_and_rows_and_eager_is_within_each(d
         assert g.dtype == np_dtype(e.out_dtype) and np.all(np.abs(g.astype(np.float64) - e.out) <= e.bound)
     witnessed = witness_outputs(program, case, a)  # each witness gives every output
     assert witnessed and all(isinstance(y, tuple) and len(y) == 2 for _, y in witnessed)
+
+
+def test_a_sum_over_the_rows_has_a_bound_that_grows_with_the_row_count():
+    """A weight gradient sums over every row (dim 0): its accumulation term C_ACC·u32·√n·Σ|a| grows as n^1.5 for
+    terms of one size, faster than the sum itself (√n for random signs), as a float32 sum's error can."""
+    program = parse("return (x.float() * y.float()).sum(0)", inputs=("x", "y"))
+    bounds_of = []
+    for rows in (256, 4096):
+        rng = np.random.default_rng(0)
+        arrays = {"x": rng.normal(size=(rows, 64)).astype(np.float32), "y": rng.normal(size=(rows, 64)).astype(np.float32)}
+        ev = evaluate(program, ProgramCase("float32", (rows, 64), extra_inputs=("y",)), arrays)
+        bounds_of.append(np.median(ev.bound))
+    assert bounds_of[1] > 40 * bounds_of[0]  # 16x the rows: 16 x sqrt(16) = 64x, less the output's rounding
