@@ -27,7 +27,9 @@ GELU_SLOPE = 1.13
 HARDSWISH_SLOPE = 1.5
 
 
-def _axis(d: int, rank: int, fail, what: str) -> int:
+def axis(d: int, rank: int, fail, what: str) -> int:
+    """Dim `d` of a tensor of `rank` as an index (torch's wrap-around); `fail` names an out-of-range one. The one
+    rule of every dim argument (ops.py's shape ops read it too)."""
     if not -max(rank, 1) <= d < max(rank, 1):
         fail(f"dim {d} is out of range for a tensor of rank {rank} in {what}")
     return d % max(rank, 1)
@@ -56,7 +58,7 @@ def matmul_shape(shapes, options, fail):
 
 def along_shape(shapes, options, fail, what="softmax"):
     (a,) = shapes
-    _axis(options["dim"], len(a), fail, what)
+    axis(options["dim"], len(a), fail, what)
     return a
 
 
