@@ -158,28 +158,36 @@ def reciprocal(a, ea):
     return z, np.where(ea == 0, 0.0, e)
 
 
-def by_slope(value, slope):
+def by_slope(value, slope, absolute=None):
     """The bound rule of an elementwise op f from its slope: (a, ea) -> (f(a), max|f'| on [a-ea, a+ea]·ea + C_FN·u32·|f(a)|).
 
     `slope(lo, hi)` is max |f'(t)| over [lo, hi] (elementwise arrays). The
-    C_FN term is the op's own float32 evaluation before its result rounds.
+    C_FN term is the op's own float32 evaluation before its result rounds;
+    `absolute(a)` adds to its |f(a)| where that evaluation errs relative to
+    something else (harness.program.calls' activations: x·(1 + erf) cancels
+    where the result is small, so it errs relative to |x|, not |f(x)|).
     """
     def bound(a, ea):
         z = value(a)
-        return z, _times(slope(a - ea, a + ea), ea) + C_FN * U32 * np.abs(z)
+        scale = np.abs(z) if absolute is None else np.abs(z) + absolute(a)
+        return z, _times(slope(a - ea, a + ea), ea) + C_FN * U32 * scale
     return bound
 
 
-def linear(a, ea, w, ew, b=None, eb=None):
-    """x @ W.T (+ b) over the last dim of x, accumulated in float32: as `reduction`'s sum of products.
+def matmul(a, ea, b, eb):
+    """a @ b (np.matmul's broadcasting): each output a dot product of length K = a.shape[-1] accumulated in
+    float32, as `reduction`'s sum of products. The products' errors propagate as |b|·e_a + |a|·e_b (+ e_a·e_b),
+    the sum as C_ACC·u32·√K·Σ|a_i b_i|."""
+    k = a.shape[-1]
+    z = np.matmul(a, b)
+    prop = np.matmul(ea, np.abs(b)) + np.matmul(np.abs(a), eb) + np.matmul(ea, eb)
+    return z, prop + C_ACC * U32 * math.sqrt(k) * np.matmul(np.abs(a), np.abs(b))
 
-    The products' errors propagate as |W|·e_x + |x|·e_W (+ e_x·e_W), the sum as
-    C_ACC·u32·√n·Σ|x_i W_ji|, n the input features; the bias's error adds.
-    """
-    n = a.shape[-1]
-    z = a @ w.T
-    prop = ea @ np.abs(w).T + np.abs(a) @ ew.T + ea @ ew.T
-    e = prop + C_ACC * U32 * math.sqrt(n) * (np.abs(a) @ np.abs(w).T)
+
+def linear(a, ea, w, ew, b=None, eb=None):
+    """x @ W.T (+ b) over the last dim of x: `matmul` with W.T (n, the input features, is K); the bias's error
+    adds."""
+    z, e = matmul(a, ea, w.T, ew.T)
     if b is not None:
         z, e = z + b, e + (0.0 if eb is None else eb)
     return z, e

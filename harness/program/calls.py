@@ -198,23 +198,20 @@ def softmax(a, dim):
 
 # ------------------------------------------------------------------------------------- bound rules
 def _activation(value, slope, absolute):
-    """An activation computed in float32 before its result rounds: slope·e, plus C_FN·u32 relative to the
-    result and C_FN·u32·absolute(a): the forms x·(1 + erf), x·relu6(x + 3), exp(x) − 1 cancel where the
-    result is small, so there their float32 evaluation errs relative to |x| (or to 1), not to |f(x)|."""
+    """An activation computed in float32 before its result rounds (bounds.by_slope with a constant slope):
+    slope·e, plus C_FN·u32 relative to the result and C_FN·u32·absolute(a): the forms x·(1 + erf),
+    x·relu6(x + 3), exp(x) − 1 cancel where the result is small, so there their float32 evaluation errs
+    relative to |x| (or to 1), not to |f(x)|."""
     def bound(values, errs, options):
         (a,), (ea,) = values, errs
-        z = value(a, **options)
-        return z, slope * ea + bounds.C_FN * bounds.U32 * (np.abs(z) + absolute(a))
+        return bounds.by_slope(lambda t: value(t, **options), lambda lo, hi: slope, absolute)(a, ea)
     return bound
 
 
 def matmul_bound(values, errs, options):
-    """A dot product of length K per output, accumulated in float32: as bounds.linear."""
+    """A dot product of length K per output, accumulated in float32 (bounds.matmul)."""
     (a, b), (ea, eb) = values, errs
-    k = a.shape[-1]
-    z = np.matmul(a, b)
-    prop = np.matmul(ea, np.abs(b)) + np.matmul(np.abs(a), eb) + np.matmul(ea, eb)
-    return z, prop + bounds.C_ACC * bounds.U32 * math.sqrt(k) * np.matmul(np.abs(a), np.abs(b))
+    return bounds.matmul(a, ea, b, eb)
 
 
 def softmax_bound(values, errs, options):
