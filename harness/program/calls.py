@@ -299,50 +299,41 @@ def hardswish_bound():
 
 
 # ------------------------------------------------------------------------ repro stage code
-def stage_text(op: str, names: list[str], shapes: list[tuple], options: dict) -> str:
-    """The NumPy expression (FP64, no rounding) of a call op for the repro script's stage table; the script
-    imports numpy as np and torch (erf is torch's, in float64)."""
+# -- the repro stage table's NumPy text (FP64, no rounding) of the call ops whose text is computed; the others'
+# are templates in the op table (ops.py, Op.text). The script imports numpy as np and torch (erf is torch's).
+def gelu_text(names: list[str], shapes: list[tuple], options: dict) -> str:
     a = names[0]
-    if op == "matmul":
-        return f"np.matmul({a}, {names[1]})"
-    if op == "softmax":
-        d = options["dim"]
-        return (f"(lambda e: e / e.sum(axis={d}, keepdims=True))"
-                f"(np.exp({a} - {a}.max(axis={d}, keepdims=True)))")
-    if op == "cumsum":
-        return f"np.cumsum({a}, axis={options['dim']})"
-    if op == "gelu" and options["approximate"] == "tanh":
+    if options["approximate"] == "tanh":
         return f"0.5 * {a} * (1.0 + np.tanh({math.sqrt(2.0 / math.pi)!r} * ({a} + 0.044715 * {a} ** 3)))"
-    if op == "gelu":
-        return f"0.5 * {a} * (1.0 + torch.special.erf(torch.from_numpy({a} / np.sqrt(2.0))).numpy())"
-    if op == "elu":
-        return f"np.where({a} > 0, {a}, {float(options['alpha'])!r} * np.expm1(np.minimum({a}, 0.0)))"
-    if op == "hardswish":
-        return f"{a} * np.clip({a} + 3.0, 0.0, 6.0) / 6.0"
-    if op == "clamp":
-        return f"np.clip({a}, {options['min']!r}, {options['max']!r})"
-    if op == "ones_like":
-        return f"np.ones_like({a})"
-    shape = tuple(shapes[0])
-    if op == "interpolate":
-        out = interpolate_sizes(shape, options, _raise)
-        n = len(shape) - 2
-        scale = options["scale_factor"]
-        scales = _spatial(scale, n, "scale_factor", _raise) if scale is not None else (None,) * n
-        for k, (size, o, sc) in enumerate(zip(shape[2:], out, scales)):
-            a = f"np.take({a}, {nearest_index(size, o, sc).tolist()}, axis={2 + k})"
-        return a
-    n = int(op[-2])
-    kernel, stride, padding, out = pool_geometry(shape, options, n, _raise)
-    axes = tuple(range(len(shape) - n, len(shape)))
-    steps = ", ".join(["..."] + [f"::{s}" for s in stride] + [":"] * n)
-    pad = [(0, 0)] * (len(shape) - n) + [(p, p) for p in padding]
+    return f"0.5 * {a} * (1.0 + torch.special.erf(torch.from_numpy({a} / np.sqrt(2.0))).numpy())"
 
-    def windows(x, fill):
-        return (f"np.lib.stride_tricks.sliding_window_view(np.pad({x}, {pad}, constant_values={fill}), {kernel}, "
-                f"axis={axes})[{steps}].reshape({tuple(shape[:-n]) + out + (-1,)})")
-    if op.startswith("max"):
-        return f"{windows(a, '-np.inf')}.max(-1)"
-    if options["count_include_pad"]:
-        return f"{windows(a, 0.0)}.sum(-1) / {float(math.prod(kernel))!r}"
-    return f"{windows(a, 0.0)}.sum(-1) / {windows(f'np.ones({shape})', 0.0)}.sum(-1)"
+
+def interpolate_text(names: list[str], shapes: list[tuple], options: dict) -> str:
+    a, shape = names[0], tuple(shapes[0])
+    out = interpolate_sizes(shape, options, _raise)
+    n = len(shape) - 2
+    scale = options["scale_factor"]
+    scales = _spatial(scale, n, "scale_factor", _raise) if scale is not None else (None,) * n
+    for k, (size, o, sc) in enumerate(zip(shape[2:], out, scales)):
+        a = f"np.take({a}, {nearest_index(size, o, sc).tolist()}, axis={2 + k})"
+    return a
+
+
+def pool_text(kind: str, n: int):
+    """The text of an n-d pool ("avg" or "max"): its windows (np.pad, sliding_window_view), their max or mean."""
+    def text(names: list[str], shapes: list[tuple], options: dict) -> str:
+        a, shape = names[0], tuple(shapes[0])
+        kernel, stride, padding, out = pool_geometry(shape, options, n, _raise)
+        axes = tuple(range(len(shape) - n, len(shape)))
+        steps = ", ".join(["..."] + [f"::{s}" for s in stride] + [":"] * n)
+        pad = [(0, 0)] * (len(shape) - n) + [(p, p) for p in padding]
+
+        def windows(x, fill):
+            return (f"np.lib.stride_tricks.sliding_window_view(np.pad({x}, {pad}, constant_values={fill}), "
+                    f"{kernel}, axis={axes})[{steps}].reshape({tuple(shape[:-n]) + out + (-1,)})")
+        if kind == "max":
+            return f"{windows(a, '-np.inf')}.max(-1)"
+        if options["count_include_pad"]:
+            return f"{windows(a, 0.0)}.sum(-1) / {float(math.prod(kernel))!r}"
+        return f"{windows(a, 0.0)}.sum(-1) / {windows(f'np.ones({shape})', 0.0)}.sum(-1)"
+    return text

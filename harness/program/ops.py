@@ -38,7 +38,9 @@ class Op:
     exact: bool = False             # its result is not rounded (abs, shape ops)
     aten: tuple[str, ...] = ()      # ATen ops (packet names) that compute it
     compiled: tuple[str, ...] = ()  # other names compiled graphs give it (Relax, ONNX, OpenVINO's op types, ...)
-    text: str = ""                  # NumPy expression of the repro stage code, "{a}" the operand
+    # NumPy expression of the repro stage code: a template ("{a}" the operand; a call's "{b}" its second and its
+    # options by name), or for a call op whose text is computed, text(names, shapes, options) (calls.py)
+    text: str | Callable = ""
     op_class: str = "elementwise"   # elementwise reduce norm cast layout (attribution's pairing classes)
     shape_rule: Callable | None = None  # shape ops: (shape, args, fail) -> result shape
     apply: Callable | None = None   # shape ops: (array, args) -> array (values and bounds alike)
@@ -328,7 +330,7 @@ def _pool(kind: str, n: int) -> Op:
                             Option("return_indices", "choice", False, choices=(False,)))
         bound, op_class, exact = calls.max_pool_bound(n), "reduce", True
         aten = (f"max_pool{n}d", f"max_pool{n}d_with_indices")
-    return _call(f"{kind}_pool{n}d", calls.pool_shape(n), bound, options=options,
+    return _call(f"{kind}_pool{n}d", calls.pool_shape(n), bound, options=options, text=calls.pool_text(kind, n),
                  functions=(f"nn.functional.{kind}_pool{n}d",), exact=exact, aten=aten, op_class=op_class,
                  rows="none", extra={"spatial": n, "pool": kind})
 
@@ -336,33 +338,37 @@ def _pool(kind: str, n: int) -> Op:
 CALLS: tuple[Op, ...] = (
     # a @ b: a float32-accumulated dot product of length K per output, as linear's
     _call("matmul", calls.matmul_shape, calls.matmul_bound, operands=("input", "other"), functions=("matmul",),
-          method=True, aten=("matmul", "mm", "bmm"), op_class="reduce", rows="none", extra={"operator": "@"}),
+          method=True, aten=("matmul", "mm", "bmm"), op_class="reduce", rows="none", extra={"operator": "@"},
+          text="np.matmul({a}, {b})"),
     _call("softmax", calls.along_shape, calls.softmax_bound, options=_DIM,
           functions=("softmax", "nn.functional.softmax"), method=True, aten=("softmax", "_softmax", "_safe_softmax"),
-          op_class="reduce", rows="along", value=calls.softmax),
+          op_class="reduce", rows="along", value=calls.softmax,
+          text="(lambda e: e / e.sum(axis={dim}, keepdims=True))(np.exp({a} - {a}.max(axis={dim}, keepdims=True)))"),
     _call("cumsum", lambda s, o, f: calls.along_shape(s, o, f, "cumsum"), calls.cumsum_bound, options=_DIM,
-          functions=("cumsum",), method=True, op_class="reduce", rows="along"),
+          functions=("cumsum",), method=True, op_class="reduce", rows="along", text="np.cumsum({a}, axis={dim})"),
     _call("gelu", calls.same_shape, calls.gelu_bound(),
           options=(Option("approximate", "choice", "none", choices=("none", "tanh")),),
-          functions=("nn.functional.gelu",), value=calls.gelu),
+          functions=("nn.functional.gelu",), value=calls.gelu, text=calls.gelu_text),
     _call("elu", calls.same_shape, calls.elu_bound(), options=(Option("alpha", "number", 1.0),),
-          functions=("nn.functional.elu",), value=calls.elu),
+          functions=("nn.functional.elu",), value=calls.elu,
+          text="np.where({a} > 0, {a}, {alpha!r} * np.expm1(np.minimum({a}, 0.0)))"),
     _call("hardswish", calls.same_shape, calls.hardswish_bound(), functions=("nn.functional.hardswish",),
-          value=calls.hardswish),
+          value=calls.hardswish, text="{a} * np.clip({a} + 3.0, 0.0, 6.0) / 6.0"),
     _pool("avg", 1), _pool("avg", 2), _pool("max", 1), _pool("max", 2),
     # nearest interpolation: a gather, exact
     _call("interpolate", calls.interpolate_shape, calls.interpolate_bound,
           options=(Option("size", "ints", None), Option("scale_factor", "numbers", None),
                    Option("mode", "choice", "nearest", choices=("nearest",))),
-          functions=("nn.functional.interpolate",), exact=True,
+          functions=("nn.functional.interpolate",), exact=True, text=calls.interpolate_text,
           aten=("upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d"), op_class="layout", rows="none"),
     # clamp(min, max): exact (the result is the input or a bound)
     _call("clamp", calls.same_shape, calls.clamp_bound,
           options=(Option("min", "number", None), Option("max", "number", None)), functions=("clamp",),
-          method=True, exact=True, aten=("clamp", "clamp_min", "clamp_max", "clip")),
+          method=True, exact=True, aten=("clamp", "clamp_min", "clamp_max", "clip"),
+          text="np.clip({a}, {min!r}, {max!r})"),
     # ones of a tensor's shape and dtype (a mask of all-valid elements): exact, computes nothing from values
     _call("ones_like", calls.same_shape, calls.ones_bound, functions=("ones_like",), exact=True, op_class="layout",
-          rows="none"),
+          rows="none", text="np.ones_like({a})"),
 )
 TABLE = TABLE + CALLS
 
