@@ -32,7 +32,8 @@ class Op:
     kind: str                       # unary binary reduce norm cast shape cat linear call
     value: Callable | None = None   # NumPy form: arrays (any float dtype) -> array
     bound: Callable | None = None   # (value, err, ...) -> (FP64 value, propagated err), bounds.py
-    torch: str | None = None        # the torch callable of the program module ("torch.rsqrt")
+    torch: str | None = None        # the torch callable of the program module ("torch.rsqrt"); a call op's takes
+                                    # its operands, then its options as keywords
     functions: tuple[str, ...] = ()  # torch.NAME / F.NAME spellings (without the prefix)
     method: bool = False            # t.NAME(...) spells it too
     exact: bool = False             # its result is not rounded (abs, shape ops)
@@ -309,8 +310,9 @@ TABLE: tuple[Op, ...] = (
 
 
 def _call(name, shape_rule, bound, *, operands=("input",), options=(), functions=(), method=False, exact=False,
-          aten=(), compiled=(), text="", op_class="elementwise", rows="keep", value=None, extra=None) -> Op:
-    return Op(name, "call", value, bound, None, functions, method, exact, aten or (name,), compiled, text, op_class,
+          aten=(), compiled=(), text="", op_class="elementwise", rows="keep", value=None, extra=None,
+          torch=None) -> Op:
+    return Op(name, "call", value, bound, torch, functions, method, exact, aten or (name,), compiled, text, op_class,
               shape_rule, None, operands, extra or {}, options, rows)
 
 
@@ -331,6 +333,7 @@ def _pool(kind: str, n: int) -> Op:
         bound, op_class, exact = calls.max_pool_bound(n), "reduce", True
         aten = (f"max_pool{n}d", f"max_pool{n}d_with_indices")
     return _call(f"{kind}_pool{n}d", calls.pool_shape(n), bound, options=options, text=calls.pool_text(kind, n),
+                 torch=f"torch.nn.functional.{kind}_pool{n}d",
                  functions=(f"nn.functional.{kind}_pool{n}d",), exact=exact, aten=aten, op_class=op_class,
                  rows="none", extra={"spatial": n, "pool": kind})
 
@@ -339,36 +342,40 @@ CALLS: tuple[Op, ...] = (
     # a @ b: a float32-accumulated dot product of length K per output, as linear's
     _call("matmul", calls.matmul_shape, calls.matmul_bound, operands=("input", "other"), functions=("matmul",),
           method=True, aten=("matmul", "mm", "bmm"), op_class="reduce", rows="none", extra={"operator": "@"},
+          torch="operator.matmul",
           text="np.matmul({a}, {b})"),
     _call("softmax", calls.along_shape, calls.softmax_bound, options=_DIM,
           functions=("softmax", "nn.functional.softmax"), method=True, aten=("softmax", "_softmax", "_safe_softmax"),
-          op_class="reduce", rows="along", value=calls.softmax,
+          op_class="reduce", rows="along", value=calls.softmax, torch="torch.nn.functional.softmax",
           text="(lambda e: e / e.sum(axis={dim}, keepdims=True))(np.exp({a} - {a}.max(axis={dim}, keepdims=True)))"),
     _call("cumsum", lambda s, o, f: calls.along_shape(s, o, f, "cumsum"), calls.cumsum_bound, options=_DIM,
-          functions=("cumsum",), method=True, op_class="reduce", rows="along", text="np.cumsum({a}, axis={dim})"),
+          functions=("cumsum",), method=True, op_class="reduce", rows="along", text="np.cumsum({a}, axis={dim})",
+          torch="torch.cumsum"),
     _call("gelu", calls.same_shape, calls.gelu_bound(),
           options=(Option("approximate", "choice", "none", choices=("none", "tanh")),),
-          functions=("nn.functional.gelu",), value=calls.gelu, text=calls.gelu_text),
+          functions=("nn.functional.gelu",), value=calls.gelu, text=calls.gelu_text, torch="torch.nn.functional.gelu"),
     _call("elu", calls.same_shape, calls.elu_bound(), options=(Option("alpha", "number", 1.0),),
-          functions=("nn.functional.elu",), value=calls.elu,
+          functions=("nn.functional.elu",), value=calls.elu, torch="torch.nn.functional.elu",
           text="np.where({a} > 0, {a}, {alpha!r} * np.expm1(np.minimum({a}, 0.0)))"),
     _call("hardswish", calls.same_shape, calls.hardswish_bound(), functions=("nn.functional.hardswish",),
-          value=calls.hardswish, text="{a} * np.clip({a} + 3.0, 0.0, 6.0) / 6.0"),
+          value=calls.hardswish, text="{a} * np.clip({a} + 3.0, 0.0, 6.0) / 6.0",
+          torch="torch.nn.functional.hardswish"),
     _pool("avg", 1), _pool("avg", 2), _pool("max", 1), _pool("max", 2),
     # nearest interpolation: a gather, exact
     _call("interpolate", calls.interpolate_shape, calls.interpolate_bound,
           options=(Option("size", "ints", None), Option("scale_factor", "numbers", None),
                    Option("mode", "choice", "nearest", choices=("nearest",))),
           functions=("nn.functional.interpolate",), exact=True, text=calls.interpolate_text,
+          torch="torch.nn.functional.interpolate",
           aten=("upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d"), op_class="layout", rows="none"),
     # clamp(min, max): exact (the result is the input or a bound)
     _call("clamp", calls.same_shape, calls.clamp_bound,
           options=(Option("min", "number", None), Option("max", "number", None)), functions=("clamp",),
           method=True, exact=True, aten=("clamp", "clamp_min", "clamp_max", "clip"),
-          text="np.clip({a}, {min!r}, {max!r})"),
+          text="np.clip({a}, {min!r}, {max!r})", torch="torch.clamp"),
     # ones of a tensor's shape and dtype (a mask of all-valid elements): exact, computes nothing from values
     _call("ones_like", calls.same_shape, calls.ones_bound, functions=("ones_like",), exact=True, op_class="layout",
-          rows="none", text="np.ones_like({a})"),
+          rows="none", text="np.ones_like({a})", torch="torch.ones_like"),
 )
 TABLE = TABLE + CALLS
 
