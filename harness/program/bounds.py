@@ -227,6 +227,27 @@ def reduction(op: str, a, ea, axes: tuple[int, ...], correction):
     return ss / dof, (first + second + acc * ss + n * delta * delta) / dof
 
 
+def centered_moment(op: str, t, et, em, axes: tuple[int, ...], dtype: str):
+    """The bound of a centred second moment a program writes out, Σ(T − M)² (`sum`) or its mean (`mean`) over
+    `axes`, M the keepdim mean of T over them (harness.program.statistics finds it), from T's bound `et` and
+    M's as computed `em` (accumulation, input errors and rounding), the deviations and squares in `dtype`.
+
+    Interval arithmetic through d = T − M, d², Σ carries M's error into every d_i as if independent,
+    2·Σ|d_i|·e_M; but the first-order term of M's error is −2·δ·Σd_i = 0 (Σd_i = 0 for the exact mean), so
+    only its square stays: with d̂_i = d_i + ε_i − δ (|ε_i| ≤ e_T,i, |δ| ≤ e_M),
+    Σd̂² − Σd² = 2Σd_i·ε_i + Σ(ε_i − δ)² ≤ Σ2|d_i|·e_T,i + Σ(e_T,i + e_M)²,
+    plus the roundings of d̂ and d̂² (u·|d̂| each, 3u·d̂² in all) and the float32 sum (C_ACC·u32·√n·Σd̂²),
+    |d̂_i| ≤ |d_i| + e_T,i + e_M. Relative to Σd², M's part is (e_M/σ)² ≈ (C_ACC·u32·√n·κ)² for κ = |M|/σ,
+    finite and small while C_ACC·u32·√n·κ < 1, where the interval's 2e_M/σ ≈ 2·C_ACC·u32·√n·κ reaches 1 first
+    (docs/tolerance.md, "A floor for infinite running bounds")."""
+    n = math.prod(t.shape[i] for i in axes) if axes else 1
+    dev = t - np.sum(t, axis=axes, keepdims=True) / n
+    reach = np.abs(dev) + et + em
+    e = (np.sum(2.0 * np.abs(dev) * et, axis=axes, keepdims=True) + np.sum((et + em) ** 2, axis=axes, keepdims=True)
+         + (C_ACC * U32 * math.sqrt(n) + 3.0 * unit_roundoff(dtype)) * np.sum(reach * reach, axis=axes, keepdims=True))
+    return e / n if op == "mean" else e
+
+
 def normalize(kind: str, a, ea, axes: tuple[int, ...], eps):
     """The statistics part of an F.* norm over `axes` (keepdims): ẑ and its bound before the affine.
 
