@@ -180,7 +180,7 @@ def _reference(spec: CaseSpec) -> str:
     where the program rounds to no dtype of its own (its float64 copy would be the same text), else as a
     subclass of it whose forward is that copy."""
     if spec.program is None:
-        return S.reference_code(spec, terms=True, torch_init=_torch_init(spec))
+        return S.reference_code(spec, torch_init=_torch_init(spec))
     if P.rounds(spec.program):
         return P.reference_subclass_code(spec)
     params = "{" + ", ".join(f"{n!r}: {n}.astype(np.float64)" for n, _ in spec.param_shapes) + "}"
@@ -210,29 +210,21 @@ def _check(spec: CaseSpec, path: str) -> str:
 
 
 def _check_each(spec: CaseSpec, path: str, ref) -> str:
-    """_check for a case of several outputs: each output against its own reference and tolerance, in turn."""
-    tolerances = [S.plain_tolerance(spec, compiled=path != "eager", ref=r) for r in ref.each]
-    expected = "eager.dtype" if path != "eager" else "EXPECTED"
+    """_check for a case of several outputs: each output held to its own `check_K` (its reference, its
+    thresholds: harness.repro.check_code, as the full script's), in turn."""
+    checks = [check_code(spec, r, path, "eager.dtype" if path != "eager" else f"np.dtype({S._NP[r.out_dtype]})", k, name)
+              for k, (r, name) in enumerate(zip(ref.each, ref.output_names))]
     first = f"[float(v) for v in {{}}.reshape(-1)[:{FIRST}]]"
-    view = S._rows_view(spec)
-    lines = [f"NAMES = {ref.output_names!r}  # the outputs, each with normdiff's tolerance |out - ref| <= ATOL + RTOL * |ref|",
-             f"RTOLS, ATOLS = {tuple(t[0] for t in tolerances)!r}, {tuple(t[1] for t in tolerances)!r}",
-             "EXPECTEDS = (" + ", ".join(f"np.dtype({S._NP[r.out_dtype]})" for r in ref.each) + ",)",
-             f"example = tuple(to_torch(a, {spec.layout!r}) for a in INPUTS)", "with torch.no_grad():",
-             "    eagers = to_numpy(model(*example))", "outs = run_path(model, example, INPUTS)",
-             f"rows = lambda a: {view}", "failing = len(outs) != len(NAMES)",
-             "for name, ref, eager, out, RTOL, ATOL, EXPECTED in zip(NAMES, refs, eagers, outs, RTOLS, ATOLS, EXPECTEDS):",
-             f'    print(f"output {{name}}: expected (FP64 reference):", {first.format("ref")})',
+    lines = [*checks, f"example = tuple(to_torch(a, {spec.layout!r}) for a in INPUTS)", "with torch.no_grad():",
+             "    eagers = to_numpy(model(*example))", RUN, "outs = out if isinstance(out, tuple) else (out,)",
+             f"CHECKS = ({', '.join(f'check_{k}' for k in range(len(checks)))},)",
+             f"for name, r, eager, out in zip({ref.output_names!r}, ref, eagers, outs):",
+             f'    print(f"output {{name}}: expected (FP64 reference):", {first.format("r")})',
              f'    print(f"output {{name}}: eager ({{eager.dtype}}):", {first.format("eager")})',
              f'    print(f"output {{name}}: {path} ({{out.dtype}}):", {first.format("out")})',
-             "    err, eager_err = (np.abs(a.astype(np.float64) - ref) for a in (out, eager))",
-             "    tol = ATOL + RTOL * np.abs(ref)",
-             "    over = rows(~(err <= tol)).any(1) & ~(rows(err / tol).max(1) <= 2 * rows(eager_err / tol).max(1))",
-             f'    print(f"output {{name}}: max abs error: {path} {{err.max():.6g}}, eager {{eager_err.max():.6g}}; rows '
-             f'failing: {{over.sum()}} of {{over.size}}; dtype {{out.dtype}}, expected {{{expected}}}")',
-             f"    failing = failing or bool(over.any()) or out.dtype != {expected}",
-             "raise SystemExit(1 if failing else 0)"]
-    return "refs = ref  # one per output\n" + "\n".join(lines) + "\n"
+             "failing = [check(out, eager) for check, out, eager in zip(CHECKS, outs, eagers)]",
+             "raise SystemExit(1 if len(outs) != len(CHECKS) or any(failing) else 0)"]
+    return "\n".join(lines) + "\n"
 
 
 def _compact(code: str, imports: str = "") -> str:
