@@ -24,7 +24,6 @@ from harness.paths._executorch_common import (
     pte_buffer,
     pte_runner,
     quiet_imports,
-    single_output,
 )
 from harness.paths.base import Path, Prepared, export_program, stage
 
@@ -84,7 +83,7 @@ class XnnpackPath(PteArtifact, Path):
     description = "torch.export -> to_edge_transform_and_lower(XnnpackPartitioner) -> executorch.runtime"
     packages = ("torch", "executorch")
     warm_imports = EXECUTORCH_WARM + ("harness.paths.executorch_xnnpack:warm_up",)
-    pipeline = (export_program, xnnpack_lowered, op_name, delegation_facts, pte_buffer, load_forward, single_output,
+    pipeline = (export_program, xnnpack_lowered, op_name, delegation_facts, pte_buffer, load_forward,
                 forward_output)
     takes_shared_export = True
     artifact_cacheable = True

@@ -61,6 +61,12 @@ def literal(values, name: str, comment: str, column: bool = False) -> str:
         return f"# {comment}\n{one}"
     body = textwrap.fill(", ".join(text), WIDTH - 4, initial_indent="    ",
                          subsequent_indent="    ", break_long_words=False)
+    common = max(set(text), key=text.count)  # most rows share one value (the floor): it, then the others
+    rows = [i for i, t in enumerate(text) if t != common]
+    others = f"{name}[{rows}{', 0' if column else ''}] = {', '.join(text[i] for i in rows)}{',' * (len(rows) == 1)}"
+    if len(others) <= WIDTH and body.count("\n") >= 1:
+        shape = f"({len(text)}, 1)" if column else str(len(text))
+        return f"{name} = np.full({shape}, {common})  # {comment}\n{others}"
     return f"# {comment}\n{name} = np.array([\n{body}]){tail}"
 
 
@@ -145,8 +151,8 @@ def check_code(spec: CaseSpec, ref: Reference, path: str, expected: str, output:
         rule = ["ratio = lambda e: (e / tol).max(1)  # in units of the bound",
                 f"over = ratio(err) > {eager_share}" + (f"  # over it and {EAGER_MULTIPLIER:g}x eager's" if compiled else "")]
     label = "" if name is None else f"output {name}: "
-    lines += [f"if out.shape != ref.shape:  # normdiff: shape_mismatch",
-              f'    return print(f"{label}{path} output shape {{out.shape}}, expected {{ref.shape}}") or 1',
+    lines += [f'if out.shape != ref.shape: return print(f"{label}{path} output shape {{out.shape}}, expected '
+              '{ref.shape}") or 1  # shape_mismatch',
               "err, eager_err = (rows(np.nan_to_num(np.abs(a.astype(np.float64) - ref), nan=np.inf))"
               " for a in (out, eager))  # NaN: no bound holds it",
               *rule,
@@ -154,6 +160,6 @@ def check_code(spec: CaseSpec, ref: Reference, path: str, expected: str, output:
               f'{{over.sum()}} of {{over.size}}; dtype {{out.dtype}}, expected {{{expected}}}")',
               f"return 1 if over.any() or out.dtype != {expected} else 0"]
     head = "def check(out, eager):" if output is None else f"def check_{output}(out, eager, ref=ref[{output}]):"
-    about = ("# -- normdiff's check (harness/oracle/compare.py), per normalization row, with the thresholds it "
-             "derived here" + ("" if name is None else f": output {name}"))
-    return "\n".join([about, head, textwrap.indent("\n".join(lines), "    ")]) + "\n"
+    about = ("  # normdiff's check (harness/oracle/compare.py) per normalization row, its thresholds here"
+             + ("" if name is None else f": output {name}"))
+    return "\n".join([head + about, textwrap.indent("\n".join(lines), "    ")]) + "\n"

@@ -134,8 +134,7 @@ def style_model_code(spec: CaseSpec) -> str:
     names = list(make_inputs(spec).params)
     params = [(n, PROGRAM_NAMES[n]) for n in names]
     arg = STYLE_INPUTS.get((spec.pattern, spec.style), "x")
-    lines = [f"# -- the model: the {spec.style} style ({STYLE_MODELS[spec.style]}), normdiff's program for it",
-             "#    as the module's forward"]
+    lines = [f"# -- the model: the {spec.style} style ({STYLE_MODELS[spec.style]}), normdiff's program as its forward"]
     lines += _module("Norm", f"{spec.pattern}, {spec.style} style: {STYLE_MODELS[spec.style]}, line by line.",
                      params, arg, source)
     given = "{" + ", ".join(f"{n!r}: {n}" for n in names) + "}"

@@ -126,10 +126,11 @@ def _draw_params(spec: CaseSpec) -> str:
         "running_mean": ("np.zeros({c})", "g.normal(0.0, 1.0, {c})"),
         "running_var": ("np.ones({c})", "g.uniform(0.5, 2.0, {c})"),
     }
-    lines = [] if ones else ["g = rng(1)"]
-    for name in _param_names(spec):
+    names = _param_names(spec)
+    lines = [] if ones or len(names) == 1 else ["g = rng(1)"]  # the parameters draw in order from one stream
+    for name in names:
         expr = draws[name][0 if ones else 1].format(c=channels)
-        lines.append(f"{name} = {expr}.astype(WEIGHT_DTYPE)")
+        lines.append(f"{name} = {expr if len(names) > 1 else expr.replace('g.', 'rng(1).')}.astype(WEIGHT_DTYPE)")
     return "\n".join(lines)
 
 

@@ -134,8 +134,8 @@ def _inputs(spec: CaseSpec) -> str:
         lines.append(f'assert hashlib.sha256(b"".join(a.tobytes() for a in ({arrays},))).hexdigest() == (\n'
                      f'    "{S._digest(spec, params)}"), '
                      '"the inputs differ from normdiff\'s"')
-        lines[2:2] = [f"SEED = {spec.seed}", "", "", _RNG, "", "",
-                      "rng = lambda stream, name=None: _rng(SEED, stream, name)  # the case's streams"]
+        lines[2:2] = [_RNG, "", "", f"rng = lambda stream, name=None: _rng({spec.seed}, stream, name)  # the case's "
+                      f"streams (seed {spec.seed})"]
     lines.append(f"INPUTS = ({', '.join(['x', *S._extra_names(spec)])},)")
     return "\n".join(lines) + "\n"
 
@@ -158,11 +158,38 @@ def _plain(spec: CaseSpec) -> bool:
     return "bfloat16" not in dtypes and spec.layout == "contiguous"
 
 
-def _conversions(spec: CaseSpec) -> str:
-    """normdiff's conversions (pasted by source), to_torch without the branches the case never takes: a plain
-    case's comes to torch.from_numpy, a contiguous one's has no layout."""
+# to_numpy where no tensor is bfloat16: harness.core.tensors.to_numpy without that branch; for a case of one output
+# without `single` (a path returning more is a shape mismatch, and fails here too). Tests hold them to the bits.
+_TO_NUMPY = ('def to_numpy(t) -> np.ndarray:  # no bfloat16 here: torch\'s own .numpy()\n'
+             "    t = single(t)\n"
+             "    return tuple(map(to_numpy, t)) if isinstance(t, (list, tuple)) else t.detach().cpu().contiguous().numpy().copy()\n")
+_TO_NUMPY_ONE = ('def to_numpy(t) -> np.ndarray:  # one output, its bits{}\n'
+                 "    if isinstance(t, (list, tuple)) and len(t) == 1:\n"
+                 "        return to_numpy(t[0])\n"
+                 "    t = t.detach().cpu().contiguous()\n"
+                 "{}")
+_BITS = ("", "    return t.numpy().copy()\n")
+_BITS_BFLOAT16 = (" (bfloat16 as its 16-bit words)", "    return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)"
+                  ".copy() if t.dtype == torch.bfloat16 else t.numpy().copy()\n")
+
+
+def _no_bfloat16(spec: CaseSpec, ref) -> bool:
+    """Whether no tensor of the case is bfloat16: its inputs, its outputs, none its program writes."""
+    dtypes = {spec.dtype, spec.weight_dtype, *(extra_type(spec, n)[1] for n in spec.inputs_dict),
+              *(r.out_dtype for r in ref.each)}
+    return "bfloat16" not in dtypes and "bfloat16" not in (spec.program or "")
+
+
+def _conversions(spec: CaseSpec, ref) -> str:
+    """normdiff's conversions (pasted by source), without the branches the case never takes: to_torch of a
+    plain case comes to torch.from_numpy, a contiguous one's has no layout; to_numpy without bfloat16 to
+    torch's own .numpy()."""
+    text, no_bfloat16 = T.CONVERSIONS, _no_bfloat16(spec, ref)
+    if no_bfloat16 or not ref.outputs:
+        short = _TO_NUMPY if ref.outputs else _TO_NUMPY_ONE.format(*(_BITS if no_bfloat16 else _BITS_BFLOAT16))
+        text = text.replace(inspect.getsource(tensors.to_numpy), short)
     if spec.layout != "contiguous":
-        return T.CONVERSIONS
+        return text
     to_torch = inspect.getsource(tensors.to_torch)
     if _plain(spec):
         short = ('def to_torch(x: np.ndarray, layout: str = "contiguous"):  # no bfloat16 and no layout here\n'
@@ -172,7 +199,7 @@ def _conversions(spec: CaseSpec) -> str:
                  "    if x.dtype == np.dtype(ml_dtypes.bfloat16):\n"
                  "        return torch.from_numpy(np.ascontiguousarray(x).view(np.int16).copy()).view(torch.bfloat16)\n"
                  "    return torch.from_numpy(np.ascontiguousarray(x).copy())\n")
-    return T.CONVERSIONS.replace(to_torch, short)
+    return text.replace(to_torch, short)
 
 
 def _reference(spec: CaseSpec) -> str:
@@ -189,9 +216,8 @@ def _reference(spec: CaseSpec) -> str:
             f"ref = to_numpy(Program({params}, {float(spec.eps)!r})({args}))\n")
 
 
-def _check(spec: CaseSpec, path: str) -> str:
+def _check(spec: CaseSpec, path: str, ref) -> str:
     """Code running eager and the path and exiting 1 where normdiff's check fails (harness.repro.check_code)."""
-    ref = reference(spec, make_inputs(spec))
     if ref.outputs:
         return _check_each(spec, path, ref)
     expected = f"np.dtype({S._NP[ref.out_dtype]})" if path == "eager" else "eager.dtype"
@@ -273,6 +299,15 @@ def prune(code: str) -> str:
     return re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip("\n") + "\n"
 
 
+def tight(code: str) -> str:
+    """`code` without the blank line after a function or class: what follows it in its section follows it
+    directly; sections (their `# --` lines) stay one blank line apart (a short script is read top to bottom)."""
+    lines = code.split("\n")
+    keep = [line for i, line in enumerate(lines) if line.strip() or not (
+        0 < i < len(lines) - 1 and lines[i - 1].startswith((" ", "\t")) and not lines[i + 1].startswith("#"))]
+    return "\n".join(keep)
+
+
 def _imports(body: str, library: str) -> str:
     used = _used(ast.parse(body))
     lines = [line for name, line in _IMPORTS if name in used]
@@ -282,18 +317,19 @@ def _imports(body: str, library: str) -> str:
 def render_short(spec: CaseSpec, path: str, title: str) -> str:
     """The short script reproducing `spec` on `path` (KeyError for an unknown path)."""
     runner = paths.get(path)
+    ref = reference(spec, make_inputs(spec))
     model = _torch_module(spec) or S.model_code(spec)
     if not model.startswith("#"):  # torch's own module: the comment beside it
         first, _, rest = model.partition("\n")
         model = f"{first}  # the model: torch's own module\n{rest}"
-    reference_code, path_code, check = _reference(spec), runner.script_code(), _check(spec, path)
+    reference_code, path_code, check = _reference(spec), runner.script_code(), _check(spec, path, ref)
     if _plain(spec):  # to_torch comes to torch.from_numpy here (the path's own calls keep theirs)
         model, reference_code = (re.sub(r"\bto_torch\(", "torch.from_numpy(", c) for c in (model, reference_code))
     inputs = _inline_types(_inputs(spec), "\n".join((model, reference_code, path_code, check)))
     body = "\n\n".join(part.strip("\n") for part in (
-        _conversions(spec), inputs, model, reference_code,
+        _conversions(spec, ref), inputs, model, reference_code,
         "# -- the path's own calls (normdiff's harness/paths/, pasted)\n" + path_code, check))
-    body = prune(_compact(body, runner.script_imports))
+    body = tight(prune(_compact(body, runner.script_imports)))
     head = (f'#!/usr/bin/env python3\n"""{S._clean(title)}\nExits 1 while the bug is present, 0 once it is fixed '
             '(written by normdiff repro --report)."""\n')
     return head + _imports(body, runner.script_imports).rstrip("\n") + "\n\n" + body
