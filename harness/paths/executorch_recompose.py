@@ -69,8 +69,8 @@ def edge_rewritten(ep, skip_dim_order: bool):
     pass builds stay legal (written out: importing QNN's utils loads torchao, 20 s)."""
     from executorch.exir import EdgeCompileConfig, to_edge
 
-    config = EdgeCompileConfig(_check_ir_validity=False, _skip_dim_order=skip_dim_order)
-    edge_ep = to_edge(ep, compile_config=config).exported_program()
+    edge_ep = to_edge(ep, compile_config=EdgeCompileConfig(_check_ir_validity=False, _skip_dim_order=skip_dim_order)
+                      ).exported_program()
     facts = rewrite(edge_ep.graph_module, quantization_capture=False)
     return edge_ep.module(), facts, edge_ep
 

@@ -61,13 +61,18 @@ def literal(values, name: str, comment: str, column: bool = False) -> str:
         return f"# {comment}\n{one}"
     body = textwrap.fill(", ".join(text), WIDTH - 4, initial_indent="    ",
                          subsequent_indent="    ", break_long_words=False)
-    common = max(set(text), key=text.count)  # most rows share one value (the floor): it, then the others
+    common = max(set(text), key=text.count)  # most rows often share one value (the floor): it, then the others
     rows = [i for i, t in enumerate(text) if t != common]
-    others = f"{name}[{rows}{', 0' if column else ''}] = {', '.join(text[i] for i in rows)}{',' * (len(rows) == 1)}"
-    if len(others) <= WIDTH and body.count("\n") >= 1:
+    index = f"{name}[{rows}{', 0' if column else ''}] = "
+    others = index + ", ".join(text[i] for i in rows) + "," * (len(rows) == 1)
+    if len(others) > WIDTH:
+        others = index + "(\n" + textwrap.fill(", ".join(text[i] for i in rows) + ",", WIDTH - 4, initial_indent="    ",
+                                               subsequent_indent="    ", break_long_words=False) + ")"
+    array = f"# {comment}\n{name} = np.array([\n{body}]){tail}"
+    if len(rows) <= len(text) // 4 and len(index) + 1 <= WIDTH and others.count("\n") + 1 < array.count("\n"):
         shape = f"({len(text)}, 1)" if column else str(len(text))
         return f"{name} = np.full({shape}, {common})  # {comment}\n{others}"
-    return f"# {comment}\n{name} = np.array([\n{body}]){tail}"
+    return array
 
 
 def rows_view(spec: CaseSpec, ref: Reference) -> str:
@@ -160,6 +165,6 @@ def check_code(spec: CaseSpec, ref: Reference, path: str, expected: str, output:
               f'{{over.sum()}} of {{over.size}}; dtype {{out.dtype}}, expected {{{expected}}}")',
               f"return 1 if over.any() or out.dtype != {expected} else 0"]
     head = "def check(out, eager):" if output is None else f"def check_{output}(out, eager, ref=ref[{output}]):"
-    about = ("  # normdiff's check (harness/oracle/compare.py) per normalization row, its thresholds here"
-             + ("" if name is None else f": output {name}"))
-    return "\n".join([head + about, textwrap.indent("\n".join(lines), "    ")]) + "\n"
+    about = ("# -- normdiff's check (harness/oracle/compare.py), per normalization row, with the thresholds it "
+             "derived here" + ("" if name is None else f": output {name}"))
+    return "\n".join([about, head, textwrap.indent("\n".join(lines), "    ")]) + "\n"

@@ -79,13 +79,16 @@ def _params(spec: CaseSpec) -> str:
     params = spec.params_dict
     kind, values = params["kind"], params.get("values") or {}
     lines, drew = [], False
+    one = sum(n in ("w", "b", "s") for n, _ in spec.param_shapes) == 1  # one draw from the stream: no `g`
     for name, shape in spec.param_shapes:
         shape = tuple(shape)
         if kind in ("ones", "fill"):
             lines.append(f"{name} = np.full({shape}, {S._f(values.get(name, ones_value(name)))}).astype(WEIGHT_DTYPE)")
             continue
         n = math.prod(shape)
-        if name in ("w", "b", "s"):
+        if name in ("w", "b", "s") and one:
+            source = "rng(1)"
+        elif name in ("w", "b", "s"):
             if not drew:
                 lines.append("g = rng(1)  # w, b and s draw in that order from the parameters' stream")
                 drew = True
@@ -163,14 +166,16 @@ def _plain(spec: CaseSpec) -> bool:
 _TO_NUMPY = ('def to_numpy(t) -> np.ndarray:  # no bfloat16 here: torch\'s own .numpy()\n'
              "    t = single(t)\n"
              "    return tuple(map(to_numpy, t)) if isinstance(t, (list, tuple)) else t.detach().cpu().contiguous().numpy().copy()\n")
-_TO_NUMPY_ONE = ('def to_numpy(t) -> np.ndarray:  # one output, its bits{}\n'
-                 "    if isinstance(t, (list, tuple)) and len(t) == 1:\n"
-                 "        return to_numpy(t[0])\n"
-                 "    t = t.detach().cpu().contiguous()\n"
-                 "{}")
-_BITS = ("", "    return t.numpy().copy()\n")
-_BITS_BFLOAT16 = (" (bfloat16 as its 16-bit words)", "    return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16)"
-                  ".copy() if t.dtype == torch.bfloat16 else t.numpy().copy()\n")
+_TO_NUMPY_ONE = ("def to_numpy(t) -> np.ndarray:  # one output (alone in a list or not), its bits\n"
+                 "    return to_numpy(t[0]) if isinstance(t, (list, tuple)) and len(t) == 1 else "
+                 "t.detach().cpu().contiguous().numpy().copy()\n")
+_TO_NUMPY_ONE_BFLOAT16 = ("def to_numpy(t) -> np.ndarray:  # one output (alone in a list or not), its bits: bfloat16 "
+                          "as its 16-bit words\n"
+                          "    if isinstance(t, (list, tuple)) and len(t) == 1:\n"
+                          "        return to_numpy(t[0])\n"
+                          "    t = t.detach().cpu().contiguous()\n"
+                          "    return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16).copy() if t.dtype == "
+                          "torch.bfloat16 else t.numpy().copy()\n")
 
 
 def _no_bfloat16(spec: CaseSpec, ref) -> bool:
@@ -186,7 +191,7 @@ def _conversions(spec: CaseSpec, ref) -> str:
     torch's own .numpy()."""
     text, no_bfloat16 = T.CONVERSIONS, _no_bfloat16(spec, ref)
     if no_bfloat16 or not ref.outputs:
-        short = _TO_NUMPY if ref.outputs else _TO_NUMPY_ONE.format(*(_BITS if no_bfloat16 else _BITS_BFLOAT16))
+        short = _TO_NUMPY if ref.outputs else _TO_NUMPY_ONE if no_bfloat16 else _TO_NUMPY_ONE_BFLOAT16
         text = text.replace(inspect.getsource(tensors.to_numpy), short)
     if spec.layout != "contiguous":
         return text
@@ -300,12 +305,9 @@ def prune(code: str) -> str:
 
 
 def tight(code: str) -> str:
-    """`code` without the blank line after a function or class: what follows it in its section follows it
-    directly; sections (their `# --` lines) stay one blank line apart (a short script is read top to bottom)."""
-    lines = code.split("\n")
-    keep = [line for i, line in enumerate(lines) if line.strip() or not (
-        0 < i < len(lines) - 1 and lines[i - 1].startswith((" ", "\t")) and not lines[i + 1].startswith("#"))]
-    return "\n".join(keep)
+    """`code` without blank lines: a short script is read top to bottom, its sections marked by their `# --`
+    lines (every line counts: a report's script is at most a screenful, the seed's 60 lines)."""
+    return "\n".join(line for line in code.split("\n") if line.strip()) + "\n"
 
 
 def _imports(body: str, library: str) -> str:
@@ -330,7 +332,7 @@ def render_short(spec: CaseSpec, path: str, title: str) -> str:
         _conversions(spec, ref), inputs, model, reference_code,
         "# -- the path's own calls (normdiff's harness/paths/, pasted)\n" + path_code, check))
     body = tight(prune(_compact(body, runner.script_imports)))
-    head = (f'#!/usr/bin/env python3\n"""{S._clean(title)}\nExits 1 while the bug is present, 0 once it is fixed '
+    head = (f'#!/usr/bin/env python3\n"""{S._clean(title)}: exits 1 while the bug is present, 0 once it is fixed '
             '(written by normdiff repro --report)."""\n')
     return head + _imports(body, runner.script_imports).rstrip("\n") + "\n\n" + body
 
