@@ -1,6 +1,7 @@
-"""The short script's check (harness.repro.short_script): normdiff's decision, restated in NumPy.
+"""The check every script normdiff writes pastes (the full script, a program's and a module case's, the short
+script of a report): normdiff's decision, restated in NumPy, one `check` per output of a case of several.
 
-A report's script must fail exactly where normdiff's verdict does, and pass
+A script must fail exactly where normdiff's verdict does, and pass
 on a correct output; a plain `|out - ref| <= ATOL + RTOL*|ref|` over the
 whole case cannot: its envelope is up to 2x looser than the bound (an ULP is
 a step function of |ref|), and it knows nothing of the witness rule
@@ -165,6 +166,6 @@ def check_code(spec: CaseSpec, ref: Reference, path: str, expected: str, output:
               f'{{over.sum()}} of {{over.size}}; dtype {{out.dtype}}, expected {{{expected}}}")',
               f"return 1 if over.any() or out.dtype != {expected} else 0"]
     head = "def check(out, eager):" if output is None else f"def check_{output}(out, eager, ref=ref[{output}]):"
-    about = ("# -- normdiff's check (harness/oracle/compare.py), per normalization row, with the thresholds it "
+    about = ("# -- normdiff's check (its comparator's rule), per normalization row, with the thresholds it "
              "derived here" + ("" if name is None else f": output {name}"))
     return "\n".join([about, head, textwrap.indent("\n".join(lines), "    ")]) + "\n"

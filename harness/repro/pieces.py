@@ -11,8 +11,8 @@ Each path's own piece comes from its module in harness/paths/
 (`Path.script_imports`, `Path.script_code`): the functions the path runs
 (its `pipeline`), pasted by their source, and a short `run_path` calling
 them; the report piece prints what a maintainer asks for first (expected and actual values, the error, both dtypes, the
-environment) and ends with the check that fails, exit 1, while the bug is
-present.
+environment) and decides with normdiff's check (harness.repro.check_code, the
+one every script pastes): exit 1 while the bug is present.
 """
 from __future__ import annotations
 

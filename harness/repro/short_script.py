@@ -16,9 +16,13 @@ what the case uses, built from the same pieces:
 * the path's own calls: its `script_code` (its pipeline pasted by source),
   pruned to what `run_path` reaches, the pasted functions without their
   docstrings (the full script keeps them);
+* normdiff's conversions without the branches the case never takes, and no
+  blank lines (sections are marked by their `# --` lines): a report's script
+  is read whole, at most 100 lines (tests/repro/test_short_script.py);
 * the FP64 reference (harness.repro.script.reference_code, with the terms
-  its bound reads) and normdiff's check itself (harness.repro.check_code):
-  its rows, its bound, the witnesses' allowance per row, the dtype.
+  its bound reads) and normdiff's check itself (harness.repro.check_code, as
+  the full script's): its rows, its bound, the witnesses' allowance per row,
+  the shape and the dtype; one check per output of a case of several.
 
 It exits 1 while the bug is present (a failed check, or the path raising),
 0 once it is fixed. Its output lines are the report's "Output" section, and
