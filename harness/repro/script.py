@@ -182,11 +182,14 @@ def model_code(spec: CaseSpec) -> str:
     if spec.pattern in TWIN_PATTERNS:
         return P.style_model_code(spec)
     names = _param_names(spec)
-    lines = ["# -- the model: torch's own module", f"model = {_nn_module(spec)}"]
-    if names:
+    lines = ["# -- the model: torch's own module", f"model = {_nn_module(spec)}.eval()"]
+    if len(names) > 2:  # each parameter and buffer its array's bits, in a loop
+        pairs = ", ".join(f"{n}={n}" for n in names)
+        lines += ["with torch.no_grad():", f"    for name, a in dict({pairs}).items():",
+                  "        getattr(model, name).copy_(to_torch(a))"]
+    elif names:
         lines.append("with torch.no_grad():")
         lines += [f"    model.{n}.copy_(to_torch({n}))" for n in names]
-    lines.append("model.eval()")
     return "\n".join(lines) + "\n"
 
 
