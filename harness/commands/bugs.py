@@ -54,11 +54,12 @@ def cmd_list(entries) -> int:
     return 0
 
 
-def _records(entries, jobs: int, timeout: float, out_dir: str | None) -> dict:
-    """(case_id, path) -> record for every execution the entries need."""
+def _records(entries, jobs: int, timeout: float, out_dir: str | None, scripts: bool = True) -> dict:
+    """(case_id, path) -> record for every execution the entries need (with `scripts`, a module case's LIFT
+    too: its scripts are written from it)."""
     tasks: dict[tuple[str, str], Task] = {}
     for b in entries:
-        lift = [(s, LIFT) for s, _ in [entry_scripts.case(b)] if s.is_module]  # what a module script is written from
+        lift = [(s, LIFT) for s, _ in [entry_scripts.case(b)] if s.is_module and scripts]
         for spec, path in [*b.checks, *b.controls, *lift]:
             tasks.setdefault((spec.case_id, path), Task(spec, path))
     records: dict[tuple[str, str], dict] = {}
@@ -155,13 +156,14 @@ def _scripts_note(exits: tuple[int, int, int] | None) -> tuple[str, bool]:
 def cmd_check(entries, args) -> int:
     skipped = {b.id: missing(b) for b in entries if missing(b)}
     checked = [b for b in entries if b.id not in skipped]
-    records = _run(_records, checked, args.jobs, args.timeout, args.out)
+    scripts = getattr(args, "scripts", True)
+    records = _run(_records, checked, args.jobs, args.timeout, args.out, scripts)
     if isinstance(records, int):
         return records
-    if args.out and getattr(args, "scripts", True):
+    if args.out and scripts:
         os.makedirs(os.path.join(args.out, "scripts"), exist_ok=True)
     exits = None
-    if getattr(args, "scripts", True):
+    if scripts:
         with tempfile.TemporaryDirectory(prefix="normdiff-bugs-") as tmp:
             folder = os.path.join(args.out, "scripts") if args.out else tmp
             exits = _run(scripts_exit, checked, records, args.jobs, folder)
@@ -175,9 +177,9 @@ def cmd_check(entries, args) -> int:
                   f"pip install 'normdiff[zoo]')", flush=True)
             continue
         state, off = status(b, records)
-        scripts, agree = _scripts_note(exits.get(b.id)) if exits is not None else ("", True)
+        said, agree = _scripts_note(exits.get(b.id)) if exits is not None else ("", True)
         note = "as recorded" if state == b.expect else f"recorded: {b.expect}"
-        print(f"{b.id:<{width}}  {state:<10}  ({note})  {scripts}".rstrip(), flush=True)
+        print(f"{b.id:<{width}}  {state:<10}  ({note})  {said}".rstrip(), flush=True)
         for line in off:
             print(f"{'':<{width}}    {line}")
         unexpected += state != b.expect or not agree
