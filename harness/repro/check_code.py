@@ -11,7 +11,7 @@ float32 witnesses' there, and more than the floor). So the check is the
 rule itself, on normdiff's rows:
 
 * a catalog norm's bound in its closed form, from the reference's own terms
-  (z, kappa, w, b: harness.repro.script.reference_code(terms=True)): the
+  (z, kappa, w, b: harness.repro.script.reference_code): the
   per-element terms (C_OUT ULPs of the output, the statistics' rounding)
   and the unit |w|(kappa + |z|);
 * a program's running bound (normdiff's interpreter derives it op by op:
