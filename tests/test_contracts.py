@@ -15,6 +15,7 @@ from harness.commands.main import build_parser
 from harness.core.verdicts import VERDICTS, Status
 from harness.program import grammar, ops
 from harness.spec.keys import INPUT_KINDS, KEYS, PROGRAM_KEYS
+from harness.spec.mode_keys import MODE_KEYS
 from harness.spec.module_keys import MODULE_KEYS
 from helpers import ROOT
 
@@ -118,7 +119,7 @@ def test_the_gate_statuses_are_the_enum():
 
 # -- §1, §7, §8: the spec's vocabulary ---------------------------------------------------------------------------
 def test_the_spec_tables_hold_every_key():
-    assert list(first_column(section(1).partition("Input objects")[0])) == list(KEYS)
+    assert list(first_column(section(1).partition("Input objects")[0])) == list(KEYS) + list(MODE_KEYS)
     assert set(PROGRAM_KEYS) <= set(first_column(section(7).partition("The op table")[0]))
     assert set(MODULE_KEYS) <= set(first_column(section(8)))
 

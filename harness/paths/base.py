@@ -191,6 +191,22 @@ class Path:
     # `intermediates` is implemented, and the script's `script_calls` define `intermediates(model, example,
     # x)` from the same pipeline: the repro script then carries the stage table (docs/attribution.md).
     has_intermediates: bool = False
+    # How the path runs a gradient case (`"grad": true`, docs/contracts.md §1), in a few words for `normdiff
+    # paths` and the records' facts ("torch autograd", "torch's joint graph as an inference graph", …), or None:
+    # it cannot train, and such a case is `unsupported` with `cannot_train` as the reason, without a prepare.
+    # A path that trains gets, in `prepare`, the case's backward module (forward(*inputs, *cotangents) -> the
+    # gradients in order: each input's, then each floating parameter's) and, with `takes_shared_export`, its
+    # export: torch's joint forward-backward graph. A path with a training flow of its own (autograd, a compiled
+    # backward, TVM's relax.transform.Gradient) finds the norm's own module as `module.forward_module`.
+    trains: str | None = None
+    cannot_train: str = "the path has no backward"
+    # How the path compiles a case's symbolic dims (`"dynamic"`, §1: torch.export Dim, TVM SizeVars, ONNX
+    # dynamic axes, …), or None: it cannot, and such a case is `unsupported` with `cannot_symbolic` as the reason.
+    # A symbolic path's `prepare` compiles the spec's `dynamic` dims as symbolic sizes in [1, spec.dynamic_max]
+    # from an example at one size; its Prepared then runs inputs of every size of that structure. A path that
+    # specialises (guards, recompiles) counts its compiles in the fact `compiles`.
+    symbolic: str | None = None
+    cannot_symbolic: str = "the path compiles static shapes only"
 
     def script_calls(self) -> str:
         """Python source of `run_path(model, example, x)` (the output as a NumPy array) calling the pipeline.

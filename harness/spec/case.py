@@ -20,6 +20,7 @@ from harness.spec.keys import (
     AFFINES, CASTS, INPUT_KINDS, KEYS, LAYOUTS, PARAM_KINDS, PATTERNS, PROGRAM_KEYS, STYLES, RANGES,
     SpecError, choice, fail, integer, kinded, number,
 )
+from harness.spec.mode_keys import MODE_KEYS, dynamic_keys, grad_keys, mode_dict
 from harness.spec.module_keys import (
     MODULE_KEYS, MODULE_PARAM_KINDS, UNSAID_PATTERN, check_module_raw, class_name, init_json, module_inputs,
 )
@@ -66,6 +67,11 @@ class CaseSpec:
     param_shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()     # every parameter the program reads
     cls: str | None = None   # a module case (docs/contracts.md §8): "package.module:ClassName", its `class` key
     init: str | None = None  # a module case: the constructor's keyword arguments, canonical JSON
+    # the mode keys (harness.spec.mode_keys): the backward asked for, its cotangent; the dims compiled symbolic
+    grad: bool = False
+    cotangent: tuple[tuple[str, Any], ...] = ()
+    dynamic: tuple[int, ...] = ()
+    dynamic_max: int | None = None
 
     # -- construction -----------------------------------------------------
     @classmethod
@@ -75,8 +81,8 @@ class CaseSpec:
         if not isinstance(raw, dict):
             raise SpecError(f"spec: expected a JSON object, got {type(raw).__name__}")
         for key in raw:
-            if key not in KEYS + PROGRAM_KEYS + MODULE_KEYS:
-                fail(key, f"unknown key (known: {', '.join(KEYS + PROGRAM_KEYS + MODULE_KEYS)})")
+            if key not in KEYS + PROGRAM_KEYS + MODULE_KEYS + MODE_KEYS:
+                fail(key, f"unknown key (known: {', '.join(KEYS + PROGRAM_KEYS + MODULE_KEYS + MODE_KEYS)})")
         if "class" in raw:
             return cls._module(raw)
         for key in ("pattern", "dtype", "shape"):
@@ -152,6 +158,8 @@ class CaseSpec:
         params = program_params(raw.get("params", {"kind": "ones"})) if is_program else \
             kinded("params", raw.get("params", {"kind": "ones"}), PARAM_KINDS)
         seed = _seed(raw.get("seed", 0))
+        grad, cotangent = grad_keys(raw)
+        dynamic, dynamic_max = dynamic_keys(raw, shape, None if is_program else pattern)
 
         parsed = extra = pshapes = None
         if is_program:
@@ -161,7 +169,7 @@ class CaseSpec:
             cast=cast, shape=shape, layout=layout, affine=affine, eps=eps,
             groups=groups, input=tuple(inp.items()), params=tuple(params.items()),
             seed=seed, program=parsed.source if parsed is not None else None, inputs=extra or (),
-            param_shapes=pshapes or (),
+            param_shapes=pshapes or (), grad=grad, cotangent=cotangent, dynamic=dynamic, dynamic_max=dynamic_max,
         )
         spec.__dict__["parsed_program"] = parsed  # parsed and checked above: the cached_property's value
         return spec
@@ -186,10 +194,13 @@ class CaseSpec:
         inp = kinded("input", raw.get("input", {"kind": "normal"}), INPUT_KINDS, RANGES)
         params = kinded("params", raw.get("params", {"kind": "init"}), MODULE_PARAM_KINDS)
         seed = _seed(raw.get("seed", 0))
+        grad, cotangent = grad_keys(raw)
+        dynamic, dynamic_max = dynamic_keys(raw, shape, None)
         return cls(pattern=pattern, style=style, dtype=dtype, weight_dtype=weight_dtype, cast=None, shape=shape,
                    layout=layout, affine="none", eps=0.0, groups=1, input=tuple(inp.items()),
                    params=tuple(params.items()), seed=seed, inputs=module_inputs(raw.get("inputs", {})),
-                   cls=class_name(raw["class"]), init=init_json(raw.get("init", {})))
+                   cls=class_name(raw["class"]), init=init_json(raw.get("init", {})), grad=grad,
+                   cotangent=cotangent, dynamic=dynamic, dynamic_max=dynamic_max)
 
     @classmethod
     def from_json(cls, text: str) -> "CaseSpec":
@@ -237,10 +248,10 @@ class CaseSpec:
                    "layout": self.layout, "input": dict(self.input), "params": self.params_dict, "seed": self.seed}
             if self.inputs:
                 out["inputs"] = self.inputs_dict
-            return out
+            return {**out, **self.mode_dict}
         out: dict[str, Any] = {}
         for f in fields(self):
-            if f.name in ("cls", "init"):
+            if f.name in ("cls", "init") or f.name in MODE_KEYS:
                 continue
             value = getattr(self, f.name)
             if f.name in PROGRAM_KEYS and self.program is None:
@@ -259,7 +270,25 @@ class CaseSpec:
             elif f.name == "param_shapes":
                 value = {k: list(v) for k, v in value}
             out[f.name] = value
-        return out
+        return {**out, **self.mode_dict}
+
+    @property
+    def mode_dict(self) -> dict[str, Any]:
+        """The mode keys this case asks for (harness.spec.mode_keys): none for a forward, static case."""
+        return mode_dict(self.grad, self.cotangent, self.dynamic, self.dynamic_max)
+
+    @property
+    def cotangent_dict(self) -> dict[str, Any]:
+        return dict(self.cotangent)
+
+    def static(self) -> "CaseSpec":
+        """The same case compiled at its own sizes (a symbolic case's static control); itself if static."""
+        if not self.dynamic:
+            return self
+        d = self.to_dict()
+        d.pop("dynamic")
+        d.pop("dynamic_max")
+        return CaseSpec.from_dict(d)
 
     def to_json(self) -> str:
         """Canonical JSON: the same bytes for the same spec everywhere."""
@@ -280,10 +309,12 @@ class CaseSpec:
         return hashlib.sha256(self.to_json().encode()).hexdigest()[:12]
 
     def structure_key(self) -> str:
-        """What a compiled artifact depends on: the spec minus its input.
+        """What a compiled artifact depends on: the spec minus its input (and a gradient case's cotangent).
 
         The seed is dropped too unless it draws the parameters (params
         kind "normal"), since compiled paths embed parameters as constants.
+        The sizes of a symbolic case's dynamic dims are dropped: one compile
+        serves every size (docs/contracts.md §1).
         """
         return self._structure_key
 
@@ -291,6 +322,9 @@ class CaseSpec:
     def _structure_key(self) -> str:
         d = self.to_dict()
         d.pop("input")
+        d.pop("cotangent", None)
+        if self.dynamic:
+            d["shape"] = [None if i in self.dynamic else n for i, n in enumerate(self.shape)]
         if "inputs" in d:  # which extra inputs there are (and their shapes, dtypes) shapes the module; values do not
             d["inputs"] = {name: {k: v for k, v in obj.items() if k in ("shape", "dtype")}
                            for name, obj in d["inputs"].items()}
@@ -324,5 +358,9 @@ class CaseSpec:
         parts.append("x".join(map(str, self.shape)))
         if self.layout != "contiguous":
             parts.append(self.layout)
+        if self.dynamic:
+            parts.append(f"dynamic{list(self.dynamic)}")
+        if self.grad:
+            parts.append("grad")
         parts.append(f"{kind}({detail})")
         return " ".join(parts)
