@@ -18,7 +18,6 @@ from harness.paths._executorch_common import (
     pte_buffer,
     pte_runner,
     quiet_imports,
-    single_output,
 )
 from harness.paths._backward import joint_facts
 from harness.paths.base import Path, Prepared, export_program, is_backward, stage
@@ -36,7 +35,7 @@ class ExecutorchPath(PteArtifact, Path):
     description = "torch.export -> to_edge -> to_executorch -> executorch.runtime (portable/optimized kernels)"
     packages = ("torch", "executorch")
     warm_imports = EXECUTORCH_WARM
-    pipeline = (is_backward, export_program, edge_program, op_name, call_ops, pte_buffer, load_forward, single_output,
+    pipeline = (is_backward, export_program, edge_program, op_name, call_ops, pte_buffer, load_forward,
                 forward_output)
     takes_shared_export = True
     artifact_cacheable = True

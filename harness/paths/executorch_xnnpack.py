@@ -24,7 +24,6 @@ from harness.paths._executorch_common import (
     pte_buffer,
     pte_runner,
     quiet_imports,
-    single_output,
 )
 from harness.paths._backward import joint_facts
 from harness.paths.base import Path, Prepared, export_program, is_backward, stage
@@ -86,7 +85,7 @@ class XnnpackPath(PteArtifact, Path):
     packages = ("torch", "executorch")
     warm_imports = EXECUTORCH_WARM + ("harness.paths.executorch_xnnpack:warm_up",)
     pipeline = (is_backward, export_program, xnnpack_lowered, op_name, delegation_facts, pte_buffer, load_forward,
-                single_output, forward_output)
+                forward_output)
     takes_shared_export = True
     artifact_cacheable = True
     trains = "torch's joint graph, partitioned for XNNPACK where it takes it"
