@@ -282,6 +282,23 @@ def _compact(code: str, imports: str = "") -> str:
     return "\n".join(line for i, line in enumerate(lines, 1) if i not in drop)
 
 
+def _asks_backward(test: ast.AST) -> bool:
+    """A test that holds only for a gradient case: is_backward(…), alone or in an `and`."""
+    calls = [test] if not isinstance(test, ast.BoolOp) or not isinstance(test.op, ast.And) else test.values
+    return any(isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id == "is_backward" for c in calls)
+
+
+def forward_only(code: str) -> str:
+    """`code` without the branches a forward case never takes (`if is_backward(model): …` with no else): a
+    path's pipeline runs gradient cases too, and a forward case's short script has no line of them."""
+    lines = code.split("\n")
+    drop: set[int] = set()
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.If) and not node.orelse and _asks_backward(node.test):
+            drop.update(range(node.lineno, node.end_lineno + 1))
+    return "\n".join(line for i, line in enumerate(lines, 1) if i not in drop)
+
+
 def _used(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
@@ -329,6 +346,8 @@ def render_short(spec: CaseSpec, path: str, title: str) -> str:
         first, _, rest = model.partition("\n")
         model = f"{first}  # the model: torch's own module\n{rest}"
     reference_code, path_code, check = _reference(spec), runner.script_code(), _check(spec, path, ref)
+    if not spec.grad:
+        path_code = forward_only(path_code)
     if _plain(spec):  # to_torch comes to torch.from_numpy here (the path's own calls keep theirs)
         model, reference_code = (re.sub(r"\bto_torch\(", "torch.from_numpy(", c) for c in (model, reference_code))
     inputs = _inline_types(_inputs(spec), "\n".join((model, reference_code, path_code, check)))

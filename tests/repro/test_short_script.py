@@ -8,13 +8,22 @@ import ast
 
 from cases import bugs
 from harness.spec import CaseSpec
-from harness.repro.short_script import first_values, prune, render_short
+from harness.repro.short_script import first_values, forward_only, prune, render_short
 
 
 def test_prune_keeps_what_the_statements_reach_and_the_last_definition_of_a_name():
     code = ("def a():\n    return b()\n\n\ndef b():\n    return 1\n\n\ndef b():\n    return 2\n\n\n"
             "def unused():\n    return a()\n\n\nprint(a())\n")
     assert prune(code) == "def a():\n    return b()\n\ndef b():\n    return 2\n\nprint(a())\n"
+
+
+def test_a_forward_cases_script_has_no_line_of_the_pipelines_gradient_branches():
+    code = ("def run(model, x):\n    if is_backward(model):  # a gradient case\n        return grad(model, x)\n"
+            "    if ready and is_backward(model):\n        pass\n    return model(x)\n")
+    assert forward_only(code) == "def run(model, x):\n    return model(x)\n"
+    forward = CaseSpec.from_dict({"pattern": "layer_norm", "dtype": "float16", "shape": [2, 8]})
+    assert "is_backward" not in render_short(forward, "tvm-decompose", "t")
+    assert "is_backward" in render_short(forward.replace(grad=True), "tvm-decompose", "t")
 
 
 def test_the_seeds_short_script_is_the_seeds_script_in_size():
