@@ -18,21 +18,21 @@ _LN_FP32 = {**_LN_FP16, "dtype": "float32"}
 _LN_FP16_256 = {"pattern": "layer_norm", "dtype": "float16", "shape": [4, 256], "grad": True}
 
 BUGS = (
-    _bug("torch-new-cpu-layer-norm-backward-half", None,
+    _bug("pytorch-new-cpu-layer-norm-backward-half", None,
          "torch's CPU LayerNorm backward in float16: d_bias (a sum of the cotangent) 26x its bound",
          [_LN_FP16], ["eager"], Verdict.INACCURATE, "reproduced",
          """New (the class of karpathy/llm.c#428 and linkedin/Liger-Kernel#950,
          a parameter gradient accumulated in the low precision, in torch's own
          CPU kernel; none of the reports issue 46 lists is this kernel).
          d_bias is sum(dy) over the 64 rows and needs no statistics: eager errs
-         26x its bound, the same value as tvm-decompose's float16 sum, where
+         26x its bound (tvm-decompose's float16 sum errs as much), where
          inductor's and executorch's float32 sum rounded once pass (0.23x).
          d_x (9x) and d_weight (20x) are over too; their share is the saved
-         statistics (torch-cpu-layer-norm-half-stats). Not by design:
+         statistics (pytorch-new-cpu-layer-norm-half-stats). Not by design:
          native_layer_norm_backward's decomposition sums in float32 and rounds
          once. At float16 [8, 1024] eager's d_bias is 222x its bound.""",
          controls=[(_LN_FP32, "eager")]),
-    _bug("torch-cpu-layer-norm-half-stats", None,
+    _bug("pytorch-new-cpu-layer-norm-half-stats", None,
          "torch on CPU saves LayerNorm's mean and rstd in float16: the compiled backward (Inductor) "
          "inherits them, d_x 9x and d_weight 13x their bounds",
          [_LN_FP16], ["inductor"], Verdict.INACCURATE, "reproduced",
