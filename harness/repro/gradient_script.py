@@ -50,7 +50,6 @@ def cotangent_code(spec: CaseSpec, draw, with_rng: bool = False) -> str:
     """Code drawing each cotangent as normdiff does (`draw(spec, p, stream, name, rounded, shape)` -> its line,
     script.draw_input's signature), checking their bytes, and appending them to INPUTS."""
     from harness.core.dtypes import name_of
-    from harness.repro.script import _NP
 
     cots = setup(spec).inputs.cotangents
     names = cotangent_names(spec)
@@ -62,7 +61,7 @@ def cotangent_code(spec: CaseSpec, draw, with_rng: bool = False) -> str:
     for k, (name, a) in enumerate(zip(names, cots)):
         code = draw(spec, spec.cotangent_dict, (COTANGENT, str(k)), name, a, a.shape)
         lines.append(code if f"\n{name} = " in "\n" + code else
-                     code + f"\n{name} = {name}64.reshape({a.shape!r}).astype({_NP[name_of(a.dtype)]})")
+                     code + f"\n{name} = {name}64.reshape({a.shape!r}).astype({P.NUMPY_TYPES[name_of(a.dtype)]})")
         h.update(np.ascontiguousarray(a).tobytes())
     lines += [f'assert hashlib.sha256(b"".join(a.tobytes() for a in ({", ".join(names)},))).hexdigest() == (',
               f'    "{h.hexdigest()}"), "the cotangents differ from normdiff\'s"',
@@ -89,8 +88,7 @@ def reference_code(spec: CaseSpec) -> str:
     every rounding mapped to float64, on float64 copies of the inputs, the cotangents and the parameters
     (read off the model, by their last name part, as normdiff's lift reads them)."""
     source = setup(spec).lift.program
-    n_in = 1 + len(spec.inputs_dict)
-    inputs = ["x", *sorted(spec.inputs_dict), *cotangent_names(spec)][: n_in + len(cotangent_names(spec))]
+    inputs = ["x", *sorted(spec.inputs_dict), *cotangent_names(spec)]  # INPUTS' order
     params = [n for n in _free_names(source) if n not in inputs]
     args = ", ".join([*inputs, *params])
     body = textwrap.indent(P.float64_source(source), "    ")
