@@ -14,7 +14,6 @@ module's own parameters.
 """
 from __future__ import annotations
 
-import ast
 import hashlib
 import inspect
 import textwrap
@@ -26,18 +25,23 @@ from harness.oracle.inputs import COTANGENT
 from harness.repro import program_script as P
 from harness.spec import CaseSpec
 
-_SETUPS: dict = {}  # spec -> its engine Setup: the full and the short script of one case lift once
+_SETUPS: dict = {}  # spec -> (its engine Setup, its LiftedBackward): the full and the short script lift once
 
 
-def setup(spec: CaseSpec):
-    """The engine's Setup of gradient case `spec` (its inputs with the cotangents, its reference, its lifted
-    backward); a harness.engine.cases.CaseProblem where the backward cannot be lifted."""
+def _made(spec: CaseSpec):
     from harness.engine.cases import Cases
 
     if spec not in _SETUPS:
         _SETUPS.clear()
-        _SETUPS[spec] = Cases().setup(spec)
+        cases = Cases()
+        _SETUPS[spec] = (cases.setup(spec), cases.lifted_backward(spec))
     return _SETUPS[spec]
+
+
+def setup(spec: CaseSpec):
+    """The engine's Setup of gradient case `spec` (its inputs with the cotangents, its reference, its lifted
+    backward's check); a harness.engine.cases.CaseProblem where the backward cannot be lifted."""
+    return _made(spec)[0]
 
 
 def cotangent_names(spec: CaseSpec) -> tuple[str, ...]:
@@ -69,35 +73,19 @@ def cotangent_code(spec: CaseSpec, draw, with_rng: bool = False) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _free_names(source: str) -> list[str]:
-    """The names the lifted program reads without assigning them, in first-use order."""
-    body = P._body(source)
-    assigned, free = set(), []
-    for stmt in body.body:
-        for node in ast.walk(stmt):
-            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Load) and node.id not in assigned \
-                    and node.id not in free and node.id not in ("torch", "eps"):
-                free.append(node.id)
-        if isinstance(stmt, ast.Assign):
-            assigned.update(t.id for t in stmt.targets if isinstance(t, ast.Name))
-    return free
-
-
 def reference_code(spec: CaseSpec) -> str:
     """Code defining `ref` (the tuple of the gradients' FP64 references): the lifted backward as a function,
     every rounding mapped to float64, on float64 copies of the inputs, the cotangents and the parameters
     (read off the model, by their last name part, as normdiff's lift reads them)."""
-    source = setup(spec).lift.program
-    inputs = ["x", *sorted(spec.inputs_dict), *cotangent_names(spec)]  # INPUTS' order
-    params = [n for n in _free_names(source) if n not in inputs]
-    args = ", ".join([*inputs, *params])
-    body = textwrap.indent(P.float64_source(source), "    ")
+    lifted = _made(spec)[1]
+    names = [*lifted.inputs, *lifted.params.values()]
+    body = textwrap.indent(P.float64_source(lifted.source), "    ")
     return "\n".join([
         "# -- the FP64 reference: the backward normdiff lifted from torch's joint graph (harness/modules/lift_backward.py),",
         "#    every rounding it writes mapped to float64 (its exact mathematics)",
-        f"def backward64({args}, eps={float(spec.eps)!r}):", body, "",
-        "PARAMETERS = {n.rsplit('.', 1)[-1]: p for n, p in model.forward_module.named_parameters()}",
+        f"def backward64({', '.join(names)}, eps={float(spec.eps)!r}):", body, "",
+        "STATE = {**dict(model.forward_module.named_parameters()), **dict(model.forward_module.named_buffers())}",
         "with torch.no_grad():",
         "    ref = to_numpy(backward64(*(to_torch(a.astype(np.float64)) for a in INPUTS),",
-        f"                              *(PARAMETERS[n].detach().double() for n in {tuple(params)!r})))",
+        f"                              *(STATE[n].detach().double() for n in {tuple(lifted.params)!r})))",
     ]) + "\n"

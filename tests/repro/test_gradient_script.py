@@ -56,7 +56,3 @@ def test_a_gradient_cases_scripts_fail_on_eagers_float16_backward_and_pass_its_f
     passing.write_text(render_short(control, "eager", "float32 LayerNorm backward"))
     proc = _run(passing)
     assert proc.returncode == 0, proc.stdout + proc.stderr
-
-
-def test_the_lifted_backwards_free_names_are_its_inputs_then_parameters():
-    assert G._free_names("a = x.to(torch.float32)\nb = dy * weight\nreturn a + b, b.sum(0)") == ["x", "dy", "weight"]
