@@ -23,8 +23,8 @@ class LlamaStyleRMSNorm(nn.Module):
 
 
 class TinyMixer(nn.Module):
-    """(batch, tokens, width) -> the same: a LayerNorm, a Linear, a GroupNorm over the width as channels, a
-    residual add and a Llama-style RMSNorm: three norm instances, in that order."""
+    """(batch, tokens, width) -> the same, a residual stream read by three norms, in this order: a LayerNorm before
+    a Linear, a GroupNorm over the width as channels, and a Llama-style RMSNorm at the end."""
 
     def __init__(self, width=32, groups=4):
         super().__init__()
@@ -34,9 +34,9 @@ class TinyMixer(nn.Module):
         self.norm_out = LlamaStyleRMSNorm(width)
 
     def forward(self, x):
-        h = self.proj(self.norm_in(x))
-        h = self.group(h.transpose(1, 2)).transpose(1, 2)
-        return self.norm_out(x + h)
+        h = x + self.proj(self.norm_in(x))
+        h = h + self.group(h.transpose(1, 2)).transpose(1, 2)
+        return self.norm_out(h)
 
 
 def tiny_mixer(width=32):

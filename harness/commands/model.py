@@ -31,6 +31,7 @@ DEFAULT_TOKENS = 8
 # A transformers architecture's name without these endings is its config's name before "Config".
 HEADS = ("ForCausalLM", "ForConditionalGeneration", "ForSequenceClassification", "ForMaskedLM", "Model")
 MODEL_FILE = "model.json"
+LOG = "model-worker.log"  # the capture worker's stdout and stderr
 
 
 def _json(flag: str, text: str | None):
@@ -139,7 +140,8 @@ def cmd_model(args) -> int:
     budget = int(args.max_memory * 2**30) if args.max_memory is not None else None
     target = ModelTarget(spec.to_dict(), tokens, store, budget, outliers, tuple(path_names))
     print(f"normdiff: capturing {spec.cls} in {spec.dtype} in a worker …", file=sys.stderr)
-    cap = capture_in_worker(target, args.timeout * (1 + len(path_names)))
+    os.makedirs(args.out, exist_ok=True)
+    cap = capture_in_worker(target, args.timeout * (1 + len(path_names)), os.path.join(args.out, LOG))
     if cap.usage:
         raise UsageError(cap.problem)
     specs = instance_specs(spec, cap.instances)

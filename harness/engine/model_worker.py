@@ -15,9 +15,13 @@ import sys
 from harness.engine.model_capture import Capture, ModelTarget
 
 
-def _serve(conn, target: ModelTarget, sys_path: tuple[str, ...], env: dict) -> None:
+def _serve(conn, target: ModelTarget, sys_path: tuple[str, ...], env: dict, log: str) -> None:
     import warnings
 
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)  # the libraries' chatter, a crash's stack
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
     sys.path[:0] = [p for p in sys_path if p not in sys.path]
     os.environ.update(env)
     warnings.filterwarnings("ignore")  # library deprecation chatter is not a finding
@@ -39,12 +43,12 @@ def _serve(conn, target: ModelTarget, sys_path: tuple[str, ...], env: dict) -> N
         conn.close()
 
 
-def capture_in_worker(target: ModelTarget, timeout: float) -> Capture:
-    """The Capture of `target`, made in a worker process."""
+def capture_in_worker(target: ModelTarget, timeout: float, log: str) -> Capture:
+    """The Capture of `target`, made in a worker process (its stdout and stderr into `log`)."""
     ctx = mp.get_context("forkserver")
     parent, child = ctx.Pipe(duplex=False)
     env = {k: v for k, v in os.environ.items() if k.startswith("NORMDIFF_")}
-    proc = ctx.Process(target=_serve, args=(child, target, tuple(sys.path), env), daemon=True)
+    proc = ctx.Process(target=_serve, args=(child, target, tuple(sys.path), env, log), daemon=True)
     proc.start()
     child.close()
     try:
