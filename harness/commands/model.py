@@ -16,7 +16,7 @@ import importlib.util
 import json
 import os
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 
 from harness.commands.common import paths_arg
 from harness.core import captured
@@ -120,12 +120,22 @@ def instance_specs(spec: CaseSpec, instances) -> dict[str, CaseSpec]:
     return out
 
 
-def cmd_model(args) -> int:
-    from harness.engine.model_capture import ModelTarget
-    from harness.engine.model_worker import capture_in_worker
-    from harness.engine.run import run
-    from harness.reports.model_view import model_table, write_model_reports
+@dataclass(frozen=True)
+class ModelResult:
+    """A model's run: the capture's plain data (what OUT/model.json holds), its instances' records, the report."""
+    about: dict
+    records: list
+    problem: str | None  # the capture stopped (one line), nothing was run
 
+    @property
+    def table(self) -> str:
+        from harness.reports.model_view import model_table
+
+        return model_table(self.about, self.records)
+
+
+def check_args(args) -> tuple[CaseSpec, int | None, list[str]]:
+    """(the model's spec, its token count, the path names); UsageError (one line) for any bad argument."""
     spec, tokens = model_spec(args)
     path_names = paths_arg(args.paths)
     if args.max_memory is not None and not args.max_memory > 0:
@@ -134,12 +144,24 @@ def cmd_model(args) -> int:
         raise UsageError(f"--timeout: must be > 0, got {args.timeout}")
     if os.path.exists(args.out) and not os.path.isdir(args.out):
         raise UsageError(f"--out: {args.out} exists and is not a folder")
+    return spec, tokens, path_names
+
+
+def run_model(args) -> ModelResult:
+    """Capture the model in a worker, run its instances on the paths into OUT, write model.json and model.md."""
+    from harness.engine.model_capture import ModelTarget
+    from harness.engine.model_worker import capture_in_worker
+    from harness.engine.run import run
+    from harness.reports.model_view import write_model_reports
+
+    spec, tokens, path_names = check_args(args)
     outliers = outliers_of(args)
     store = os.path.join(args.out, captured.FOLDER)
     captured.use_store(store)
     budget = int(args.max_memory * 2**30) if args.max_memory is not None else None
     target = ModelTarget(spec.to_dict(), tokens, store, budget, outliers, tuple(path_names))
-    print(f"normdiff: capturing {spec.cls} in {spec.dtype} in a worker …", file=sys.stderr)
+    if not args.quiet:
+        print(f"normdiff: capturing {spec.cls} in {spec.dtype} in a worker …", file=sys.stderr)
     os.makedirs(args.out, exist_ok=True)
     cap = capture_in_worker(target, args.timeout * (1 + len(path_names)), os.path.join(args.out, LOG))
     if cap.usage:
@@ -151,19 +173,26 @@ def cmd_model(args) -> int:
              "paths": path_names, "instances": [{**asdict(i), "case_id": specs[i.path].case_id if i.path in specs
                                                  else None} for i in cap.instances],
              "whole": [asdict(w) for w in cap.whole]}
-    os.makedirs(args.out, exist_ok=True)
-    if cap.problem is not None:  # nothing is run, and nothing already in OUT is touched but model.json
-        write_atomic(os.path.join(args.out, MODEL_FILE), json.dumps(about, indent=1) + "\n")
-        print(f"normdiff: {cap.problem}", file=sys.stderr)
-        return 1
+    if cap.problem is not None:  # nothing is run, nothing in OUT is touched (the captures made so far stay)
+        return ModelResult(about, [], cap.problem)
     if specs:
         run(list(specs.values()), path_names, args.out, jobs=args.jobs, timeout=args.timeout,
             progress=not args.quiet, max_memory=args.max_memory, cache=None)
     write_atomic(os.path.join(args.out, MODEL_FILE), json.dumps(about, indent=1) + "\n")
-    records = latest_per_execution(read_results(os.path.join(args.out, "results.jsonl"))) if specs else []
+    wanted = {s.case_id for s in specs.values()}
+    records = [r for r in latest_per_execution(read_results(os.path.join(args.out, "results.jsonl")))
+               if r["case_id"] in wanted] if specs else []
     write_model_reports(about, records, args.out)
-    print(model_table(about, records), end="")
-    return 1 if any(r["verdict"] != Verdict.PASS for r in records) else 0
+    return ModelResult(about, records, None)
+
+
+def cmd_model(args) -> int:
+    result = run_model(args)
+    if result.problem is not None:
+        print(f"normdiff: error: {result.problem}", file=sys.stderr)
+        return 1
+    print(result.table, end="")
+    return 1 if any(r["verdict"] != Verdict.PASS for r in result.records) else 0
 
 
 def add_command(subparsers) -> None:
