@@ -20,6 +20,7 @@ import numpy as np
 
 from harness.core import captured
 from harness.core.tensors import to_numpy
+from harness.engine.model_whole import Whole, first_tensor, whole_model
 
 
 @dataclass(frozen=True)
@@ -53,16 +54,6 @@ class Instance:
     max_abs: float | None = None
     calls: int = 0
     note: str = ""  # why it gets no case (not called, not a floating tensor input)
-
-
-@dataclass(frozen=True)
-class Whole:
-    """The whole model's output on one path against the float64 model's: relative max error, no verdict."""
-    path: str
-    rel_err: float | None = None
-    max_abs_err: float | None = None
-    out_dtype: str | None = None
-    error: str | None = None
 
 
 @dataclass(frozen=True)
@@ -111,38 +102,6 @@ def _vocab(model) -> int:
         if isinstance(sub, torch.nn.Embedding):
             return sub.num_embeddings
     raise ValueError("--tokens needs a model with a config.vocab_size or an nn.Embedding")
-
-
-class Outputs:
-    """model(x) -> one tensor: a language model's logits, a tuple's first tensor (what every path compiles)."""
-
-    def __new__(cls, inner):
-        import torch
-
-        class Output(torch.nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.inner = inner
-
-            def forward(self, x):
-                return first_tensor(self.inner(x))
-
-        return Output().eval()
-
-
-def first_tensor(out):
-    import torch
-
-    if isinstance(out, torch.Tensor):
-        return out
-    for name in ("logits", "last_hidden_state"):
-        if getattr(out, name, None) is not None:
-            return getattr(out, name)
-    items = out.values() if isinstance(out, dict) else out if isinstance(out, (tuple, list)) else ()
-    for item in items:
-        if isinstance(item, torch.Tensor):
-            return item
-    raise TypeError(f"the model returns a {type(out).__name__} holding no tensor")
 
 
 def plant(model, x, outliers: Outliers, seed: int):
@@ -219,8 +178,6 @@ def capture(target: ModelTarget) -> Capture:
     with torch.no_grad():
         ref = first_tensor(model64(x64)).numpy()
     eager = to_numpy(out)
-    from harness.engine.model_whole import whole_model
-
     whole = whole_model(target, spec, model, x, ref, eager)  # the planting hook stays: every path compiles it
     return Capture(instances, tuple(whole), float(np.max(np.abs(ref))) if ref.size else None,
                    "tokens" if target.tokens is not None else spec.input_dict["kind"], None, planted)

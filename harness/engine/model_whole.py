@@ -10,9 +10,53 @@ shown, never judged.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from harness.core.tensors import to_numpy
+
+
+@dataclass(frozen=True)
+class Whole:
+    """The whole model's output on one path against the float64 model's: relative max error, no verdict."""
+    path: str
+    rel_err: float | None = None
+    max_abs_err: float | None = None
+    out_dtype: str | None = None
+    error: str | None = None
+
+
+class Outputs:
+    """model(x) -> one tensor: a language model's logits, a tuple's first tensor (what every path compiles)."""
+
+    def __new__(cls, inner):
+        import torch
+
+        class Output(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.inner = inner
+
+            def forward(self, x):
+                return first_tensor(self.inner(x))
+
+        return Output().eval()
+
+
+def first_tensor(out):
+    import torch
+
+    if isinstance(out, torch.Tensor):
+        return out
+    for name in ("logits", "last_hidden_state"):
+        if getattr(out, name, None) is not None:
+            return getattr(out, name)
+    items = out.values() if isinstance(out, dict) else out if isinstance(out, (tuple, list)) else ()
+    for item in items:
+        if isinstance(item, torch.Tensor):
+            return item
+    raise TypeError(f"the model returns a {type(out).__name__} holding no tensor")
 
 
 def relative(out: np.ndarray, ref: np.ndarray) -> tuple[float | None, float | None]:
@@ -29,7 +73,6 @@ def relative(out: np.ndarray, ref: np.ndarray) -> tuple[float | None, float | No
 def whole_model(target, spec, model, x, ref: np.ndarray, eager: np.ndarray) -> list:
     """One Whole per path of `target.paths` (eager first, from the run already made; `eager` as it came out)."""
     from harness import paths
-    from harness.engine.model_capture import Outputs, Whole
     from harness.paths.base import StageError, first_line
 
     rel, err = relative(eager, ref)
