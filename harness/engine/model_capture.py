@@ -167,8 +167,8 @@ def capture(target: ModelTarget) -> Capture:
         with torch.no_grad():
             out = first_tensor(model(x))
     except OverBudget as exc:
-        return Capture(instances=_instances(found, firsts, calls, target, class_path), problem=str(exc),
-                       planted=planted)
+        return Capture(instances=_instances(found, firsts, calls, target, class_path, "not captured: the capture "
+                                            "stopped"), problem=str(exc), planted=planted)
     finally:
         for h in hooks:
             h.remove()
@@ -183,13 +183,13 @@ def capture(target: ModelTarget) -> Capture:
                    "tokens" if target.tokens is not None else spec.input_dict["kind"], None, planted)
 
 
-def _instances(found, firsts, calls, target, class_path) -> tuple[Instance, ...]:
+def _instances(found, firsts, calls, target, class_path, missing="not called by the model's forward"):
     out = []
     for path, sub in found:
         t = firsts.get(path, "missing")
         cls = class_path(type(sub))
         if isinstance(t, str):
-            out.append(Instance(path, cls, note="not called by the model's forward"))
+            out.append(Instance(path, cls, note=missing))
             continue
         if t is None:
             out.append(Instance(path, cls, calls=calls.get(path, 0), note="its input is not a floating tensor"))
