@@ -2,7 +2,9 @@
 model's error beside eager's. Reads only the records and the capture's plain data (OUT/model.json)."""
 from __future__ import annotations
 
+import html
 import os
+import re
 
 from harness.core.records import write_atomic
 
@@ -79,3 +81,54 @@ def write_model_reports(about: dict, records: list[dict], out_dir: str) -> None:
     write_atomic(os.path.join(out_dir, "model.md"), model_table(about, records))
     if records:
         write_reports(records, out_dir)
+
+
+def _natural(path: str) -> list:
+    """A module path's sort key: its numbers as numbers (layers.2 before layers.10)."""
+    return [int(p) if p.isdigit() else p for p in re.split(r"(\d+)", path)]
+
+
+def instance_records(records: list[dict]) -> dict[str, dict[str, dict[str, dict]]]:
+    """{model class: {instance path (natural order): {path: record}}} of the records of norm instances."""
+    out: dict[str, dict[str, dict[str, dict]]] = {}
+    for r in records:
+        inst = (r.get("case") or {}).get("instance")
+        if inst:
+            out.setdefault(r["case"]["class"], {}).setdefault(inst, {})[r["path"]] = r
+    return {m: dict(sorted(v.items(), key=lambda kv: _natural(kv[0]))) for m, v in out.items()}
+
+
+def plot_instances(model: str, table: dict[str, dict[str, dict]]) -> str:
+    """Per path, each instance's error over its bound along the model (module paths in order), the bound at 1."""
+    from matplotlib.figure import Figure
+
+    from harness.reports.plots import CLIP_HIGH, CLIP_LOW, png
+
+    names = list(table)
+    paths = sorted({p for row in table.values() for p in row})
+    fig = Figure(figsize=(3 + 0.45 * len(names), 4.2))
+    ax = fig.add_subplot()
+    for p in paths:
+        ys = [table[n].get(p, {}).get("max_err_over_tol") for n in names]
+        xs = [i for i, y in enumerate(ys) if isinstance(y, (int, float))]
+        ax.plot(xs, [min(max(ys[i], CLIP_LOW), CLIP_HIGH) for i in xs], marker="o", label=p)
+        bad = [i for i in xs if table[names[i]][p]["verdict"] != "pass"]  # a dtype_mismatch may sit below 1
+        ax.scatter(bad, [min(max(ys[i], CLIP_LOW), CLIP_HIGH) for i in bad], marker="x", s=60, color="red", zorder=3,
+                   label=f"{p}: not pass" if bad else None)
+    ax.axhline(1.0, color="black", linewidth=1, linestyle="--")
+    ax.set_yscale("log")
+    ax.set_xticks(range(len(names)), names, rotation=40, ha="right", fontsize=7)
+    ax.set_ylabel("max error / bound (log)")
+    ax.set_title(f"{model.rpartition(':')[2]}: each norm instance, per path (dashed: its bound; x: not pass)")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    return png(fig)
+
+
+def model_html(records: list[dict]) -> str:
+    """report.html's section for the norm instances of whole models (empty when there are none)."""
+    out = []
+    for model, table in instance_records(records).items():
+        out.append(f"<h2>Norm instances of {html.escape(model)} ({len(table)})</h2>")
+        out.append(f'<img alt="instances of {html.escape(model)}" src="data:image/png;base64,'
+                   f'{plot_instances(model, table)}">')
+    return "\n".join(out)
