@@ -31,6 +31,7 @@ DEFAULT_TOKENS = 8
 # A transformers architecture's name without these endings is its config's name before "Config".
 HEADS = ("ForCausalLM", "ForConditionalGeneration", "ForSequenceClassification", "ForMaskedLM", "Model")
 MODEL_FILE = "model.json"
+INSTANCES = "instances.jsonl"  # the instances' specs: `run --case`, pytest's --normdiff-case take them
 LOG = "model-worker.log"  # the capture worker's stdout and stderr
 
 
@@ -175,6 +176,7 @@ def run_model(args) -> ModelResult:
              "whole": [asdict(w) for w in cap.whole]}
     if cap.problem is not None:  # nothing is run, nothing in OUT is touched (the captures made so far stay)
         return ModelResult(about, [], cap.problem)
+    write_atomic(os.path.join(args.out, INSTANCES), "".join(s.to_json() + "\n" for s in specs.values()))
     if specs:
         run(list(specs.values()), path_names, args.out, jobs=args.jobs, timeout=args.timeout,
             progress=not args.quiet, max_memory=args.max_memory, cache=None)

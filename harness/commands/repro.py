@@ -92,10 +92,8 @@ def _known_stores(args) -> None:
     """A captured input (`normdiff model`) is read from the store beside the results or the spec file."""
     from harness.core import captured
 
-    for base in (os.path.dirname(args.results), os.path.dirname(args.target)):
-        folder = os.path.join(base or os.curdir, captured.FOLDER)
-        if os.path.isdir(folder) and folder not in captured.store_folders():
-            os.environ[captured.CAPTURED_ENV] = os.pathsep.join([*captured.store_folders(), os.path.abspath(folder)])
+    for base in (args.results, args.target):
+        captured.use_store_beside(base)
 
 
 def _captured_beside(spec, output: str) -> str:

@@ -45,6 +45,13 @@ def use_store(folder: str) -> None:
     os.environ[CAPTURED_ENV] = os.pathsep.join([folder, *rest])
 
 
+def use_store_beside(path: str) -> None:
+    """Know the store beside a results or spec file (its folder's captured/), if there is one (appended)."""
+    folder = os.path.abspath(os.path.join(os.path.dirname(path) or os.curdir, FOLDER))
+    if os.path.isdir(folder) and folder not in store_folders():
+        os.environ[CAPTURED_ENV] = os.pathsep.join([*store_folders(), folder])
+
+
 def put(folder: str, array: np.ndarray) -> str:
     """Write `array` into the store `folder` (atomically, once); its hash."""
     data = np.ascontiguousarray(array).tobytes()

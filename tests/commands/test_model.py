@@ -169,3 +169,13 @@ def test_a_two_layer_llama_in_bfloat16_lists_every_rmsnorm_and_recompose_gives_f
     assert {rec["out_dtype"] for rec in recompose} == {"float32"}
     assert {rec["verdict"] for rec in records if rec["path"] == "eager"} == {"pass"}
     assert r.returncode == 1 and "`executorch-recompose`: `model.layers.0.input_layernorm`" in r.stdout
+
+
+def test_the_instances_run_again_as_pytest_tests_from_their_specs_file(mixer, tmp_path):
+    """OUT/instances.jsonl with pytest's --normdiff-case: one test per instance × path, the inputs found beside it."""
+    out, _ = mixer["plain"]
+    r = subprocess.run([sys.executable, "-m", "pytest", "-p", "harness.pytest_plugin", "-p", "no:xdist", "-p",
+                        "no:cacheprovider", "-q", "--normdiff-case", os.path.join(out, "instances.jsonl"),
+                        "--normdiff-paths", "eager"],
+                       capture_output=True, text=True, cwd=str(tmp_path), env=dict(os.environ, **ENV), timeout=600)
+    assert r.returncode == 0 and "3 passed" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]
