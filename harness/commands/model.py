@@ -153,7 +153,6 @@ def run_model(args) -> ModelResult:
     from harness.engine.model_capture import ModelTarget
     from harness.engine.model_worker import capture_in_worker
     from harness.engine.run import run
-    from harness.reports.model_view import write_model_reports
 
     spec, tokens, path_names = check_args(args)
     outliers = outliers_of(args)
@@ -184,8 +183,18 @@ def run_model(args) -> ModelResult:
     wanted = {s.case_id for s in specs.values()}
     records = [r for r in latest_per_execution(read_results(os.path.join(args.out, "results.jsonl")))
                if r["case_id"] in wanted] if specs else []
-    write_model_reports(about, records, args.out)
+    _reports(about, records, args.out)
     return ModelResult(about, records, None)
+
+
+def _reports(about: dict, records: list, out_dir: str) -> None:
+    """OUT/model.md (the table) and, from the records, the usual reports (summary.md, report.html, …)."""
+    from harness.reports.model_view import model_table
+    from harness.reports.write import write_reports
+
+    write_atomic(os.path.join(out_dir, "model.md"), model_table(about, records))
+    if records:
+        write_reports(records, out_dir)
 
 
 def cmd_model(args) -> int:

@@ -3,10 +3,7 @@ model's error beside eager's. Reads only the records and the capture's plain dat
 from __future__ import annotations
 
 import html
-import os
 import re
-
-from harness.core.records import write_atomic
 
 
 def _cell(record: dict | None) -> str:
@@ -72,15 +69,6 @@ def model_table(about: dict, records: list[dict]) -> str:
             err = f"{w['max_abs_err']:.3g}" if w.get("max_abs_err") is not None else "—"
             lines.append(f"| `{w['path']}` | {rel} | {err} | {w.get('out_dtype') or '—'} | {w.get('error') or ''} |")
     return "\n".join(lines) + "\n"
-
-
-def write_model_reports(about: dict, records: list[dict], out_dir: str) -> None:
-    """OUT/model.md (the table) and, from the records, the usual reports (summary.md, report.html, …)."""
-    from harness.reports.write import write_reports
-
-    write_atomic(os.path.join(out_dir, "model.md"), model_table(about, records))
-    if records:
-        write_reports(records, out_dir)
 
 
 def _natural(path: str) -> list:
