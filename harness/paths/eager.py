@@ -21,6 +21,7 @@ class EagerPath(Path):
     packages = ("torch",)
     pipeline = (eager_output, export_program, op_name, fx.fx_intermediates)
     has_intermediates = True
+    trains = "torch autograd"
 
     def script_calls(self) -> str:
         return f'''\
