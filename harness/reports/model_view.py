@@ -46,6 +46,9 @@ def model_table(about: dict, records: list[dict]) -> str:
                   ""]
     if about.get("problem"):
         lines += [f"**The capture stopped:** {about['problem']}", ""]
+    if not about["instances"]:
+        lines += ["No norm instance was found: no submodule is one of torch's norms or a class the zoo's rules call "
+                  "a norm (functional norm calls in a forward are not instances).", ""]
     lines += ["## Norm instances (verdict and error over its bound, per path)", "",
               "| instance | class | dtype | shape | max abs x | " + " | ".join(paths) + " |",
               "|---|---|---|---|---|" + "---|" * len(paths)]
