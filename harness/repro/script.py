@@ -16,6 +16,7 @@ import base64
 import hashlib
 import json
 import math
+import os
 import textwrap
 import types
 from string import Template
@@ -27,6 +28,7 @@ from harness import paths
 from harness.paths.base import pasted
 from harness.core.dtypes import np_dtype
 from harness.spec import CaseSpec
+from harness.spec.keys import CAPTURED
 from harness.oracle.inputs import channel_axis, make_inputs
 from harness.oracle.reference import reference
 from harness.oracle.twins import TWIN_PATTERNS
@@ -53,6 +55,8 @@ def draw_input(spec: CaseSpec, p: dict, stream, name: str, rounded: np.ndarray, 
 
     `rounded` is the input as normdiff rounds it: a kind without a recipe here embeds its bytes.
     """
+    if p["kind"] == CAPTURED:
+        return captured_input(name, p["sha256"])
     shape = tuple(shape or spec.shape)
     if shape != tuple(spec.shape):  # the kinds that read the case's shape read this input's
         spec = types.SimpleNamespace(shape=shape, dtype=str(rounded.dtype), pattern=spec.pattern)
@@ -101,6 +105,23 @@ def draw_input(spec: CaseSpec, p: dict, stream, name: str, rounded: np.ndarray, 
     return ("import base64  # input kind %r has no recipe in normdiff repro: its bytes\n" % kind
             + f"{name}64 = np.frombuffer(base64.b64decode(\n" + "".join(f'    "{c}"\n' for c in lines)
             + "), dtype=DTYPE).astype(np.float64)")
+
+
+def captured_input(name: str, hexd: str) -> str:
+    """Code setting NAME64 from a captured tensor's bytes (`normdiff model`): the file beside the script
+    (captured/HEX.bin, where `repro -o` copies it), else where normdiff stored it."""
+    from harness.core.captured import SUFFIX, find
+
+    try:
+        stored = os.path.abspath(find(hexd))
+    except LookupError:
+        stored = ""
+    return (f"_captured = [os.path.join(os.path.dirname(os.path.realpath(__file__)) if '__file__' in globals() "
+            f"else os.getcwd(), 'captured', '{hexd}{SUFFIX}'), {stored!r}]\n"
+            "_captured = next((c for c in _captured if c and os.path.exists(c)), _captured[0])\n"
+            "with open(_captured, 'rb') as _fh:  # the input the model gave this norm, captured bit for bit\n"
+            f"    {name}64 = np.frombuffer(_fh.read(), dtype=DTYPE).astype(np.float64)\n"
+            f"assert hashlib.sha256(np.asarray({name}64, dtype=DTYPE).tobytes()).hexdigest() == '{hexd}'")
 
 
 def _draw_x(spec: CaseSpec) -> str:
