@@ -39,7 +39,10 @@ BUGS = (
          """New, and by design in torch: the CPU native_layer_norm kernel
          returns mean and rstd in the input dtype for float16/bfloat16, and
          its decomposition copies that on CPU for parity (pytorch/pytorch#139923
-         asked for the same dtypes everywhere), so AOTAutograd's joint graph
+         asked for the same dtypes everywhere; in pytorch/pytorch#77407 a
+         maintainer wrote that low-precision CPU kernels are not fixed in core,
+         and that float32 mean/rstd keep layer_norm(half) equal to
+         layer_norm(half.float()).half(), backward too), so AOTAutograd's joint graph
          feeds the backward a float16 rstd. normdiff holds gradients to
          float32 statistics (what the CUDA kernels keep; docs/gradients.md),
          so Inductor's float16 d_x and d_weight fail while its d_bias (no
