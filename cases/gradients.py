@@ -2,18 +2,19 @@
 neighbourhoods whose backward the language holds, and of a sample of the zoo, as `"grad": true` cases.
 
 * Catalog: every (pattern, style, cast) once, its dtype in turn (float16, bfloat16, float32), and the `module`
-  style of every pattern in every dtype; each structure on many rows (thousands: the weight and bias
+  style of a pattern in the dtypes its variants did not reach, so every pattern meets every dtype; each structure on many rows (thousands: the weight and bias
   gradients sum over all of them) or on long rows (4,096 to 16,384 elements: the input gradient's row sums),
   in turn, with drawn parameters, on a normal, an offset (the suites' large offset of the dtype) and an outlier
   input.
-* Context: every neighbourhood of the context suite (cases/neighbours.py) whose backward lifts, its dtype in
-  turn, on a normal input; `NO_BACKWARD` names the others and the op their backward needs
+* Context: every neighbourhood of the context suite (cases/neighbours.py) whose backward lifts, around its
+  first suite norm, its dtype in turn, on a normal input; `NO_BACKWARD` names the others and the op their backward needs
   (`normdiff cases --suite gradients` prints them on stderr).
 * Zoo: with the zoo extra, the transformers norm implementations that at least ZOO_MEMBERS library classes
   share (the ones most models run), in bfloat16 on a normal input.
 
 Cases that differ only in their input share a structure (one compile a path), so the inputs are crossed with
-structures and the structures are few: the suite runs on every path in a few minutes.
+structures and the structures are as few as the coverage allows: a structure's compiles on every path that
+trains cost about a minute of a loaded 2-core machine (docs/measurements.md).
 """
 from __future__ import annotations
 
@@ -57,11 +58,12 @@ def _variants() -> list[tuple[str, str, str | None]]:
 
 
 def _structures() -> list[tuple[str, str, str | None, str]]:
-    """(pattern, style, cast, dtype): every module style in every dtype, every other variant in one, in turn."""
-    out = []
-    for k, (pattern, style, cast) in enumerate(_variants()):
-        dtypes = DTYPES if style == "module" else (DTYPES[k % len(DTYPES)],)
-        out += [(pattern, style, cast, d) for d in dtypes]
+    """(pattern, style, cast, dtype): every variant in one dtype, in turn, then the `module` style of each pattern
+    in the dtypes its variants did not reach (group, instance and batch norm have that style alone)."""
+    out = [(pattern, style, cast, DTYPES[k % len(DTYPES)]) for k, (pattern, style, cast) in enumerate(_variants())]
+    for pattern in PATTERNS:
+        reached = {d for p, _, _, d in out if p == pattern}
+        out += [(pattern, "module", None, d) for d in DTYPES if d not in reached]
     return out
 
 
@@ -79,7 +81,13 @@ def catalog() -> list[dict]:
 
 
 def context() -> list[dict]:
-    pairs = [(nb, norm) for nb, norm in neighbours.suite_pairs(neighbours.active()) if nb.name not in NO_BACKWARD]
+    """Each neighbourhood whose backward lifts, around the first of its suite norms (its report's), a dtype in
+    turn."""
+    first = {}
+    for nb, norm in neighbours.suite_pairs(neighbours.active()):
+        if nb.name not in NO_BACKWARD:
+            first.setdefault(nb.name, (nb, norm))
+    pairs = list(first.values())
     return [{**neighbours.spec_of(nb, norm, DTYPES[k % len(DTYPES)], input={"kind": "normal"}), "grad": True}
             for k, (nb, norm) in enumerate(pairs)]
 
