@@ -239,7 +239,7 @@ class Executor:
         elif isinstance(prepared, StageError):
             record = record.fail(Verdict.ERROR, prepared.stage, prepared.message)
         else:
-            record = replace(record, facts=dict(prepared.facts))
+            record = replace(record, facts={**prepared.facts, **({"trains": path.trains} if spec.grad else {})})
             run_start = time.perf_counter()
             try:
                 out = prepared.run(inputs.run_arg)
@@ -250,7 +250,7 @@ class Executor:
                 k = worst(results)
                 eager_err = (results[k].max_abs_err if path_name == "eager" else
                              eager_row_errors(eager_out, ref, k) if eager_out is not None and k else None)
-                record = record.scored_each(results, k, run_seconds=time.perf_counter() - run_start,
+                record = record.scored_each(results, run_seconds=time.perf_counter() - run_start,
                                             eager_max_abs_err=eager_err)
         record = replace(record, seconds=round(time.perf_counter() - start, 6))
         # a wrong output: which stage lost it, if the policy says so (passes pay nothing)

@@ -142,29 +142,32 @@ def witness_allowance(ref: Reference, rounding_dtype: str | None = None) -> np.n
     measured rule's unit (|w|(kappa+|z|) for a catalog norm, the running bound for a program):
     EAGER_MULTIPLIER x the witnesses' there, at least the floor; None where no witness applies (batch_norm
     eval, a program no witness can run: the bound decides)."""
-    r = rounding_dtype or ref.rounding_dtype
-    if ref.stats_rows is None:
-        if ref.bound is None or ref.witness_outputs is None or not ref.witness_outputs():
-            return None
-        n_rows = int(ref.rows.max()) + 1 if ref.rows.size else 0
-        terms = _program_terms(ref, r, n_rows)
-        return np.maximum(EAGER_MULTIPLIER * _program_witness_units(ref, terms, n_rows),
-                          np.where(terms.unbounded, 0.0, FLOOR))
-    return np.maximum(EAGER_MULTIPLIER * witness_units(ref), FLOOR * _terms(ref, r)[2])
+    found = _allowance(ref, rounding_dtype or ref.rounding_dtype)
+    return None if found is None else found[2]
 
 
 def measured_tolerance(ref: Reference, rounding_dtype: str | None = None) -> np.ndarray | None:
     """Per element, what a compiled path is held to before eager's share: the per-element terms plus
     witness_allowance on the row; None where no witness applies."""
-    allowed = witness_allowance(ref, rounding_dtype)
-    if allowed is None:
+    found = _allowance(ref, rounding_dtype or ref.rounding_dtype)
+    if found is None:
         return None
-    r = rounding_dtype or ref.rounding_dtype
-    if ref.stats_rows is None:
-        terms = _program_terms(ref, r, len(allowed))
-        return terms.per_element + terms.unit * allowed[ref.rows]
-    per_element, unit, _ = _terms(ref, r)
+    per_element, unit, allowed = found
     return per_element + unit * allowed[ref.rows]
+
+
+def _allowance(ref: Reference, r: str) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(the per-element term, the unit per element, witness_allowance per row), each term computed once."""
+    if ref.stats_rows is None:
+        if ref.bound is None or ref.witness_outputs is None or not ref.witness_outputs():
+            return None
+        n_rows = int(ref.rows.max()) + 1 if ref.rows.size else 0
+        terms = _program_terms(ref, r, n_rows)
+        allowed = np.maximum(EAGER_MULTIPLIER * _program_witness_units(ref, terms, n_rows),
+                             np.where(terms.unbounded, 0.0, FLOOR))
+        return terms.per_element, terms.unit, allowed
+    per_element, unit, acc = _terms(ref, r)
+    return per_element, unit, np.maximum(EAGER_MULTIPLIER * witness_units(ref), FLOOR * acc)
 
 
 def _errors(out: np.ndarray, ref: Reference) -> tuple[np.ndarray, np.ndarray]:

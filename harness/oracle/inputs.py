@@ -21,9 +21,11 @@ from typing import Callable
 import ml_dtypes
 import numpy as np
 
+from harness.core import captured
 from harness.core.dtypes import cast, np_dtype
 from harness.program.ir import ones_value
 from harness.spec import CaseSpec
+from harness.spec.keys import CAPTURED
 
 
 @dataclass(frozen=True)
@@ -184,8 +186,10 @@ def describe(kind: str) -> str:
 
 
 def draw_x(spec: CaseSpec) -> np.ndarray:
-    """The input in float64, before rounding to the case dtype."""
+    """The input in float64, before rounding to the case dtype (a captured tensor: its values, exact in float64)."""
     p = spec.input_dict
+    if p["kind"] == CAPTURED:
+        return captured.load(p["sha256"], spec.shape, spec.dtype).astype(np.float64)
     n = int(np.prod(spec.shape))
     return KINDS[p["kind"]](_rng(spec.seed, 0), n, p, spec).reshape(spec.shape)
 

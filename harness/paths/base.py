@@ -68,16 +68,33 @@ def input_arrays(x) -> tuple:
     return x if isinstance(x, tuple) else (x,)
 
 
+def is_backward(model) -> bool:
+    """Whether `model` is a gradient case's Backward module: it holds the norm as forward_module, then n_inputs."""
+    return hasattr(model, "forward_module") and hasattr(model, "n_inputs")
+
+
 def export_program(model, example):
     """torch.export of `model` on `example` (the tuple of its input tensors), under no_grad.
 
     The runner's shared export is made this way, and so is a path's own when
-    it has none, and the repro scripts paste it: one export for all.
+    it has none, and the repro scripts paste it: one export for all. A
+    gradient case's Backward is exported as torch's joint forward-backward
+    graph (`joint_graph`): torch.export cannot trace the autograd.grad in its forward.
     """
     import torch
 
+    if is_backward(model):
+        model = joint_graph(model, example)
     with torch.no_grad():
         return torch.export.export(model, example)
+
+
+def joint_graph(backward, example):
+    """harness.oracle.backward.joint_graph, imported when a gradient case is exported (not with this module:
+    the registry is read without torch). A repro script pastes the oracle's own definition under this name."""
+    from harness.oracle import backward as oracle_backward
+
+    return oracle_backward.joint_graph(backward, example)
 
 
 def pasted(functions) -> str:

@@ -6,7 +6,7 @@ import torch
 from harness.core.tensors import to_numpy, to_torch
 from harness.paths import _fx_intermediates as fx
 from harness.paths._executorch_common import op_name
-from harness.paths.base import Path, Prepared, example_args, export_program, input_arrays
+from harness.paths.base import Path, Prepared, example_args, export_program, input_arrays, is_backward
 
 
 def eager_output(model, example):
@@ -19,7 +19,7 @@ class EagerPath(Path):
     name = "eager"
     description = "the torch module on CPU"
     packages = ("torch",)
-    pipeline = (eager_output, export_program, op_name, fx.fx_intermediates)
+    pipeline = (eager_output, is_backward, export_program, op_name, fx.fx_intermediates)
     has_intermediates = True
     trains = "torch autograd"
 

@@ -18,9 +18,9 @@ from harness.paths._executorch_common import (
     pte_buffer,
     pte_runner,
     quiet_imports,
-    single_output,
 )
-from harness.paths.base import Path, Prepared, export_program, stage
+from harness.paths._backward import joint_facts
+from harness.paths.base import Path, Prepared, export_program, is_backward, stage
 
 
 def edge_program(ep):
@@ -35,10 +35,11 @@ class ExecutorchPath(PteArtifact, Path):
     description = "torch.export -> to_edge -> to_executorch -> executorch.runtime (portable/optimized kernels)"
     packages = ("torch", "executorch")
     warm_imports = EXECUTORCH_WARM
-    pipeline = (export_program, edge_program, op_name, call_ops, pte_buffer, load_forward, single_output,
+    pipeline = (is_backward, export_program, edge_program, op_name, call_ops, pte_buffer, load_forward,
                 forward_output)
     takes_shared_export = True
     artifact_cacheable = True
+    trains = "torch's joint graph -> to_edge -> to_executorch -> the portable runtime"
 
     def script_calls(self) -> str:
         return f'''\
@@ -57,4 +58,5 @@ def run_path(model, example, x):
             edge = edge_program(ep)
             ops = call_ops(edge.exported_program().graph)
             buffer = pte_buffer(edge)
-        return Prepared(pte_runner(buffer, spec), {"edge_ops": ops}, built=buffer)
+        facts = {"edge_ops": ops, **(joint_facts(ep, ops) if spec.grad else {})}
+        return Prepared(pte_runner(buffer, spec), facts, built=buffer)

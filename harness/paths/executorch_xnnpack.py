@@ -24,9 +24,9 @@ from harness.paths._executorch_common import (
     pte_buffer,
     pte_runner,
     quiet_imports,
-    single_output,
 )
-from harness.paths.base import Path, Prepared, export_program, stage
+from harness.paths._backward import joint_facts
+from harness.paths.base import Path, Prepared, export_program, is_backward, stage
 
 
 def xnnpack_lowered(ep):
@@ -84,10 +84,11 @@ class XnnpackPath(PteArtifact, Path):
     description = "torch.export -> to_edge_transform_and_lower(XnnpackPartitioner) -> executorch.runtime"
     packages = ("torch", "executorch")
     warm_imports = EXECUTORCH_WARM + ("harness.paths.executorch_xnnpack:warm_up",)
-    pipeline = (export_program, xnnpack_lowered, op_name, delegation_facts, pte_buffer, load_forward, single_output,
+    pipeline = (is_backward, export_program, xnnpack_lowered, op_name, delegation_facts, pte_buffer, load_forward,
                 forward_output)
     takes_shared_export = True
     artifact_cacheable = True
+    trains = "torch's joint graph, partitioned for XNNPACK where it takes it"
 
     def script_calls(self) -> str:
         return f'''\
@@ -105,5 +106,7 @@ def run_path(model, example, x):
         with stage("compile"):
             edge = xnnpack_lowered(ep)
             facts = delegation_facts(edge)
+            if spec.grad:
+                facts.update(joint_facts(ep, facts["delegated_ops"] + facts["undelegated_ops"]))
             buffer = pte_buffer(edge)
         return Prepared(pte_runner(buffer, spec), facts, built=buffer)

@@ -56,7 +56,7 @@ from __future__ import annotations
 import threading
 
 from harness.core.tensors import to_numpy, to_torch
-from harness.paths.base import Path, Prepared, example_args, input_arrays, stage
+from harness.paths.base import Path, Prepared, example_args, input_arrays, is_backward, joint_graph, stage
 
 # Dynamo holds one compiled artifact at a time (see above): the generation of the
 # last reset, and a lock so a compile and a run are not interleaved across threads.
@@ -77,13 +77,17 @@ def precision_config(emulate: bool):
 
 def inductor_compiled(model, example, emulate: bool):
     """torch.compile(model, dynamic=False), Dynamo reset first, compiled by a first call on `example` (the
-    tuple of its input tensors) under precision_config(emulate)."""
+    tuple of its input tensors) under precision_config(emulate). A Backward (a gradient case) is rebuilt around
+    torch.compile of its forward_module: its call differentiates the compiled forward, as training does."""
     import torch
 
     torch._dynamo.reset()  # a fresh compile: nothing reused from another torch.compile
-    compiled = torch.compile(model, dynamic=False)
+    if is_backward(model):  # a gradient case: autograd through the compiled forward (AOTAutograd's compiled backward)
+        compiled = type(model)(torch.compile(model.forward_module, dynamic=False), model.n_inputs)
+    else:
+        compiled = torch.compile(model, dynamic=False)
     with precision_config(emulate), torch.no_grad():
-        compiled(*example)
+        compiled(*example)  # a Backward's call runs the forward and the backward: both compiled here
     return compiled
 
 
@@ -112,6 +116,7 @@ def _counters() -> dict:
         "breaks": sum(counters["graph_break"].values()),
         "fx_hit": counters["inductor"]["fxgraph_cache_hit"],
         "fx_miss": counters["inductor"]["fxgraph_cache_miss"],
+        "fx_bypass": counters["inductor"]["fxgraph_cache_bypass"],
         "aot_hit": counters["aot_autograd"]["autograd_cache_hit"],
         "aot_miss": counters["aot_autograd"]["autograd_cache_miss"],
     }
@@ -168,7 +173,8 @@ class InductorPath(Path):
     emulate = False
     cache_facts = ("inductor_fx_graph_cache", "inductor_aot_autograd_cache", "inductor_precompiled")
     # The script takes the plain compile (a precompile is the same Dynamo capture and Inductor, saved).
-    pipeline = (precision_config, inductor_compiled, inductor_output)
+    pipeline = (is_backward, precision_config, inductor_compiled, inductor_output)
+    trains = "torch.compile of the norm, autograd through it (AOTAutograd's compiled backward)"
     artifact_cacheable = True
     restore_takes_build = True
 
@@ -193,8 +199,8 @@ def run_path(model, example, x):
         import torch
         import torch._dynamo.config as dynamo_config
 
-        if torch.compiler.config.force_disable_caches or _has_hooks(module):
-            return None
+        if torch.compiler.config.force_disable_caches or _has_hooks(module) or is_backward(module):
+            return None  # a gradient case's backward is compiled at its first call: the plain compile
         from torch._dynamo.aot_compile import ModelInput
 
         _reset()
@@ -215,6 +221,9 @@ def run_path(model, example, x):
                 compiled, generation = self._compile(module, args)
             after = _counters()
         facts = {
+            # a gradient case: Inductor compiles AOTAutograd's forward and backward graphs (2 for one Dynamo graph)
+            **({"inductor_backward": "compiled (AOTAutograd)", "inductor_compiled_graphs": sum(
+                after[k] - before[k] for k in ("fx_hit", "fx_miss", "fx_bypass"))} if is_backward(module) else {}),
             "inductor_emulate_precision_casts": self.emulate,
             "inductor_graphs": after["graphs"] - before["graphs"],
             "inductor_graph_breaks": after["breaks"] - before["breaks"],
@@ -222,6 +231,8 @@ def run_path(model, example, x):
             "inductor_aot_autograd_cache": _cache_status(before, after, "aot"),
             "inductor_precompiled": "off" if precompiled is None else "miss",
         }
+        if is_backward(module):
+            facts.update(_backward_facts(module, args))
         if precompiled is not None:
             return Prepared(_precompiled_runner(precompiled, spec.layout), facts, precompiled)
         state = {"compiled": compiled, "generation": generation}
@@ -258,6 +269,18 @@ def run_path(model, example, x):
             compiled._load_aot_compiled_module(data)
         facts = {"inductor_fx_graph_cache": "off", "inductor_aot_autograd_cache": "off", "inductor_precompiled": "hit"}
         return Prepared(_precompiled_runner(compiled, spec.layout), facts, compiled)
+
+
+def _backward_facts(backward, args) -> dict:
+    """torch's joint graph's backward ops, and those Inductor's decomposition table leaves whole (`backward_kept`:
+    lowered or run as an ATen fallback; the others decomposed before Inductor's kernels)."""
+    from torch._inductor.decomposition import select_decomp_table
+
+    from harness.paths._backward import backward_ops, joint_facts
+
+    graph = joint_graph(backward, args)
+    decomposed = {str(op) for op in select_decomp_table()}
+    return joint_facts(graph, [op for op in backward_ops(graph.graph) if op not in decomposed])
 
 
 def _precompiled_runner(compiled, layout):

@@ -44,7 +44,9 @@ import re
 
 import numpy as np
 
-from harness.paths.base import FRONTEND_MEMO, Path, Prepared, Unsupported, example_args, input_arrays, stage
+from harness.paths._backward import joint_facts
+from harness.paths.base import (FRONTEND_MEMO, Path, Prepared, Unsupported, example_args, export_program,
+                                input_arrays, is_backward, stage)
 
 # The LLVM CPU the dispatches are compiled for (module docstring and docs/paths.md: why this one).
 TARGET_CPU = "x86-64-v3"
@@ -54,6 +56,8 @@ def turbine_mlir(module, args: tuple, exported=None) -> str:
     """The torch-dialect MLIR iree-turbine's aot.export makes of the module (or of its ExportedProgram)."""
     import iree.turbine.aot as aot
 
+    if exported is None and is_backward(module):  # a gradient case: torch's joint graph, exported
+        exported = export_program(module, args)
     if exported is None:
         return str(aot.export(module, args=args).mlir_module)
     table = aot.decompositions.current_aot_decompositions()
@@ -149,11 +153,12 @@ class IreePath(Path):
     warm_imports = ("torch", "torch.export", "iree.compiler", "iree.runtime", "iree.turbine.aot", FRONTEND_MEMO)
     script_imports = "import re\n\nimport iree.compiler\nimport iree.runtime\nimport iree.turbine.aot\n"
     # The pipeline's steps, in order: prepare calls them, and the repro script pastes them.
-    pipeline = (turbine_mlir, reduction_dtypes, compile_vmfb, load_main, run_main)
+    pipeline = (is_backward, export_program, turbine_mlir, reduction_dtypes, compile_vmfb, load_main, run_main)
     takes_shared_export = True
     artifact_cacheable = True
     restore_takes_build = False
     has_intermediates = False
+    trains = "torch's joint graph compiled as an inference graph"
 
     def script_code(self) -> str:
         steps = "\n\n".join(inspect.getsource(f) for f in self.pipeline)
@@ -184,6 +189,8 @@ def run_path(model, example, x):
                     raise RuntimeError(f"iree-compile: {diagnostic}") from exc
                 raise
             facts = {"iree_target_cpu": TARGET_CPU, "iree_reduction_dtypes": reduction_dtypes(mlir)}
+            if is_backward(module) and exported is not None:  # the joint graph's backward ops (MLIR's are not ATen's)
+                facts.update(joint_facts(exported))
         return self._prepared(vmfb, facts)
 
     @staticmethod

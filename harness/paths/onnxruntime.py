@@ -47,7 +47,9 @@ import weakref
 
 import numpy as np
 
-from harness.paths.base import FRONTEND_MEMO, ONNX_REGISTRY_MEMO, Path, Prepared, Unsupported, example_args, input_arrays, stage
+from harness.paths._backward import joint_facts
+from harness.paths.base import (FRONTEND_MEMO, ONNX_REGISTRY_MEMO, Path, Prepared, Unsupported, example_args,
+                                export_program, input_arrays, is_backward, stage)
 
 _BF16 = "bfloat16"
 
@@ -89,9 +91,11 @@ def unsupported_reason(message: str, dtypes: set[str]) -> str | None:
 
 def onnx_model(model, example):
     """torch.onnx.export(model, example, dynamo=True)'s ModelProto, under no_grad; `model` a module, or an
-    ExportedProgram of it (the exporter then starts from it)."""
+    ExportedProgram of it (the exporter then starts from it); a gradient case's Backward, torch's joint graph."""
     import torch
 
+    if is_backward(model):  # torch.export of its joint graph: the exporter's own capture cannot trace autograd.grad
+        model = export_program(model, example)
     with torch.no_grad():
         return torch.onnx.export(model, example, dynamo=True, verbose=False).model_proto
 
@@ -199,10 +203,12 @@ class OnnxRuntimePath(Path):
     warm_imports = ("torch", "torch.export", "torch.onnx", "onnx", "onnxscript", "onnxruntime", FRONTEND_MEMO,
                     ONNX_REGISTRY_MEMO)
     script_imports = "import tempfile\n\nimport onnx\n"
-    pipeline = (onnx_model, op_types, session_options, cpu_session, ort_value, session_runner)
+    pipeline = (is_backward, export_program, onnx_model, op_types, session_options, cpu_session, ort_value,
+                session_runner)
     takes_shared_export = True
     artifact_cacheable = True
     level = "ORT_DISABLE_ALL"
+    trains = "torch's joint graph exported to ONNX as an inference graph"
 
     def script_calls(self) -> str:
         optimized = listing = ""
@@ -240,7 +246,8 @@ def run_path(model, example, x):
                 raise
             run = session_runner(session)
             facts = {"onnx_opset": max(o.version for o in model.opset_import if o.domain in ("", "ai.onnx")),
-                     "onnx_ops": exported_ops, "ort_optimization": self.level}
+                     "onnx_ops": exported_ops, "ort_optimization": self.level,
+                     **(joint_facts(exported) if spec.grad and exported is not None else {})}
             if optimized_path:
                 optimized_ops = op_types(onnx.load(optimized_path))
                 facts["ort_ops"] = optimized_ops

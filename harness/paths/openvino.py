@@ -38,7 +38,8 @@ import numpy as np
 
 from harness.paths import _ov_intermediates as ovi
 from harness.paths._ov_intermediates import compile_cpu, infer_all
-from harness.paths.base import Capture, Intermediate, Path, Prepared, Unsupported, example_args, input_arrays, stage
+from harness.paths.base import (Capture, Intermediate, Path, Prepared, Unsupported, example_args, export_program,
+                                input_arrays, is_backward, stage)
 
 
 def convert(module, args: tuple):
@@ -51,6 +52,8 @@ def convert(module, args: tuple):
     """
     import openvino as ov
 
+    if is_backward(module):  # a gradient case: torch's joint graph, as OpenVINO takes an ExportedProgram
+        module = export_program(module, args)
     return ov.convert_model(module, example_input=args, share_weights=False)
 
 
@@ -134,9 +137,11 @@ class OpenVinoPath(Path):
     packages = ("torch", "openvino")
     warm_imports = ("torch", "openvino", "openvino.frontend.pytorch")
     script_imports = "import openvino as ov\n"
-    pipeline = (convert, compile_cpu, runtime_nodes, ovi.ov_array, infer_all, run_infer, ovi.computing_nodes,
-                ovi.value_nodes, ovi.with_results, ovi.stored_dtypes, ovi.readable_nodes, ovi.exposed_runner)
+    pipeline = (is_backward, export_program, convert, compile_cpu, runtime_nodes, ovi.ov_array, infer_all, run_infer,
+                ovi.computing_nodes, ovi.value_nodes, ovi.with_results, ovi.stored_dtypes, ovi.readable_nodes,
+                ovi.exposed_runner)
     takes_shared_export = False
+    trains = "torch's joint graph (its ExportedProgram) converted as an inference graph"
     artifact_cacheable = True
     restore_takes_build = False
     has_intermediates = True

@@ -16,6 +16,7 @@ from harness.core.verdicts import VERDICTS, Status
 from harness.reports import baseline as gate
 from harness.reports.failure_table import failure_table, outputs_html
 from harness.reports.families import Family, elements, families
+from harness.reports.model_view import model_html
 from harness.reports.zoo_view import zoo_html
 from harness.reports.known import (
     Known,
@@ -119,6 +120,7 @@ def report_html(records: list[dict], title: str = "normdiff results", *, out_dir
         parts.append(f"<tr><td>{e(p)}</td>" + "".join(f"<td>{c[v] or ''}</td>" for v in VERDICTS) + "</tr>")
     parts.append("</table>")
     parts.append(zoo_html(records, paths))
+    parts.extend(section for section in (model_html(records),) if section)  # a run of no model adds nothing
     parts.append("<h2>Pass rate per path over the recorded runs</h2>" + pass_rate_table(history, paths))
 
     if records:

@@ -171,3 +171,22 @@ def test_a_traced_artifact_still_runs_after_a_precompile_reset_dynamo():
     whole = paths.get("inductor").prepare(spec, build_module(spec, inputs.params), example)
     assert whole.facts["inductor_precompiled"] == "miss" and broken.facts["inductor_precompiled"] == "off"
     np.testing.assert_array_equal(broken.run(inputs.x).view(np.uint16), first.view(np.uint16))
+
+
+def test_a_gradient_case_runs_autograd_through_the_compiled_forward():
+    """AOTAutograd compiles the forward and the backward (two Inductor graphs for the one Dynamo graph); runs
+    after another prepare reset Dynamo compile it again, with the same result."""
+    from helpers import grad_case, grad_error
+
+    spec, build, example, x, expected = grad_case(
+        {"pattern": "layer_norm", "dtype": "float16", "shape": [8, 32], "params": {"kind": "normal"}})
+    path = paths.get("inductor")
+    prepared = path.prepare(spec, build(), example)
+    out = prepared.run(x)
+    assert [(o.shape, str(o.dtype)) for o in out] == [((8, 32), "float16"), ((32,), "float16"), ((32,), "float16")]
+    assert max(grad_error(out, expected)) < 2e-3
+    facts = prepared.facts
+    assert facts["inductor_backward"] == "compiled (AOTAutograd)" and facts["inductor_compiled_graphs"] == 2
+    # Inductor's decomposition table decomposes the backward op before its kernels
+    assert facts["joint_backward_ops"] == ["aten.native_layer_norm_backward.default"] and facts["backward_kept"] == []
+    assert facts["inductor_precompiled"] == "off" and path.artifact(prepared) is None  # not kept: compiled at its call

@@ -228,3 +228,16 @@ def test_the_repro_scripts_stage_table_reads_what_attribution_reads(capsys):
     printed = capsys.readouterr().out
     assert "first stage over its bound: return:cast (computed in bfloat16" in printed
     assert "OpenVINO nodes the CPU plugin fused (not read" in printed and "approximate" not in printed
+
+
+def test_a_gradient_case_converts_torchs_joint_graph_which_openvino_refuses_today():
+    """OpenVINO 2026.4's frontend takes aten.native_layer_norm as one output, so the joint graph's reads of its
+    mean and rstd (the backward's inputs) fail to convert: an `error` at export naming getitem, not a crash."""
+    from helpers import grad_case
+
+    from harness.paths.base import StageError
+
+    spec, build, example, _, _ = grad_case({"pattern": "layer_norm", "dtype": "float32", "shape": [4, 16]})
+    with pytest.raises(StageError, match="getitem") as info:
+        paths.get("openvino").prepare(spec, build(), example)
+    assert info.value.stage == "export"
