@@ -15,6 +15,9 @@ prints it as JSON lines.
 * `context`: each catalog norm in the neighbourhoods real models put around it (cases/neighbours.py):
   every active neighbour template around a few norms, in three dtypes, on a normal and an outlier input;
   `suite_notes("context")` names the templates waiting for an op of the language.
+* `gradients`: the backward (`"grad": true`) of every catalog pattern, dtype and cast style on many and long
+  rows, offsets and outliers, of the context suite's neighbourhoods and of the zoo's most shared norms
+  (cases/gradients.py).
 * `zoo`: every norm implementation of the installed transformers as module cases (the `zoo` extra;
   without it, one line saying how to install it): three dtypes, a normal and an outlier input.
 
@@ -24,7 +27,7 @@ parameter draw puts the seed into the structure key).
 """
 from __future__ import annotations
 
-from cases import nearmiss, neighbours
+from cases import gradients, nearmiss, neighbours
 from cases.pairwise import pairwise, product
 from harness.spec import CASTS, CATALOG_STYLES, PATTERNS, STYLES, CaseSpec, SpecError, input_of
 
@@ -239,11 +242,13 @@ def _context() -> list[dict]:
 
 
 SUITES = {"smoke": _smoke, "nightly": _nightly, "full": _full, "nearmiss": _nearmiss, "context": _context,
-          "zoo": _zoo}
+          "zoo": _zoo, "gradients": gradients.suite}
 
 
 def suite_notes(name: str) -> list[str]:
     """What a suite leaves out and why, one line each (`normdiff cases` prints them on stderr)."""
+    if name == "gradients":
+        return gradients.notes()
     if name != "context":
         return []
     return ([f"pending: {nb.name} ({why})" for nb, why in neighbours.pending()]

@@ -1,17 +1,18 @@
 """`make oracle-check`: every benchmark case through every implementation, scored by normdiff and the anchors.
 
-Two benchmarks run: the catalog's norms (`grid.cases()` through
-`implementations`) and programs (`program_grid.cases()` through the
-renderings of `program_implementations`). For each case the implementations run as registered paths
+Three benchmarks run: the backward of the catalog's norms (`gradient_bench.cases()`
+through `gradient_implementations`, an outcome per gradient), the catalog's norms
+(`grid.cases()` through `implementations`) and programs (`program_grid.cases()`
+through the renderings of `program_implementations`). For each case the implementations run as registered paths
 through the real runner (`Executor.execute`: inputs, FP64 reference, eager,
 the path, `compare.score`), which gives normdiff's verdict; the same outputs
 (the implementations are deterministic) go to the ground truth and to every
 anchor's oracle. Each table says, per oracle, how many materially wrong
-outputs it flags and how many correct outputs it flags; the last two lines
-are normdiff's: `oracle-check programs: detected D/W, false alarms A/C`, then
+outputs it flags and how many correct outputs it flags; the last lines
+are normdiff's: `oracle-check gradients: ...`, `oracle-check programs: detected D/W, false alarms A/C`, then
 `oracle-check: detected D/W, false alarms A/C` for the catalog. Exit 0 when
 normdiff flags at least 99 % of the materially wrong outputs and no correct
-one on both, 1 otherwise.
+one on each, 1 otherwise.
 """
 from __future__ import annotations
 
@@ -21,12 +22,13 @@ import os
 import sys
 import time
 from collections import Counter, defaultdict
-from dataclasses import dataclass, field
 
 import numpy as np
 
 from harness import paths
-from harness.benchmark import anchors, grid, implementations, program_grid, program_implementations, truth
+from harness.benchmark.outcome import NORMDIFF, Outcome
+from harness.benchmark import (anchors, gradient_bench, gradient_implementations, grid, implementations, program_grid,
+                               program_implementations, truth)
 from harness.spec import CaseSpec
 from harness.core.verdicts import Verdict
 from harness.engine.cases import CaseProblem
@@ -34,23 +36,8 @@ from harness.engine.execute import Executor
 from harness.oracle.compare import measured_rows
 
 TARGET_DETECTION = 0.99
-NORMDIFF = "normdiff"
 PROGRAMS = "oracle-check programs"
-
-
-@dataclass
-class Outcome:
-    """One implementation's output on one case: what it is and who flags it."""
-
-    spec: CaseSpec
-    implementation: str
-    kind: str                 # "correct", "wrong" (materially wrong) or "left-out"
-    reason: Verdict | None    # the ground truth's verdict for a materially wrong output
-    verdict: Verdict          # normdiff's verdict
-    message: str
-    over_tol: float | None    # normdiff's largest error in units of its bound
-    flags: dict[str, bool] = field(default_factory=dict)
-    rows: tuple | None = None  # compare.measured_rows of the output, when asked for (sensitivity)
+GRADIENTS = "oracle-check gradients"
 
 
 class _Runner:
@@ -113,14 +100,16 @@ def run_case(spec: CaseSpec, names: dict[str, type], executor: Executor, runner:
 
 
 def collect(specs: list[CaseSpec], progress: bool = False, names: dict[str, type] | None = None,
-            label: str = "oracle-check", detail: bool = False) -> list[Outcome]:
-    """Every implementation in `names` (default: the catalog's) on every spec."""
+            label: str = "oracle-check", detail: bool = False, run=None) -> list[Outcome]:
+    """Every implementation in `names` (default: the catalog's) on every spec, each case by `run` (run_case, or
+    gradient_bench.run_case: an outcome per gradient)."""
+    run = run_case if run is None else run
     names = implementations.register_all() if names is None else names
     executor, runner = Executor(), _Runner()
     outcomes = []
     start = time.perf_counter()
     for i, spec in enumerate(specs, 1):
-        outcomes += run_case(spec, names, executor, runner, detail)
+        outcomes += run(spec, names, executor, runner, detail)
         if progress and (i % 50 == 0 or i == len(specs)):
             print(f"{label}: {i}/{len(specs)} cases, {time.perf_counter() - start:.0f} s", file=sys.stderr)
     return outcomes
@@ -130,7 +119,9 @@ def tally(outcomes: list[Outcome]) -> dict[str, tuple[int, int, int, int]]:
     """oracle -> (detected, materially wrong, false alarms, correct)."""
     wrong = [o for o in outcomes if o.kind == "wrong"]
     correct = [o for o in outcomes if o.kind == "correct"]
-    oracles = [NORMDIFF] + list(anchors.ANCHORS)
+    # the anchors, then any oracle a benchmark adds (the gradients': assert_close against a float32 run)
+    extra = dict.fromkeys(k for o in outcomes for k in o.flags if k not in anchors.ANCHORS and k != NORMDIFF)
+    oracles = [NORMDIFF] + list(anchors.ANCHORS) + list(extra)
     return {k: (sum(o.flags[k] for o in wrong), len(wrong), sum(o.flags[k] for o in correct), len(correct))
             for k in oracles}
 
@@ -181,23 +172,30 @@ def meets_target(outcomes: list[Outcome]) -> bool:
     return bool(w) and d >= TARGET_DETECTION * w and a == 0
 
 
-# name -> (its cases, the registration of its implementations, its summary label)
+# name -> (its cases, the registration of its implementations, its summary label, how a case runs)
 BENCHMARKS = {
-    "programs": (program_grid.cases, program_implementations.register_all, PROGRAMS),
-    "catalog": (grid.cases, implementations.register_all, "oracle-check"),
+    "gradients": (gradient_bench.cases, gradient_implementations.register_all, GRADIENTS, gradient_bench.run_case),
+    "programs": (program_grid.cases, program_implementations.register_all, PROGRAMS, run_case),
+    "catalog": (grid.cases, implementations.register_all, "oracle-check", run_case),
 }
 
 
-def _shard(task: tuple[str, bool, int, int, bool]) -> list[Outcome]:
-    """Shard k of `jobs` of one benchmark (every jobs-th case from the k-th), in this process."""
+# the last run_benchmarks' seconds per benchmark: its longest shard (what its share of the wall time is)
+SECONDS: dict[str, float] = {}
+
+
+def _shard(task: tuple[str, bool, int, int, bool]) -> tuple[list[Outcome], float]:
+    """Shard k of `jobs` of one benchmark (every jobs-th case from the k-th), in this process; and its seconds."""
     which, quick, k, jobs, detail = task
     import torch
 
+    start = time.perf_counter()
     torch.set_num_threads(1)  # small tensors: one thread is faster, and leaves the other cores free
-    cases, register, label = BENCHMARKS[which]
+    cases, register, label, run = BENCHMARKS[which]
     where = f" [{k + 1}/{jobs}]" if jobs > 1 else ""
-    return collect(cases(quick=quick)[k::jobs], progress=True, names=register(), label=label + where,
-                   detail=detail)
+    outcomes = collect(cases(quick=quick)[k::jobs], progress=True, names=register(), label=label + where,
+                       detail=detail, run=run)
+    return outcomes, time.perf_counter() - start
 
 
 def run_benchmarks(which: list[str], quick: bool = False, jobs: int = 1,
@@ -210,7 +208,8 @@ def run_benchmarks(which: list[str], quick: bool = False, jobs: int = 1,
     out = {}
     for w in which:
         order = {spec.case_id: i for i, spec in enumerate(BENCHMARKS[w][0](quick=quick))}
-        mine = [o for t, part in zip(tasks, parts) if t[0] == w for o in part]
+        mine = [o for t, (part, _) in zip(tasks, parts) if t[0] == w for o in part]
+        SECONDS[w] = max(sec for t, (_, sec) in zip(tasks, parts) if t[0] == w)
         out[w] = sorted(mine, key=lambda o: order[o.spec.case_id])  # stable: implementations keep their order
     return out
 
@@ -219,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.benchmark.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="the short rows only")
     parser.add_argument("--verbose", action="store_true", help="list every miss and false alarm")
-    parser.add_argument("--only", choices=tuple(BENCHMARKS), help="run one of the two benchmarks")
+    parser.add_argument("--only", choices=tuple(BENCHMARKS), help="run one of the three benchmarks")
     parser.add_argument("--jobs", type=int, default=min(2, os.cpu_count() or 1),
                         help="processes to share the cases among (default: 2, or 1 on one core)")
     parser.add_argument("--sensitivity", action="store_true",
@@ -237,11 +236,20 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{w}: the rule over its constants (normdiff's detections and false alarms)")
             print(table(outcomes))
             print("")
-    programs, catalog = results.get("programs"), results.get("catalog")
+    programs, catalog, gradients = results.get("programs"), results.get("catalog"), results.get("gradients")
+    if gradients is not None:
+        print("Gradients (harness/benchmark/gradient_implementations.py over gradient_bench.py; one outcome a gradient)")
+        print(render(gradients, verbose=args.verbose, last_line=False))
+        if "gradients" in SECONDS:
+            print(f"gradients: {len(gradient_bench.cases(quick=args.quick))} cases, the longest of {args.jobs} "
+                  f"shards {SECONDS['gradients']:.0f} s")
+        print("")
     if catalog is not None:
         print("The catalog's norms (harness/benchmark/implementations.py over grid.py)")
         print(render(catalog, verbose=args.verbose, last_line=False))
         print("")
+    if gradients is not None:
+        print(summary(gradients, GRADIENTS))
     if programs is not None:
         print("Programs and module cases (harness/benchmark/program_implementations.py over program_grid.py)")
         print(render(programs, verbose=args.verbose, last_line=False))

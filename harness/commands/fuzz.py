@@ -8,6 +8,7 @@ import random
 import sys
 import time
 
+from harness import paths
 from harness.commands.common import paths_arg
 from harness.core.errors import UsageError
 from harness.core.records import json_safe, write_atomic
@@ -77,15 +78,18 @@ def _options(args) -> tuple[object, dict]:
     """The strategy the arguments ask for, and those arguments as a dict."""
     options = {"patterns": _csv(args.patterns), "styles": _csv(args.styles), "dtypes": _csv(args.dtypes),
                "inputs": _csv(args.inputs), "max_row": args.max_row, "max_elements": args.max_elements}
+    # gradient cases (one in GRAD_SHARE, harness.search.strategies.is_grad) only where a path under test trains:
+    # elsewhere each would be `unsupported`, an example spent
+    grad = None if any(paths.get(name).trains for name in paths_arg(args.paths)) else False
     try:
         if args.programs:
             strategy = program_batches(bases=options["styles"], dtypes=options["dtypes"], input_kinds=options["inputs"],
-                                       max_row=min(args.max_row, 4096), max_elements=args.max_elements)
+                                       max_row=min(args.max_row, 4096), max_elements=args.max_elements, grad=grad)
             options["styles"] = None  # bases, not catalog styles: a drawn case's style is "program"
         else:
             strategy = case_specs(patterns=options["patterns"], styles=options["styles"], dtypes=options["dtypes"],
                                   input_kinds=options["inputs"], max_row=args.max_row,
-                                  max_elements=args.max_elements).map(Batch.of)
+                                  max_elements=args.max_elements, grad=grad).map(Batch.of)
     except ValueError as exc:
         raise UsageError(f"fuzz: {exc}") from None
     return strategy, options

@@ -282,6 +282,7 @@ class NumpyWalker(Walker):
     def run(self, program: Program):
         self.statistics = statistics.of(program)
         self.centered = {}  # a centering mean's value number -> (axes, shape, M2) of the moment formed at it
+        self.var_means = {}  # (id of a var's operand, axes) -> (the operand, the mean its Welford pass formed)
         return super().run(program)
 
     def reduce(self, node, a):
@@ -292,9 +293,28 @@ class NumpyWalker(Walker):
         with np.errstate(all="ignore"):
             z = self.statistic(node, x, dtype, axes)
             if z is None:
+                z = self.var_mean(node, a, x, dtype, axes)
+            if z is None:
                 z = self.reduction(node.op, x, node.correction)
         kept = tuple(1 if i in axes else s for i, s in enumerate(a.shape)) if node.keepdim else shape
         return self.round(np.asarray(z).reshape(kept), dtype)
+
+    def var_mean(self, node, a, x: np.ndarray, dtype: str, axes) -> np.ndarray | None:
+        """torch.var_mean as a lifted joint graph writes it: a `var`, then a `mean` of the very same tensor over the
+        same dims. ATen's moments and Inductor's Welford reduction form both in one pass, and a backward reads
+        that mean, so a Welford witness takes the mean from the var's pass; None otherwise (reduce as written)."""
+        if self.acc.moments != "welford" or dtype != "float32":
+            return None
+        key = (id(a), tuple(axes))
+        if node.op == "var":
+            self.took_moments = True
+            mean, m2 = self.moments(x, True)
+            self.var_means[key] = (a, mean)  # the operand kept: its id is not reused while the walk runs
+            return m2 / x.dtype.type(x.shape[-1] - (1 if node.correction is None else node.correction))
+        kept = self.var_means.get(key)
+        if node.op == "mean" and kept is not None and kept[0] is a:
+            return kept[1]
+        return None
 
     def reduction(self, op: str, x: np.ndarray, correction):
         """sum / mean / var over the last axis of x (compute dtype)."""

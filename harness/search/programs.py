@@ -39,7 +39,7 @@ from hypothesis import strategies as st
 
 from harness.core.dtypes import DTYPES
 from harness.spec import CaseSpec
-from harness.search.strategies import Batch, _pow2ish, _weighted, input_specs
+from harness.search.strategies import Batch, _pow2ish, _weighted, input_specs, is_grad
 from cases import neighbours
 
 BASES = ("qwen", "llama", "gemma", "t5", "layer")
@@ -252,14 +252,16 @@ def skeletons(bases=None) -> st.SearchStrategy[Skeleton]:
 
 def spec_of(sk: Skeleton, *, dtype: str, shape: list[int], weight_dtype: str | None = None,
             input: dict | None = None, params: str = "ones", seed: int = 0, extra_input: dict | None = None,
-            eps: float | None = None) -> CaseSpec:
-    """The program case of a skeleton."""
+            eps: float | None = None, grad: bool = False) -> CaseSpec:
+    """The program case of a skeleton (its backward with `grad`)."""
     raw: dict = {"pattern": sk.pattern, "dtype": dtype, "shape": list(shape), "program": neighbour_source(sk, dtype, shape),
                  "params": {"kind": params}, "seed": seed, "input": input or {"kind": "normal"}}
     if weight_dtype and weight_dtype != dtype:
         raw["weight_dtype"] = weight_dtype
     if eps is not None:
         raw["eps"] = eps
+    if grad:
+        raw["grad"] = True
     if sk.extra_inputs:
         raw["inputs"] = {name: extra_input or {"kind": "normal"} for name in sk.extra_inputs}
     if sk.weight_shape == "broadcast":
@@ -280,16 +282,20 @@ def _reads(program: str, names: str = "wbs") -> set[str]:
 
 
 def program_specs(*, bases=None, dtypes=None, input_kinds=None, max_row: int = 4096,
-                  max_elements: int = 65536) -> st.SearchStrategy[CaseSpec]:
+                  max_elements: int = 65536, grad: bool | None = None) -> st.SearchStrategy[CaseSpec]:
     """Program cases: a skeleton, a dtype, a shape of 2 dims (first: rows), inputs and parameters."""
     return program_batches(bases=bases, dtypes=dtypes, input_kinds=input_kinds, max_row=max_row,
-                           max_elements=max_elements, inputs_per_structure=1).map(lambda batch: batch.specs[0])
+                           max_elements=max_elements, inputs_per_structure=1,
+                           grad=grad).map(lambda batch: batch.specs[0])
 
 
 def program_batches(*, bases=None, dtypes=None, input_kinds=None, max_row: int = 4096, max_elements: int = 65536,
-                    inputs_per_structure: int = INPUTS_PER_STRUCTURE) -> st.SearchStrategy[Batch]:
+                    inputs_per_structure: int = INPUTS_PER_STRUCTURE,
+                    grad: bool | None = None) -> st.SearchStrategy[Batch]:
     """Program cases of one structure: a skeleton, a dtype, a weight dtype, a shape of 2 dims (first: rows),
-    parameters and a seed, then 1 to `inputs_per_structure` inputs (each with the extra input it may read).
+    parameters and a seed, then 1 to `inputs_per_structure` inputs (each with the extra input it may read); the
+    batch is a gradient case one time in GRAD_SHARE, read off its seed (`grad` None; True or False fixes it:
+    strategies.is_grad), so that the forward batches' choices are what they were.
 
     The seed is the structure's: with "normal" parameters it draws them, and compiled paths embed them.
     """
@@ -313,11 +319,12 @@ def program_batches(*, bases=None, dtypes=None, input_kinds=None, max_row: int =
         params = draw(st.sampled_from(("ones", "normal")))
         seed = draw(st.integers(0, 2 ** 31 - 1))
         pairs = draw(st.lists(st.tuples(inputs, inputs), min_size=1, max_size=inputs_per_structure))
+        backward = is_grad(seed, grad)
         specs = {}
         for inp, extra in pairs:  # the same input twice is one case
             spec = spec_of(sk, dtype=dtype, shape=[rows, n],
                            weight_dtype="float32" if weight_dtype == "float32" else None,
-                           input=inp, params=params, seed=seed, extra_input=extra)
+                           input=inp, params=params, seed=seed, extra_input=extra, grad=backward)
             specs.setdefault(spec.case_id, spec)
         return Batch(tuple(specs.values()), sk.key())
 

@@ -80,6 +80,16 @@ INPUT_GROUPS = {"benign": BENIGN_INPUTS, "adversarial": ADVERSARIAL_INPUTS, "all
 
 _EPS_OTHER = (TORCH_NORM_EPS, SPEC_RMS_EPS, 1e-12, 0.0, 1e-3, 0.1)
 
+# A gradient case ("grad": true, docs/gradients.md) for one draw in GRAD_SHARE, read off the drawn seed rather
+# than drawn: the forward cases' choices, and so a seeded search's forward cases, are what they were, one in
+# GRAD_SHARE of them asking for its backward instead; a seed shrinks toward 0, a forward case.
+GRAD_SHARE = 4
+
+
+def is_grad(seed: int, grad: bool | None) -> bool:
+    """Whether a draw with this seed is a gradient case: `grad` True or False fixes it, None reads the seed."""
+    return seed % GRAD_SHARE == GRAD_SHARE - 1 if grad is None else grad
+
 
 @dataclass(frozen=True)
 class Batch:
@@ -255,10 +265,12 @@ def _check(name: str, given, allowed) -> tuple:
     return given
 
 
-def case_specs(*, patterns=None, styles=None, dtypes=None, input_kinds=None, layouts=None, max_row: int = 8192, max_elements: int = 65536) -> st.SearchStrategy[CaseSpec]:
+def case_specs(*, patterns=None, styles=None, dtypes=None, input_kinds=None, layouts=None, max_row: int = 8192,
+               max_elements: int = 65536, grad: bool | None = None) -> st.SearchStrategy[CaseSpec]:
     """Valid `CaseSpec`s, optionally restricted.
 
     patterns, styles, dtypes, layouts: lists of allowed values (default all).
+    grad: None makes one case in GRAD_SHARE a gradient case (is_grad), True every one, False none.
     input_kinds: input kind names and/or groups "benign", "adversarial", "all".
     max_row: longest layer/rms row; max_elements: largest input.
     Raises ValueError (one line) when a restriction is unknown or leaves nothing.
@@ -313,6 +325,8 @@ def case_specs(*, patterns=None, styles=None, dtypes=None, input_kinds=None, lay
         raw["input"] = draw(input_strategy)
         raw["params"] = {"kind": draw(st.sampled_from(("ones", "normal")))}
         raw["seed"] = draw(st.integers(0, 2 ** 31 - 1))
+        if is_grad(raw["seed"], grad):
+            raw["grad"] = True
         return CaseSpec.from_dict(raw)
 
     return draw_spec()

@@ -153,3 +153,20 @@ def test_a_linear_layer_is_a_float32_dot_product_in_each_order(dtype, program, a
     np.testing.assert_array_equal(got, want.astype(np_dtype(dtype)))
     for name, out in W.outputs(p, case, a):
         assert np.all(np.abs(out.astype(np.float64) - ev.out) <= ev.bound), name
+
+
+def test_a_var_then_a_mean_of_the_same_tensor_take_one_welford_pass(program, arrays):
+    """torch.var_mean as a lifted joint graph writes it (a var, then a mean): a Welford witness returns the mean of
+    the var's own pass, as ATen's moments form both (a backward reads that mean); a two-pass one the mean as written."""
+    from harness.program.accumulate import moments
+
+    case = ProgramCase("float32", (4, 1000))
+    source = "h = x.float()\nv = h.var(-1, keepdim=True, correction=0)\nm = h.mean(-1, keepdim=True)\nreturn m + v * 0"
+    a = dict(arrays(case, seed=5))
+    a["x"] = (a["x"].astype(np.float64) + 100.0).astype(np.float32)  # an offset: the orders' means part
+    welford = W.Accumulation("sequential Welford", "sequential", "welford")
+    got = _run(program, source, case, a, welford)
+    want = moments(a["x"].astype(np.float32), True, welford)[0]
+    np.testing.assert_array_equal(got[:, 0], want)
+    two_pass = _run(program, source, case, a, SEQUENTIAL)
+    assert not np.array_equal(two_pass, got)

@@ -177,3 +177,26 @@ def test_fuzz_programs_finds_a_wrong_rewrite_and_saves_a_program_spec(cli, tmp_p
         assert f["style"] == "program" and f["dtype"].startswith("qwen")  # the skeleton is the signature
     examples = summary["search_examples"] + summary["shrink_examples"]
     assert summary["structures"] < examples  # batches: a compile serves several examples
+
+
+def test_a_batch_is_a_gradient_case_one_time_in_grad_share_and_all_its_specs_with_it():
+    import random
+
+    from hypothesis import Phase, find
+    from hypothesis.errors import NoSuchExample
+
+    from harness.search.strategies import GRAD_SHARE
+
+    def draws(grad=None):
+        seen = []
+        with pytest.raises(NoSuchExample):
+            find(program_batches(max_row=64, grad=grad), lambda b: seen.append([s.grad for s in b.specs]) and False,
+                 settings=settings(QUICK, max_examples=120, phases=[Phase.generate]), random=random.Random(4))
+        return seen
+
+    batches = draws()
+    assert batches == draws() and all(len(set(b)) == 1 for b in batches)  # deterministic; one structure
+    share = sum(b[0] for b in batches) / len(batches)
+    # hypothesis leans toward a choice's first value (a forward case), so somewhat under 1 / GRAD_SHARE
+    assert 0.4 / GRAD_SHARE <= share <= 1.5 / GRAD_SHARE
+    assert all(all(b) for b in draws(grad=True)) and not any(any(b) for b in draws(grad=False))

@@ -185,3 +185,30 @@ def test_strategy_composes_with_user_strategies():
         assert spec.dtype == "float32" and 0 <= k <= 3
 
     check()
+
+
+def _drawn(strategy, seed_value, n=200):
+    from hypothesis import Phase
+    from hypothesis.errors import NoSuchExample
+
+    seen = []
+    with pytest.raises(NoSuchExample):
+        find(strategy, lambda s: seen.append(s) and False,
+             settings=settings(QUICK, max_examples=n, phases=[Phase.generate]), random=random.Random(seed_value))
+    return seen
+
+
+def test_gradient_cases_are_drawn_one_time_in_grad_share_deterministically_and_can_be_fixed():
+    from harness.search.strategies import GRAD_SHARE, is_grad
+
+    specs = _drawn(case_specs(max_elements=4096), "normdiff-fuzz:1:0")
+    assert [s.case_id for s in specs] == [s.case_id for s in _drawn(case_specs(max_elements=4096), "normdiff-fuzz:1:0")]
+    share = sum(s.grad for s in specs) / len(specs)
+    # hypothesis leans toward a choice's first value (a forward case), so somewhat under 1 / GRAD_SHARE
+    assert 0.4 / GRAD_SHARE <= share <= 1.5 / GRAD_SHARE
+    # read off the seed, not drawn: the forward cases' choices are those of a search without gradients
+    forward = _drawn(case_specs(max_elements=4096, grad=False), "normdiff-fuzz:1:0")
+    assert [s.to_dict() for s in specs if not s.grad] == [s.to_dict() for s in forward if not is_grad(s.seed, None)]
+    every = _drawn(case_specs(max_elements=4096, grad=True), 3, 60)  # a gradient case of every pattern
+    assert all(s.grad for s in every) and {s.pattern for s in every} == set(PATTERNS)
+    assert not any(s.grad for s in _drawn(case_specs(max_elements=4096, grad=False), 3, 30))
