@@ -4,7 +4,7 @@ Everything heavy (torch.export, to_edge, lowering, serialising the program,
 loading it into the runtime) happens in `prepare`; the functions returned here
 only convert the input, call the compiled thing and convert the output back,
 keeping whatever dtype the path really produced. The functions the repro
-scripts paste (the paths' `pipeline`: pte_buffer, load_forward,
+scripts paste (the paths' `pipeline`: pte_program, load_forward,
 forward_output, graph_output, single_output, call_ops, op_name, dtype_of)
 use only torch, executorch and the scripts' conversions.
 """
@@ -108,11 +108,6 @@ def load_forward(buffer: bytes):
     if method is None:
         raise RuntimeError("the program has no method 'forward'")
     return program, method
-
-
-def pte_buffer(manager) -> bytes:
-    """The .pte program of an edge manager: to_executorch().buffer."""
-    return bytes(manager.to_executorch().buffer)
 
 
 def pte_program(manager):

@@ -92,26 +92,31 @@ def export_program(model, example, dynamic=None):
     The runner's shared export is made this way, and so is a path's own when
     it has none, and the repro scripts paste it: one export for all.
     `dynamic` (dynamic_of: dims of x and their maximum, or None) exports
-    those dims symbolic, size-oblivious (a size-1 example is not specialised,
-    so the program is the same whatever size it was traced at), in [1, max];
-    where torch's own code guards a size away from 1 (instance_norm's "more
-    than 1 spatial element") torch refuses 1 and the range starts at 2
-    (symbolic_range says which).
+    those dims symbolic (symbolic_export).
     """
     import torch
 
+    if dynamic:
+        return symbolic_export(model, example, dynamic)
     with torch.no_grad():
-        if not dynamic:
-            return torch.export.export(model, example)
-        from torch.fx.experimental import _config as shape_config
+        return torch.export.export(model, example)
 
-        with shape_config.patch(backed_size_oblivious=True):
-            try:
-                return torch.export.export(model, example, dynamic_shapes=symbolic_shapes(example, dynamic, 1))
-            except torch._dynamo.exc.UserError as exc:  # a constraint violation: a guard excludes size 1
-                if "Constraints violated" not in str(exc):
-                    raise
-                return torch.export.export(model, example, dynamic_shapes=symbolic_shapes(example, dynamic, 2))
+
+def symbolic_export(model, example, dynamic):
+    """torch.export of `model` with x's dims `dynamic[0]` symbolic in [1, dynamic[1]] (symbolic_shapes), under
+    no_grad and size-oblivious (a size-1 example is not specialised, so the program is the same whatever size
+    it was traced at); where torch's own code guards a size away from 1 (instance_norm's "more than 1 spatial
+    element") torch refuses 1, and the range starts at 2 (symbolic_range says which)."""
+    import torch
+    from torch.fx.experimental import _config as shape_config
+
+    with torch.no_grad(), shape_config.patch(backed_size_oblivious=True):
+        try:
+            return torch.export.export(model, example, dynamic_shapes=symbolic_shapes(example, dynamic, 1))
+        except torch._dynamo.exc.UserError as exc:  # a constraint violation: a guard excludes size 1
+            if "Constraints violated" not in str(exc):
+                raise
+            return torch.export.export(model, example, dynamic_shapes=symbolic_shapes(example, dynamic, 2))
 
 
 def symbolic_facts(spec, ep=None) -> dict:

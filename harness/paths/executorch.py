@@ -15,14 +15,13 @@ from harness.paths._executorch_common import (
     load_forward,
     op_name,
     PteArtifact,
-    pte_buffer,
     pte_facts,
     pte_program,
     pte_runner,
     quiet_imports,
     single_output,
 )
-from harness.paths.base import Path, Prepared, export_program, stage, symbolic_shapes
+from harness.paths.base import Path, Prepared, export_program, stage, symbolic_export, symbolic_shapes
 
 
 def edge_program(ep):
@@ -37,8 +36,8 @@ class ExecutorchPath(PteArtifact, Path):
     description = "torch.export -> to_edge -> to_executorch -> executorch.runtime (portable/optimized kernels)"
     packages = ("torch", "executorch")
     warm_imports = EXECUTORCH_WARM
-    pipeline = (symbolic_shapes, export_program, edge_program, op_name, call_ops, pte_buffer, load_forward, single_output,
-                forward_output)
+    pipeline = (symbolic_shapes, export_program, symbolic_export, edge_program, op_name, call_ops, pte_program,
+                load_forward, single_output, forward_output)
     takes_shared_export = True
     artifact_cacheable = True
     symbolic = ("torch.export Dim through to_edge and to_executorch: the .pte's memory plan takes the upper bound, "
@@ -50,7 +49,7 @@ def run_path(model, example, x):
     """{self.name}: {self.description}"""
     edge = edge_program(export_program(model, example, DYNAMIC))
     print("edge ops:", ", ".join(call_ops(edge.exported_program().graph)))
-    program, method = load_forward(pte_buffer(edge))
+    program, method = load_forward(pte_program(edge).buffer)
     return forward_output(method, example)
 '''
 

@@ -43,7 +43,7 @@ from harness.paths._executorch_common import (
     single_output,
 )
 from harness.paths import _fx_intermediates as fx
-from harness.paths.base import Path, Prepared, export_program, stage, symbolic_facts, symbolic_shapes
+from harness.paths.base import Path, Prepared, export_program, stage, symbolic_export, symbolic_facts, symbolic_shapes
 
 
 def _is_rms_norm(node) -> bool:
@@ -103,8 +103,8 @@ def capture_rewritten(ep):
 
 
 # What every recompose script pastes; each path adds the function that builds its graph.
-_PIPELINE = (symbolic_shapes, export_program, op_name, name_of, dtype_of, _is_rms_norm, _dtype_casts, rewrite,
-             single_output, graph_output, fx.fx_intermediates)
+_PIPELINE = (symbolic_shapes, export_program, symbolic_export, op_name, name_of, dtype_of, _is_rms_norm, _dtype_casts,
+             rewrite, single_output, graph_output, fx.fx_intermediates)
 
 
 class _Recompose(Path):

@@ -21,14 +21,13 @@ from harness.paths._executorch_common import (
     load_forward,
     op_name,
     PteArtifact,
-    pte_buffer,
     pte_facts,
     pte_program,
     pte_runner,
     quiet_imports,
     single_output,
 )
-from harness.paths.base import Path, Prepared, export_program, stage, symbolic_shapes
+from harness.paths.base import Path, Prepared, export_program, stage, symbolic_export, symbolic_shapes
 
 
 def xnnpack_lowered(ep):
@@ -86,8 +85,8 @@ class XnnpackPath(PteArtifact, Path):
     description = "torch.export -> to_edge_transform_and_lower(XnnpackPartitioner) -> executorch.runtime"
     packages = ("torch", "executorch")
     warm_imports = EXECUTORCH_WARM + ("harness.paths.executorch_xnnpack:warm_up",)
-    pipeline = (symbolic_shapes, export_program, xnnpack_lowered, op_name, delegation_facts, pte_buffer, load_forward, single_output,
-                forward_output)
+    pipeline = (symbolic_shapes, export_program, symbolic_export, xnnpack_lowered, op_name, delegation_facts,
+                pte_program, load_forward, single_output, forward_output)
     takes_shared_export = True
     artifact_cacheable = True
     symbolic = ("torch.export Dim through to_edge_transform_and_lower (XNNPACK's delegates take the upper bound) "
@@ -99,7 +98,7 @@ def run_path(model, example, x):
     """{self.name}: {self.description}"""
     edge = xnnpack_lowered(export_program(model, example, DYNAMIC))
     print("XNNPACK delegation:", delegation_facts(edge))
-    program, method = load_forward(pte_buffer(edge))
+    program, method = load_forward(pte_program(edge).buffer)
     return forward_output(method, example)
 '''
 

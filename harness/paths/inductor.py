@@ -97,8 +97,10 @@ def inductor_compiled(model, example, emulate: bool, dynamic=None):
 
     torch._dynamo.reset()  # a fresh compile: nothing reused from another torch.compile
     compiled = torch.compile(model, dynamic=False)
+    if dynamic:
+        example = marked_dynamic(example, dynamic)
     with precision_config(emulate), torch.no_grad():
-        compiled(*(marked_dynamic(example, dynamic) if dynamic else example))
+        compiled(*example)
     return compiled
 
 

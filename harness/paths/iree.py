@@ -45,7 +45,7 @@ import re
 import numpy as np
 
 from harness.paths.base import (FRONTEND_MEMO, Path, Prepared, Unsupported, dynamic_of, example_args, export_program,
-                                input_arrays, stage, symbolic_facts, symbolic_shapes)
+                                input_arrays, stage, symbolic_facts, symbolic_export, symbolic_shapes)
 
 # The LLVM CPU the dispatches are compiled for (module docstring and docs/paths.md: why this one).
 TARGET_CPU = "x86-64-v3"
@@ -153,7 +153,8 @@ class IreePath(Path):
     warm_imports = ("torch", "torch.export", "iree.compiler", "iree.runtime", "iree.turbine.aot", FRONTEND_MEMO)
     script_imports = "import re\n\nimport iree.compiler\nimport iree.runtime\nimport iree.turbine.aot\n"
     # The pipeline's steps, in order: prepare calls them, and the repro script pastes them.
-    pipeline = (symbolic_shapes, export_program, turbine_mlir, reduction_dtypes, compile_vmfb, load_main, run_main)
+    pipeline = (symbolic_shapes, export_program, symbolic_export, turbine_mlir, reduction_dtypes, compile_vmfb, load_main,
+                run_main)
     takes_shared_export = True
     artifact_cacheable = True
     restore_takes_build = False

@@ -48,7 +48,7 @@ import weakref
 import numpy as np
 
 from harness.paths.base import (FRONTEND_MEMO, ONNX_REGISTRY_MEMO, Path, Prepared, Unsupported, dynamic_of, example_args,
-                                export_program, input_arrays, stage, symbolic_facts, symbolic_shapes)
+                                export_program, input_arrays, stage, symbolic_facts, symbolic_export, symbolic_shapes)
 
 _BF16 = "bfloat16"
 
@@ -207,8 +207,8 @@ class OnnxRuntimePath(Path):
     warm_imports = ("torch", "torch.export", "torch.onnx", "onnx", "onnxscript", "onnxruntime", FRONTEND_MEMO,
                     ONNX_REGISTRY_MEMO)
     script_imports = "import tempfile\n\nimport onnx\n"
-    pipeline = (symbolic_shapes, export_program, onnx_model, op_types, session_options, cpu_session, ort_value,
-                session_runner)
+    pipeline = (symbolic_shapes, export_program, symbolic_export, onnx_model, op_types, session_options, cpu_session,
+                ort_value, session_runner)
     takes_shared_export = True
     artifact_cacheable = True
     symbolic = "ONNX dynamic axes: torch.onnx.export of the symbolic torch.export (Dim) names the dims (dim_param)"

@@ -63,7 +63,9 @@ def convert(module, args: tuple, dynamic=None):
     """
     import openvino as ov
 
-    shapes = {"input": partial_shapes(args, dynamic)} if dynamic else {}
+    shapes = {}
+    if dynamic:
+        shapes["input"] = partial_shapes(args, dynamic)
     return ov.convert_model(module, example_input=args, share_weights=False, **shapes)
 
 

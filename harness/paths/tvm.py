@@ -42,7 +42,7 @@ import numpy as np
 
 from harness.paths._relax_intermediates import METHOD, expose, returned_var, tensor_bindings, tvm_array
 from harness.paths.base import (FRONTEND_MEMO, Capture, Intermediate, Path, Prepared, dynamic_of, example_args,
-                                export_program, input_arrays, stage, symbolic_facts, symbolic_shapes)
+                                export_program, input_arrays, stage, symbolic_facts, symbolic_export, symbolic_shapes)
 
 
 # -- the pipeline: what prepare, run and intermediates call, and the repro scripts paste (one definition) --------
@@ -146,9 +146,9 @@ class TvmPath(Path):
     packages = ("torch", "apache-tvm")
     warm_imports = ("torch", "torch.export", "tvm", "tvm.relax", "tvm.relax.frontend.torch", FRONTEND_MEMO)
     script_imports = "import tvm\nfrom tvm import relax\n"
-    pipeline = (symbolic_shapes, export_program, imported_module, decomposed, relax_ops, compiled_executable, vm_main, tvm_tensor,
-                tvm_array, output_tensors, main_output, returned_var, tensor_bindings, expose,
-                exposed_runner)
+    pipeline = (symbolic_shapes, export_program, symbolic_export, imported_module, decomposed, relax_ops,
+                compiled_executable, vm_main, tvm_tensor, tvm_array, output_tensors, main_output, returned_var,
+                tensor_bindings, expose, exposed_runner)
     takes_shared_export = True
     artifact_cacheable = True
     has_intermediates = True

@@ -255,6 +255,18 @@ def _compact(code: str, imports: str = "") -> str:
     return "\n".join(line for i, line in enumerate(lines, 1) if i not in drop)
 
 
+def static_only(code: str) -> str:
+    """`code` without its symbolic branches, for a static case (DYNAMIC is None): every `if` testing the name
+    `dynamic` without an else (the pipeline keeps what only a symbolic compile runs in such blocks); prune then
+    drops what they alone called (symbolic_export, marked_dynamic, partial_shapes…)."""
+    tree = ast.parse(code)
+    drop: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and not node.orelse and "dynamic" in _used(node.test):
+            drop.update(range(node.lineno, node.end_lineno + 1))
+    return "\n".join(line for i, line in enumerate(code.split("\n"), 1) if i not in drop)
+
+
 def _used(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
@@ -301,7 +313,7 @@ def render_short(spec: CaseSpec, path: str, title: str) -> str:
     body = "\n\n".join(part.strip("\n") for part in (
         _conversions(spec), inputs, model, reference_code,
         "# -- the path's own calls (normdiff's harness/paths/, pasted)\n" + path_code, check))
-    body = prune(_compact(body, runner.script_imports))
+    body = prune(_compact(body if spec.dynamic else static_only(body), runner.script_imports))
     head = (f'#!/usr/bin/env python3\n"""{S._clean(title)}\nExits 1 while the bug is present, 0 once it is fixed '
             '(written by normdiff repro --report)."""\n')
     return head + _imports(body, runner.script_imports).rstrip("\n") + "\n\n" + body
