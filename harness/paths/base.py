@@ -110,6 +110,9 @@ def symbolic_export(model, example, dynamic):
     import torch
     from torch.fx.experimental import _config as shape_config
 
+    for d in dynamic[0]:  # traced at 2, not 1: a later re-trace (to_edge) would narrow the range to the hint's
+        if example[0].shape[d] == 1:  # (export reads the example's shapes, dtypes and strides, not its values)
+            example = tuple(torch.cat([t, t], d) if t.shape == example[0].shape else t for t in example)
     with torch.no_grad(), shape_config.patch(backed_size_oblivious=True):
         try:
             return torch.export.export(model, example, dynamic_shapes=symbolic_shapes(example, dynamic, 1))

@@ -25,10 +25,13 @@ from harness.paths.base import Path, Prepared, export_program, stage, symbolic_e
 
 
 def edge_program(ep):
-    """to_edge of an ExportedProgram: the edge manager the portable kernels' program is made from."""
+    """to_edge of an ExportedProgram: the edge manager the portable kernels' program is made from (re-traced
+    size-oblivious, as export_program exports: a symbolic dim keeps its range)."""
     from executorch.exir import to_edge
+    from torch.fx.experimental import _config as shape_config
 
-    return to_edge(ep)
+    with shape_config.patch(backed_size_oblivious=True):
+        return to_edge(ep)
 
 
 class ExecutorchPath(PteArtifact, Path):

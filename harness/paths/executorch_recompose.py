@@ -87,11 +87,13 @@ def rewrite(graph_module, quantization_capture: bool) -> dict:
 def edge_rewritten(ep, skip_dim_order: bool):
     """(the edge program's graph module after both passes, their facts, the rewritten edge program)."""
     from executorch.exir import EdgeCompileConfig, to_edge
+    from torch.fx.experimental import _config as shape_config
 
     # QNN lowers with qnn_edge_config(): _check_ir_validity=False, which
     # also lets the non-core aten.rms_norm the pass builds stay legal.
     config = EdgeCompileConfig(_check_ir_validity=False, _skip_dim_order=skip_dim_order)
-    edge_ep = to_edge(ep, compile_config=config).exported_program()
+    with shape_config.patch(backed_size_oblivious=True):  # as export_program exports: a symbolic dim keeps its range
+        edge_ep = to_edge(ep, compile_config=config).exported_program()
     facts = rewrite(edge_ep.graph_module, quantization_capture=False)
     return edge_ep.module(), facts, edge_ep
 

@@ -31,11 +31,14 @@ from harness.paths.base import Path, Prepared, export_program, stage, symbolic_e
 
 
 def xnnpack_lowered(ep):
-    """to_edge_transform_and_lower with XnnpackPartitioner: what XNNPACK takes is delegated, the rest stays."""
+    """to_edge_transform_and_lower with XnnpackPartitioner: what XNNPACK takes is delegated, the rest stays
+    (re-traced size-oblivious, as export_program exports: a symbolic dim keeps its range)."""
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import to_edge_transform_and_lower
+    from torch.fx.experimental import _config as shape_config
 
-    return to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()])
+    with shape_config.patch(backed_size_oblivious=True):
+        return to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()])
 
 
 def delegation_facts(edge) -> dict:

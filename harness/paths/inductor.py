@@ -92,14 +92,16 @@ def marked_dynamic(example, dynamic):
 def inductor_compiled(model, example, emulate: bool, dynamic=None):
     """torch.compile(model, dynamic=False), Dynamo reset first, compiled by a first call on `example` (the
     tuple of its input tensors) under precision_config(emulate); with `dynamic` (the symbolic dims) that call's
-    inputs are marked_dynamic: the compile is symbolic in them."""
+    inputs are marked_dynamic and it compiles size-oblivious, as export_program exports: an example of size 1
+    is not specialised (mark_dynamic would refuse it), and one graph serves [1, max]."""
     import torch
+    from torch.fx.experimental import _config as shape_config
 
     torch._dynamo.reset()  # a fresh compile: nothing reused from another torch.compile
     compiled = torch.compile(model, dynamic=False)
     if dynamic:
         example = marked_dynamic(example, dynamic)
-    with precision_config(emulate), torch.no_grad():
+    with precision_config(emulate), torch.no_grad(), shape_config.patch(backed_size_oblivious=bool(dynamic)):
         compiled(*example)
     return compiled
 
