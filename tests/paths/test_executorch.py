@@ -284,3 +284,22 @@ def test_xnnpack_float16_linear_sums_in_float16_exactly_where_the_cpu_has_avx512
         assert ulps > 4, ulps     # 14.2 ulps of the largest output here: 4096 float16 roundings
     else:
         assert ulps <= 1, ulps    # a float32 sum rounded once to float16
+
+
+def test_a_symbolic_dim_keeps_its_range_through_to_edge_from_a_size_1_example():
+    """to_edge re-traces the program: from a size-1 example it narrowed the range to [1, 2] (the runtime then
+    refused every larger input); export_program traces at 2 and edge_program re-traces size-oblivious."""
+    import torch
+
+    from harness.paths.base import export_program, symbolic_range
+    from harness.paths.executorch import edge_program
+    from harness.paths.executorch_recompose import edge_rewritten
+
+    norm = torch.nn.LayerNorm(16).eval()
+    ep = export_program(norm, (torch.randn(1, 16),), ((0,), 4096))
+    assert symbolic_range(ep) == [1, 4096]
+    assert symbolic_range(edge_program(ep).exported_program()) == [1, 4096]
+    graph_module, _, _ = edge_rewritten(ep, False)
+    x = torch.randn(5, 16)  # the rewritten edge graph runs a size other than its example's
+    out = graph_module(x)
+    assert torch.allclose(out[0] if isinstance(out, (list, tuple)) else out, norm(x).detach(), atol=1e-6)
