@@ -75,9 +75,9 @@ def precision_config(emulate: bool):
     return torch._inductor.config.patch(emulate_precision_casts=True) if emulate else contextlib.nullcontext()
 
 
-def marked_dynamic(example, dynamic):
+def marked_dynamic(example, dynamic, low: int = 1):
     """Copies of `example`'s tensors with x's dims `dynamic[0]` (export_program's symbolic dims) marked dynamic
-    in [1, max] (torch._dynamo.mark_dynamic), as are those of an extra input of x's very shape."""
+    in [low, max] (torch._dynamo.mark_dynamic), as are those of an extra input of x's very shape."""
     import torch
 
     dims, top = dynamic
@@ -85,25 +85,32 @@ def marked_dynamic(example, dynamic):
     for t in out:
         if t.shape == out[0].shape:
             for d in dims:
-                torch._dynamo.mark_dynamic(t, d, min=1, max=top)
+                torch._dynamo.mark_dynamic(t, d, min=low, max=top)
     return out
 
 
 def inductor_compiled(model, example, emulate: bool, dynamic=None):
     """torch.compile(model, dynamic=False), Dynamo reset first, compiled by a first call on `example` (the
-    tuple of its input tensors) under precision_config(emulate); with `dynamic` (the symbolic dims) that call's
-    inputs are marked_dynamic and it compiles size-oblivious, as export_program exports: an example of size 1
-    is not specialised (mark_dynamic would refuse it), and one graph serves [1, max]."""
+    tuple of its input tensors) under precision_config(emulate). With `dynamic` (the symbolic dims) that call's
+    inputs are marked_dynamic in [1, max] and it compiles size-oblivious, as export_program exports (an example
+    of size 1 is not specialised, one graph serves 1 too); where torch's own code guards the size away from 1
+    (a constraint violation), in [2, max]."""
     import torch
     from torch.fx.experimental import _config as shape_config
+    from torch.fx.experimental.symbolic_shapes import ConstraintViolationError
 
-    torch._dynamo.reset()  # a fresh compile: nothing reused from another torch.compile
-    compiled = torch.compile(model, dynamic=False)
-    if dynamic:
-        example = marked_dynamic(example, dynamic)
-    with precision_config(emulate), torch.no_grad(), shape_config.patch(backed_size_oblivious=bool(dynamic)):
-        compiled(*example)
-    return compiled
+    for low in (1, 2):
+        torch._dynamo.reset()  # a fresh compile: nothing reused from another torch.compile
+        compiled = torch.compile(model, dynamic=False)
+        args = marked_dynamic(example, dynamic, low) if dynamic else example
+        try:
+            with precision_config(emulate), torch.no_grad(), \
+                    shape_config.patch(backed_size_oblivious=bool(dynamic)):
+                compiled(*args)
+            return compiled
+        except ConstraintViolationError:
+            if not dynamic or low == 2:
+                raise
 
 
 def inductor_output(compiled, example, recompile: bool = False):
@@ -248,8 +255,8 @@ def run_path(model, example, x):
         }
         if precompiled is not None:
             return Prepared(_precompiled_runner(precompiled, spec.layout), facts, precompiled)
-        if dynamic:
-            facts["compiles"] = after["graphs"] - before["graphs"]
+        if dynamic:  # the compile that serves (a first try refused by a guard not counted); runs add their own
+            facts["compiles"] = 1
         state = {"compiled": compiled, "generation": generation}
         layout = spec.layout
 
