@@ -86,16 +86,25 @@ def symbolic_shapes(example, dynamic, low):
     return tuple(dict(named) if t.shape == x.shape else None for t in example)
 
 
+def is_backward(model) -> bool:
+    """Whether `model` is a gradient case's Backward module: it holds the norm as forward_module, then n_inputs."""
+    return hasattr(model, "forward_module") and hasattr(model, "n_inputs")
+
+
 def export_program(model, example, dynamic=None):
     """torch.export of `model` on `example` (the tuple of its input tensors), under no_grad.
 
     The runner's shared export is made this way, and so is a path's own when
-    it has none, and the repro scripts paste it: one export for all.
+    it has none, and the repro scripts paste it: one export for all. A
+    gradient case's Backward is exported as torch's joint forward-backward
+    graph (`joint_graph`): torch.export cannot trace the autograd.grad in its forward.
     `dynamic` (dynamic_of: dims of x and their maximum, or None) exports
     those dims symbolic (symbolic_export).
     """
     import torch
 
+    if is_backward(model):
+        model = joint_graph(model, example)
     if dynamic:
         return symbolic_export(model, example, dynamic)
     with torch.no_grad():
@@ -135,6 +144,14 @@ def symbolic_range(ep) -> list[int] | None:
     """[low, high] of an ExportedProgram's symbolic sizes (its range constraints), or None: it has none."""
     ranges = [(int(r.lower), int(r.upper)) for r in ep.range_constraints.values()]
     return [min(lo for lo, _ in ranges), max(hi for _, hi in ranges)] if ranges else None
+
+
+def joint_graph(backward, example):
+    """harness.oracle.backward.joint_graph, imported when a gradient case is exported (not with this module:
+    the registry is read without torch). A repro script pastes the oracle's own definition under this name."""
+    from harness.oracle import backward as oracle_backward
+
+    return oracle_backward.joint_graph(backward, example)
 
 
 def pasted(functions) -> str:

@@ -25,19 +25,18 @@ from harness.paths._executorch_common import (
     pte_program,
     pte_runner,
     quiet_imports,
-    single_output,
 )
-from harness.paths.base import Path, Prepared, export_program, stage, symbolic_export, symbolic_shapes
+from harness.paths._backward import joint_facts
+from harness.paths.base import Path, Prepared, export_program, is_backward, stage, symbolic_export, symbolic_shapes
 
 
 def xnnpack_lowered(ep):
-    """to_edge_transform_and_lower with XnnpackPartitioner: what XNNPACK takes is delegated, the rest stays
-    (re-traced size-oblivious, as export_program exports: a symbolic dim keeps its range)."""
+    """to_edge_transform_and_lower with XnnpackPartitioner: what XNNPACK takes is delegated, the rest stays."""
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
     from executorch.exir import to_edge_transform_and_lower
     from torch.fx.experimental import _config as shape_config
 
-    with shape_config.patch(backed_size_oblivious=True):
+    with shape_config.patch(backed_size_oblivious=True):  # as export_program exports: a symbolic dim keeps its range
         return to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()])
 
 
@@ -88,10 +87,11 @@ class XnnpackPath(PteArtifact, Path):
     description = "torch.export -> to_edge_transform_and_lower(XnnpackPartitioner) -> executorch.runtime"
     packages = ("torch", "executorch")
     warm_imports = EXECUTORCH_WARM + ("harness.paths.executorch_xnnpack:warm_up",)
-    pipeline = (symbolic_shapes, export_program, symbolic_export, xnnpack_lowered, op_name, delegation_facts,
-                pte_program, load_forward, single_output, forward_output)
+    pipeline = (is_backward, symbolic_shapes, export_program, symbolic_export, xnnpack_lowered, op_name,
+                delegation_facts, pte_program, load_forward, forward_output)
     takes_shared_export = True
     artifact_cacheable = True
+    trains = "torch's joint graph, partitioned for XNNPACK where it takes it"
     symbolic = ("torch.export Dim through to_edge_transform_and_lower (XNNPACK's delegates take the upper bound) "
                 "and to_executorch")
 
@@ -111,6 +111,8 @@ def run_path(model, example, x):
         with stage("compile"):
             edge = xnnpack_lowered(ep)
             facts = delegation_facts(edge)
+            if spec.grad:
+                facts.update(joint_facts(ep, facts["delegated_ops"] + facts["undelegated_ops"]))
             program = pte_program(edge)
             buffer = bytes(program.buffer)
         return Prepared(pte_runner(buffer, spec), {**facts, **pte_facts(spec, ep, program)}, built=buffer)

@@ -47,8 +47,10 @@ import weakref
 
 import numpy as np
 
+from harness.paths._backward import joint_facts
 from harness.paths.base import (FRONTEND_MEMO, ONNX_REGISTRY_MEMO, Path, Prepared, Unsupported, dynamic_of, example_args,
-                                export_program, input_arrays, stage, symbolic_facts, symbolic_export, symbolic_shapes)
+                                export_program, input_arrays, is_backward, stage, symbolic_export, symbolic_facts,
+                                symbolic_shapes)
 
 _BF16 = "bfloat16"
 
@@ -90,10 +92,13 @@ def unsupported_reason(message: str, dtypes: set[str]) -> str | None:
 
 def onnx_model(model, example, dynamic=None):
     """torch.onnx.export(model, example, dynamo=True)'s ModelProto, under no_grad; `model` a module, or an
-    ExportedProgram of it (the exporter then starts from it). With `dynamic` (export_program's symbolic dims) the
-    module is exported symbolic first: the ONNX model's dims are then named (dim_param), dynamic axes."""
+    ExportedProgram of it (the exporter then starts from it); a gradient case's Backward, torch's joint graph.
+    With `dynamic` (export_program's symbolic dims) the module is exported symbolic first: the ONNX model's dims
+    are then named (dim_param), dynamic axes."""
     import torch
 
+    if is_backward(model):  # torch.export of its joint graph: the exporter's own capture cannot trace autograd.grad
+        model = export_program(model, example, dynamic)
     if dynamic and isinstance(model, torch.nn.Module):
         model = export_program(model, example, dynamic)
     with torch.no_grad():
@@ -207,12 +212,13 @@ class OnnxRuntimePath(Path):
     warm_imports = ("torch", "torch.export", "torch.onnx", "onnx", "onnxscript", "onnxruntime", FRONTEND_MEMO,
                     ONNX_REGISTRY_MEMO)
     script_imports = "import tempfile\n\nimport onnx\n"
-    pipeline = (symbolic_shapes, export_program, symbolic_export, onnx_model, op_types, session_options, cpu_session,
-                ort_value, session_runner)
+    pipeline = (is_backward, symbolic_shapes, export_program, symbolic_export, onnx_model, op_types, session_options,
+                cpu_session, ort_value, session_runner)
     takes_shared_export = True
     artifact_cacheable = True
     symbolic = "ONNX dynamic axes: torch.onnx.export of the symbolic torch.export (Dim) names the dims (dim_param)"
     level = "ORT_DISABLE_ALL"
+    trains = "torch's joint graph exported to ONNX as an inference graph"
 
     def script_calls(self) -> str:
         optimized = listing = ""
@@ -250,7 +256,8 @@ def run_path(model, example, x):
                 raise
             run = session_runner(session)
             facts = {"onnx_opset": max(o.version for o in model.opset_import if o.domain in ("", "ai.onnx")),
-                     "onnx_ops": exported_ops, "ort_optimization": self.level, **symbolic_facts(spec, exported)}
+                     "onnx_ops": exported_ops, "ort_optimization": self.level, **symbolic_facts(spec, exported),
+                     **(joint_facts(exported) if spec.grad and exported is not None else {})}
             if optimized_path:
                 optimized_ops = op_types(onnx.load(optimized_path))
                 facts["ort_ops"] = optimized_ops

@@ -162,6 +162,32 @@ def _scripted(path: str, spec: CaseSpec) -> np.ndarray:
         del sys.modules[module.__name__]
 
 
+def _live_gradient(path: str) -> set:
+    """The code objects a small float32 gradient case runs on the path (a path that trains): its training flow.
+    A stack that refuses torch's joint graph raises its own error; what ran before it counts."""
+    from helpers import grad_case
+
+    from harness.paths.base import StageError, Unsupported
+
+    # a layer norm written out: Relax differentiates its ops without a decomposition (`tvm`: nn.layer_norm it cannot)
+    spec, build, example, x, _ = grad_case({"pattern": "layer_norm", "style": "manual", "dtype": "float32",
+                                            "shape": [2, 16]})
+    ran: set = set()
+
+    def profile(frame, event, arg):
+        if event == "call":
+            ran.add(frame.f_code)
+
+    sys.setprofile(profile)
+    try:
+        paths.get(path).prepare(spec, build(), example).run(x)
+    except (StageError, Unsupported):
+        pass
+    finally:
+        sys.setprofile(None)
+    return ran
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("path", paths.default_names())
 def test_the_live_path_runs_its_pipeline_and_its_script_gives_the_same_bits(path):
@@ -176,5 +202,28 @@ def test_the_live_path_runs_its_pipeline_and_its_script_gives_the_same_bits(path
         ran_either |= ran
         scripted = _scripted(path, spec)
         assert scripted.dtype == live.dtype and scripted.tobytes() == live.tobytes(), spec
+    if paths.get(path).trains:  # a gradient case runs the rest of the pipeline: the path's training flow
+        with torch.compiler.config.patch(force_disable_caches=path.startswith("inductor")):
+            ran_either |= _live_gradient(path)
     not_run = {fn.__name__ for fn in paths.get(path).pipeline if fn.__code__ not in ran_either}
     assert not not_run, f"{path}: the script pastes functions the live path does not run: {not_run}"
+
+
+def test_the_shared_export_of_a_backward_is_torchs_joint_graph():
+    import torch
+
+    from harness.oracle.backward import Backward
+    from harness.paths._backward import backward_ops
+    from harness.paths.base import export_program, is_backward
+
+    norm = torch.nn.LayerNorm(16)
+    example = (torch.randn(4, 16), torch.randn(4, 16))  # x, then the cotangent
+    backward = Backward(norm, 1)
+    assert is_backward(backward) and not is_backward(norm)
+    ep = export_program(backward, example)
+    assert backward_ops(ep.graph) == ["aten.native_layer_norm_backward.default"]
+    assert [s.kind.name for s in ep.graph_signature.input_specs].count("USER_INPUT") == 2
+    grads = ep.module()(*example)
+    for got, want in zip(grads, backward(*example)):
+        assert torch.equal(got, want)
+    assert backward_ops(export_program(norm, example[:1]).graph) == []  # a forward module: its forward

@@ -173,6 +173,25 @@ def test_a_traced_artifact_still_runs_after_a_precompile_reset_dynamo():
     np.testing.assert_array_equal(broken.run(inputs.x).view(np.uint16), first.view(np.uint16))
 
 
+def test_a_gradient_case_runs_autograd_through_the_compiled_forward():
+    """AOTAutograd compiles the forward and the backward (two Inductor graphs for the one Dynamo graph); runs
+    after another prepare reset Dynamo compile it again, with the same result."""
+    from helpers import grad_case, grad_error
+
+    spec, build, example, x, expected = grad_case(
+        {"pattern": "layer_norm", "dtype": "float16", "shape": [8, 32], "params": {"kind": "normal"}})
+    path = paths.get("inductor")
+    prepared = path.prepare(spec, build(), example)
+    out = prepared.run(x)
+    assert [(o.shape, str(o.dtype)) for o in out] == [((8, 32), "float16"), ((32,), "float16"), ((32,), "float16")]
+    assert max(grad_error(out, expected)) < 2e-3
+    facts = prepared.facts
+    assert facts["inductor_backward"] == "compiled (AOTAutograd)" and facts["inductor_compiled_graphs"] == 2
+    # Inductor's decomposition table decomposes the backward op before its kernels
+    assert facts["joint_backward_ops"] == ["aten.native_layer_norm_backward.default"] and facts["backward_kept"] == []
+    assert facts["inductor_precompiled"] == "off" and path.artifact(prepared) is None  # not kept: compiled at its call
+
+
 def test_a_symbolic_compile_from_a_size_1_example_serves_every_size_and_counts_its_compiles():
     """mark_dynamic alone refuses a size-1 example (0/1 specialisation); compiled size-oblivious, one graph serves
     1, 5 and 300 rows, and the fact `compiles`, read after the runs, says so."""
