@@ -27,10 +27,10 @@ from harness.paths.base import Path, Prepared, export_program, is_backward, stag
 def edge_program(ep):
     """to_edge of an ExportedProgram: the edge manager the portable kernels' program is made from (re-traced
     size-oblivious, as export_program exports: a symbolic dim keeps its range)."""
+    import torch
     from executorch.exir import to_edge
-    from torch.fx.experimental import _config as shape_config
 
-    with shape_config.patch(backed_size_oblivious=True):
+    with torch.fx.experimental._config.patch(backed_size_oblivious=True):
         return to_edge(ep)
 
 

@@ -70,12 +70,12 @@ def edge_rewritten(ep, skip_dim_order: bool):
 
     QNN lowers with qnn_edge_config(): _check_ir_validity=False, which also lets the non-core aten.rms_norm the
     pass builds stay legal (written out: importing QNN's utils loads torchao, 20 s)."""
+    import torch
     from executorch.exir import EdgeCompileConfig, to_edge
-    from torch.fx.experimental import _config as shape_config
 
-    with shape_config.patch(backed_size_oblivious=True):  # as export_program exports: a symbolic dim keeps its range
-        edge_ep = to_edge(ep, compile_config=EdgeCompileConfig(_check_ir_validity=False,
-                                                               _skip_dim_order=skip_dim_order)).exported_program()
+    with torch.fx.experimental._config.patch(backed_size_oblivious=True):  # as export_program: a dim keeps its range
+        edge_ep = to_edge(ep, compile_config=EdgeCompileConfig(_check_ir_validity=False, _skip_dim_order=skip_dim_order)
+                          ).exported_program()
     facts = rewrite(edge_ep.graph_module, quantization_capture=False)
     return edge_ep.module(), facts, edge_ep
 

@@ -33,10 +33,10 @@ from harness.paths.base import Path, Prepared, export_program, is_backward, stag
 def xnnpack_lowered(ep):
     """to_edge_transform_and_lower with XnnpackPartitioner: what XNNPACK takes is delegated, the rest stays."""
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    import torch
     from executorch.exir import to_edge_transform_and_lower
-    from torch.fx.experimental import _config as shape_config
 
-    with shape_config.patch(backed_size_oblivious=True):  # as export_program exports: a symbolic dim keeps its range
+    with torch.fx.experimental._config.patch(backed_size_oblivious=True):  # as export_program: a dim keeps its range
         return to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()])
 
 

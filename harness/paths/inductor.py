@@ -98,7 +98,6 @@ def inductor_compiled(model, example, emulate: bool, dynamic=None):
     size-oblivious, as export_program exports (an example of size 1 is not specialised, one graph serves 1 too);
     where torch's own code guards the size away from 1 (a constraint violation), in [2, max]."""
     import torch
-    from torch.fx.experimental import _config as shape_config
     from torch.fx.experimental.symbolic_shapes import ConstraintViolationError
 
     for low in (1, 2):
@@ -111,9 +110,9 @@ def inductor_compiled(model, example, emulate: bool, dynamic=None):
         if dynamic:
             args = marked_dynamic(example, dynamic, low)
         try:
-            with precision_config(emulate), torch.no_grad(), \
-                    shape_config.patch(backed_size_oblivious=bool(dynamic)):
-                compiled(*args)  # a Backward's call runs the forward and the backward: both compiled here
+            with precision_config(emulate), torch.no_grad():
+                with torch.fx.experimental._config.patch(backed_size_oblivious=bool(dynamic)):
+                    compiled(*args)  # a Backward's call runs the forward and the backward: both compiled here
             return compiled
         except ConstraintViolationError:  # only a symbolic compile's marks can be violated
             if low == 2:

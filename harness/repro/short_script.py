@@ -301,14 +301,19 @@ def forward_only(code: str) -> str:
 
 def static_only(code: str) -> str:
     """`code` without its symbolic branches, for a static case (DYNAMIC is None): every `if` testing the name
-    `dynamic` without an else (the pipeline keeps what only a symbolic compile runs in such blocks); prune then
+    `dynamic` without an else (the pipeline keeps what only a symbolic compile runs in such blocks), and every
+    `with` of the size-oblivious tracing (a re-trace that keeps a symbolic range) left for its body; prune then
     drops what they alone called (symbolic_export, marked_dynamic, partial_shapes…)."""
-    tree = ast.parse(code)
+    lines = code.split("\n")
     drop: set[int] = set()
-    for node in ast.walk(tree):
+    dedent: set[int] = set()
+    for node in ast.walk(ast.parse(code)):
         if isinstance(node, ast.If) and not node.orelse and "dynamic" in _used(node.test):
             drop.update(range(node.lineno, node.end_lineno + 1))
-    return "\n".join(line for i, line in enumerate(code.split("\n"), 1) if i not in drop)
+        elif isinstance(node, ast.With) and all("backed_size_oblivious" in ast.unparse(w) for w in node.items):
+            drop.update(range(node.lineno, node.body[0].lineno))
+            dedent.update(range(node.body[0].lineno, node.end_lineno + 1))
+    return "\n".join(line[4:] if i in dedent else line for i, line in enumerate(lines, 1) if i not in drop)
 
 
 def _used(node: ast.AST) -> set[str]:
@@ -357,7 +362,9 @@ def render_short(spec: CaseSpec, path: str, title: str) -> str:
     if not model.startswith("#"):  # torch's own module: the comment beside it
         first, _, rest = model.partition("\n")
         model = f"{first}  # the model: torch's own module\n{rest}"
-    reference_code, path_code, check = _reference(spec), S.path_code(spec, runner), _check(spec, path, ref)
+    # a static case's calls pass None where a symbolic one's pass DYNAMIC (no line of its own here)
+    path_code = S.path_code(spec, runner) if spec.dynamic else runner.script_code().replace("DYNAMIC", "None")
+    reference_code, check = _reference(spec), _check(spec, path, ref)
     if not spec.grad:
         path_code = forward_only(path_code)
     if _plain(spec):  # to_torch comes to torch.from_numpy here (the path's own calls keep theirs)
