@@ -81,7 +81,8 @@ def test_tvm_symbolic_at_70000(records, name):
 
 @pytest.mark.xfail(strict=True, reason="new (issue 47): iree's compile of a float16 affine instance norm over a "
                                        "symbolic length gives non-finite values at every length (its static "
-                                       "compile passes at each); the issue ties iree-org/iree#23650 to it")
+                                       "compile passes at each; without weight both fail to compile: "
+                                       "iree-new-instance-norm-none); the issue names iree-org/iree#23650")
 @pytest.mark.parametrize("n", LENGTHS)
 def test_iree_symbolic(records, n):
     assert records["iree"][n]["verdict"] == "pass"
