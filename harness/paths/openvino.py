@@ -39,8 +39,7 @@ import numpy as np
 from harness.paths import _ov_intermediates as ovi
 from harness.paths._ov_intermediates import compile_cpu, infer_all
 from harness.paths.base import (Capture, Intermediate, Path, Prepared, Unsupported, dynamic_of, example_args,
-                                export_program, input_arrays, is_backward, stage, symbolic_export, symbolic_facts,
-                                symbolic_shapes)
+                                export_program, input_arrays, is_backward, stage, symbolic_facts)
 
 
 def partial_shapes(args: tuple, dynamic):
@@ -65,7 +64,7 @@ def convert(module, args: tuple, dynamic=None):
     import openvino as ov
 
     if is_backward(module):  # a gradient case: torch's joint graph, as OpenVINO takes an ExportedProgram
-        module = export_program(module, args, dynamic)
+        module = export_program(module, args)  # its symbolic dims, if any: the partial shapes below
     shapes = {}
     if dynamic:
         shapes["input"] = partial_shapes(args, dynamic)
@@ -152,9 +151,9 @@ class OpenVinoPath(Path):
     packages = ("torch", "openvino")
     warm_imports = ("torch", "openvino", "openvino.frontend.pytorch")
     script_imports = "import openvino as ov\n"
-    pipeline = (is_backward, symbolic_shapes, export_program, symbolic_export, partial_shapes, convert, compile_cpu,
-                runtime_nodes, ovi.ov_array, infer_all, run_infer, ovi.computing_nodes, ovi.value_nodes, ovi.with_results,
-                ovi.stored_dtypes, ovi.readable_nodes, ovi.exposed_runner)
+    pipeline = (is_backward, export_program, partial_shapes, convert, compile_cpu, runtime_nodes, ovi.ov_array,
+                infer_all, run_infer, ovi.computing_nodes, ovi.value_nodes, ovi.with_results, ovi.stored_dtypes,
+                ovi.readable_nodes, ovi.exposed_runner)
     takes_shared_export = False
     trains = "torch's joint graph (its ExportedProgram) converted as an inference graph"
     artifact_cacheable = True
