@@ -16,12 +16,14 @@ import sys
 from harness.core.errors import UsageError
 from harness.core.records import write_atomic
 from harness.core.verdicts import DEFAULT_TIMEOUT
-from harness.repro.resolve import DEFAULT_RESULTS, check_path, resolve
+from harness.repro.resolve import DEFAULT_RESULTS, NO_MODULE_GRADIENT, check_path, resolve
 from harness.repro.script import render
 
 
 def _module_script(spec, path: str, inline: bool, extra: dict) -> str:
     """A module case's script: its class resolved in a worker first (it is user code), then written out."""
+    if spec.grad:
+        raise UsageError(f"{spec}: {NO_MODULE_GRADIENT}")
     from harness.core.verdicts import Verdict
     from harness.engine.plan import Task
     from harness.engine.run import execute_tasks

@@ -141,6 +141,11 @@ class Cases:
         return Setup(inputs, by_position(evaluation_reference(evaluation, witnesses)),
                      lambda: (mc.build(), mc.example(inputs, spec.layout)), lift, lift_problem(lift), mc)
 
+    def lifted_backward(self, spec):
+        """The LiftedBackward (harness.modules.lift_backward) of gradient case `spec`'s structure, once its setup
+        was made here (its program's names for the inputs, the cotangents and the module's state); None before."""
+        return self._backwards.get(spec.structure_key())
+
     def _gradient_setup(self, spec) -> Setup:
         """A gradient case's Setup (harness.engine.gradients): its backward lifted from torch's joint graph, a
         CaseProblem where that cannot be done or its check against float64 autograd fails."""

@@ -120,7 +120,7 @@ def report_html(records: list[dict], title: str = "normdiff results", *, out_dir
         parts.append(f"<tr><td>{e(p)}</td>" + "".join(f"<td>{c[v] or ''}</td>" for v in VERDICTS) + "</tr>")
     parts.append("</table>")
     parts.append(zoo_html(records, paths))
-    parts.append(model_html(records))
+    parts.extend(section for section in (model_html(records),) if section)  # a run of no model adds nothing
     parts.append("<h2>Pass rate per path over the recorded runs</h2>" + pass_rate_table(history, paths))
 
     if records:

@@ -132,19 +132,21 @@ def check_code(spec: CaseSpec, ref: Reference, path: str, expected: str, output:
     (the full and module scripts, the short script): one decision, the comparator's.
 
     `ref` is the reference of the output checked; `expected` the expression of the dtype `out` must have
-    (eager's, or torch's promotion for eager). For output `output` of several (named `name`), the function is
+    (eager's, or torch's promotion for eager; a gradient's own, judged without eager). For output `output` of several (named `name`), the function is
     `check_OUTPUT(out, eager, ref=ref[OUTPUT])`: that output's thresholds and reference, the script's `ref`
     being the tuple of the outputs' references."""
     rounding = narrowest(ref.rounding_dtype, ref.out_dtype)
-    compiled = path != "eager"
+    alone = ref.gradient  # a gradient is judged without eager, eager itself as any path (compare.score)
+    compiled = path != "eager" and not alone
     program = ref.bound is not None
     lines = [f"rows = lambda a: {rows_view(spec, ref)}", _ulp(rounding)]
-    allowed = witness_allowance(ref, rounding) if compiled else None
+    allowed = witness_allowance(ref, rounding) if compiled or alone else None
     lines += _program_unit(ref, rounding, allowed is not None) if program else _catalog_unit(ref, rounding)
     if allowed is not None:
         lines.append(literal(allowed, "ALLOWED", f"per row, per unit: {EAGER_MULTIPLIER:g}x what normdiff's float32 "
                              "witnesses (correct implementations) err there, at least the floor"))
         rule = ["excess = lambda e: np.where(e > pe, (e - pe) / unit, 0.0).max(1)  # beyond pe, per unit",
+                "over = excess(err) > ALLOWED  # a gradient: judged alone, eager's error not read" if alone else
                 f"over = excess(err) > np.maximum({EAGER_MULTIPLIER:g} * excess(eager_err), ALLOWED)"]
     else:
         if program:

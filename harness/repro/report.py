@@ -38,7 +38,7 @@ from harness.engine.run import execute_tasks
 from harness.oracle.inputs import make_inputs
 from harness.oracle.reference import reference
 from harness.repro.controls import Control, controls
-from harness.repro.resolve import resolve
+from harness.repro.resolve import NO_MODULE_GRADIENT, resolve
 from harness.repro.script import render
 from harness.repro.short_script import FIRST, first_values, render_short
 from harness.spec import CaseSpec
@@ -91,6 +91,8 @@ def plan(target: str, path: str | None, results: str, timeout: float = DEFAULT_T
     check_installed(path)
     bug = extra.get("bug")
     origin = None
+    if spec.is_module and spec.grad:
+        raise UsageError(f"{spec}: {NO_MODULE_GRADIENT}")
     if spec.is_module:
         origin, spec = spec.cls, lifted(spec, timeout)
     catalog = tuple((s, p) for s, p in (bug.controls if bug else ()) if not s.is_module)

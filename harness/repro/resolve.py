@@ -21,6 +21,8 @@ from harness.spec import CaseSpec, SpecError, load_spec_file
 from harness.core.verdicts import DEFAULT_OUT, Verdict
 
 DEFAULT_RESULTS = os.path.join(DEFAULT_OUT, "results.jsonl")
+# a module case's scripts are its lifted forward program's: its gradients have none yet
+NO_MODULE_GRADIENT = "a module case's gradient script is not written yet (docs/gradients.md#repro-scripts)"
 _CASE_ID = re.compile(r"^[0-9a-f]{12}$")
 
 

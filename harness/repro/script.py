@@ -35,6 +35,7 @@ from harness.oracle.twins import TWIN_PATTERNS
 from harness.repro import pieces as T
 from harness.repro.check_code import check_code
 from harness.repro.stage_table import stage_section
+from harness.repro import gradient_script as G
 from harness.repro import program_script as P
 
 _NP = P.NUMPY_TYPES
@@ -332,7 +333,7 @@ def check_section(spec: CaseSpec, path: str, ref) -> tuple[str, dict]:
     """(normdiff's check for the case, the fields of T.MAIN or T.MAIN_SEVERAL): `check(out, eager)`, or for a
     case of several outputs one `check_K` per output, each with its own reference and thresholds
     (harness.repro.check_code: the one check every script pastes)."""
-    eager = path == "eager"
+    eager = path == "eager" or ref.gradient or any(r.gradient for r in ref.each)  # a gradient: its own dtype
     if not ref.outputs:
         return check_code(spec, ref, path, "EXPECTED_DTYPE" if eager else "eager.dtype"), {}
     checks = [check_code(spec, r, path, f"EXPECTED_DTYPE[{k}]" if eager else "eager.dtype", k, name)
@@ -360,7 +361,7 @@ def render(spec: CaseSpec, path: str, *, bug=None, recorded: str | None = None) 
     description = runner.description
     others = [d for d in runner.packages if d != "torch"]
     library = ", ".join(others) or None
-    ref = reference(spec, make_inputs(spec))
+    ref = G.setup(spec).ref if spec.grad else reference(spec, make_inputs(spec))
 
     model = model_code(spec) + ("\n\n" + backward_code(spec) if spec.grad else "")
     code_imports = T.IMPORTS + "from torch import nn\n"
@@ -372,10 +373,12 @@ def render(spec: CaseSpec, path: str, *, bug=None, recorded: str | None = None) 
     report = report_code(spec, path, runner, ref, libraries)
     # A path that exposes its intermediates (declared: its script defines `intermediates`) gets the stage table
     # (docs/attribution.md), for a case of one output or of several.
-    stages = stage_section(spec) if runner.has_intermediates else None
+    stages = stage_section(spec) if runner.has_intermediates and not spec.grad else None
+    inputs = input_code(spec) + ("\n" + G.cotangent_code(spec, draw_input) if spec.grad else "")
     sections = [
         _header(spec, path, description, library, bug, recorded),
-        code_imports, T.CONVERSIONS, input_code(spec), model, reference_code(spec), path_part,
+        code_imports, T.CONVERSIONS, inputs, model, G.reference_code(spec) if spec.grad else reference_code(spec),
+        path_part,
         *([stages] if stages else []), report,
     ]
     return "\n\n\n".join(s.strip("\n") for s in sections) + "\n"

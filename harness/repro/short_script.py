@@ -43,6 +43,7 @@ from harness.oracle.reference import reference
 from harness.program.ir import ones_value
 from harness.repro import pieces as T
 from harness.repro.check_code import check_code
+from harness.repro import gradient_script as G
 from harness.repro import program_script as P
 from harness.repro import script as S
 from harness.spec import CaseSpec
@@ -247,7 +248,8 @@ def _check(spec: CaseSpec, path: str, ref) -> str:
 def _check_each(spec: CaseSpec, path: str, ref) -> str:
     """_check for a case of several outputs: each output held to its own `check_K` (its reference, its
     thresholds: harness.repro.check_code, as the full script's), in turn."""
-    checks = [check_code(spec, r, path, "eager.dtype" if path != "eager" else f"np.dtype({S._NP[r.out_dtype]})", k, name)
+    checks = [check_code(spec, r, path, "eager.dtype" if path != "eager" and not r.gradient
+                         else f"np.dtype({S._NP[r.out_dtype]})", k, name)
               for k, (r, name) in enumerate(zip(ref.each, ref.output_names))]
     first = f"[float(v) for v in {{}}.reshape(-1)[:{FIRST}]]"
     lines = [*checks, f"example = tuple(to_torch(a, {spec.layout!r}) for a in INPUTS)", "with torch.no_grad():",
@@ -357,7 +359,7 @@ def _imports(body: str, library: str) -> str:
 def render_short(spec: CaseSpec, path: str, title: str) -> str:
     """The short script reproducing `spec` on `path` (KeyError for an unknown path)."""
     runner = paths.get(path)
-    ref = reference(spec, make_inputs(spec))
+    ref = G.setup(spec).ref if spec.grad else reference(spec, make_inputs(spec))
     model = _torch_module(spec) or S.model_code(spec)
     if not model.startswith("#"):  # torch's own module: the comment beside it
         first, _, rest = model.partition("\n")
@@ -365,11 +367,17 @@ def render_short(spec: CaseSpec, path: str, title: str) -> str:
     # a static case's calls pass None where a symbolic one's pass DYNAMIC (no line of its own here)
     path_code = S.path_code(spec, runner) if spec.dynamic else runner.script_code().replace("DYNAMIC", "None")
     reference_code, check = _reference(spec), _check(spec, path, ref)
-    if not spec.grad:
+    inputs = _inputs(spec)
+    if spec.grad:  # the Backward, the cotangents, the lifted backward's reference (harness.repro.gradient_script)
+        model += "\n" + S.backward_code(spec)
+        inputs += G.cotangent_code(spec, lambda sp, p, stream, name, a, shape: _draw(
+            sp, p, stream, name, a, repr(tuple(shape)), S._NP[str(a.dtype)], shape), "rng = " not in inputs)
+        reference_code = G.reference_code(spec)
+    else:
         path_code = forward_only(path_code)
     if _plain(spec):  # to_torch comes to torch.from_numpy here (the path's own calls keep theirs)
         model, reference_code = (re.sub(r"\bto_torch\(", "torch.from_numpy(", c) for c in (model, reference_code))
-    inputs = _inline_types(_inputs(spec), "\n".join((model, reference_code, path_code, check)))
+    inputs = _inline_types(inputs, "\n".join((model, reference_code, path_code, check)))
     body = "\n\n".join(part.strip("\n") for part in (
         _conversions(spec, ref), inputs, model, reference_code,
         "# -- the path's own calls (normdiff's harness/paths/, pasted)\n" + path_code, check))

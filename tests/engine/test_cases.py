@@ -66,3 +66,15 @@ def test_an_edit_to_the_class_is_a_new_key_not_a_stale_lift(tmp_path, monkeypatc
     after = Cases(cache).module_case(spec)
     assert after.exported is not None  # lifted again
     assert "2.0" in before.resolved.source and "3.0" in after.resolved.source
+
+
+def test_a_gradient_cases_lifted_backward_is_kept_by_structure_once_its_setup_is_made():
+    """What a gradient repro script pastes (harness/repro/gradient_script.py): the program's names for the
+    inputs, the cotangents and the module's state."""
+    spec = CaseSpec.from_dict({"pattern": "layer_norm", "dtype": "float32", "shape": [2, 8], "grad": True})
+    cases = Cases()
+    assert cases.lifted_backward(spec) is None
+    cases.setup(spec)
+    lifted = cases.lifted_backward(spec)
+    assert lifted.inputs == ("x", "dy") and set(lifted.params) <= {"weight", "bias"} and "weight" in lifted.params
+    assert lifted.source == cases.setup(spec).lift.program
