@@ -94,29 +94,38 @@ def inductor_compiled(model, example, emulate: bool, dynamic=None):
     """torch.compile(model, dynamic=False), Dynamo reset first, compiled by a first call on `example` (the
     tuple of its input tensors) under precision_config(emulate). A Backward (a gradient case) is rebuilt around
     torch.compile of its forward_module: its call differentiates the compiled forward, as training does. With
-    `dynamic` (the symbolic dims) that call's inputs are marked_dynamic in [1, max] and it compiles
-    size-oblivious, as export_program exports (an example of size 1 is not specialised, one graph serves 1 too);
-    where torch's own code guards the size away from 1 (a constraint violation), in [2, max]."""
+    `dynamic` (the symbolic dims), symbolic_compiled makes that first call."""
+    import torch
+
+    torch._dynamo.reset()  # a fresh compile: nothing reused from another torch.compile
+    if is_backward(model):  # a gradient case: autograd through the compiled forward (AOTAutograd's compiled backward)
+        compiled = type(model)(torch.compile(model.forward_module, dynamic=False), model.n_inputs)
+    else:
+        compiled = torch.compile(model, dynamic=False)
+    if dynamic:
+        return symbolic_compiled(compiled, example, emulate, dynamic)
+    with precision_config(emulate), torch.no_grad():
+        compiled(*example)  # a Backward's call runs the forward and the backward: both compiled here
+    return compiled
+
+
+def symbolic_compiled(compiled, example, emulate: bool, dynamic):
+    """`compiled` compiled by a first call on `example` marked_dynamic in [1, max], size-oblivious as
+    export_program exports (an example of size 1 is not specialised, one graph serves 1 too); where torch's own
+    code guards the size away from 1 (a constraint violation), compiled afresh in [2, max]."""
     import torch
     from torch.fx.experimental.symbolic_shapes import ConstraintViolationError
 
     for low in (1, 2):
-        torch._dynamo.reset()  # a fresh compile: nothing reused from another torch.compile
-        if is_backward(model):  # a gradient case: autograd through the compiled forward (AOTAutograd's backward)
-            compiled = type(model)(torch.compile(model.forward_module, dynamic=False), model.n_inputs)
-        else:
-            compiled = torch.compile(model, dynamic=False)
-        args = example
-        if dynamic:
-            args = marked_dynamic(example, dynamic, low)
         try:
-            with precision_config(emulate), torch.no_grad():
-                with torch.fx.experimental._config.patch(backed_size_oblivious=bool(dynamic)):
-                    compiled(*args)  # a Backward's call runs the forward and the backward: both compiled here
+            with precision_config(emulate), torch.no_grad(), \
+                    torch.fx.experimental._config.patch(backed_size_oblivious=True):
+                compiled(*marked_dynamic(example, dynamic, low))
             return compiled
-        except ConstraintViolationError:  # only a symbolic compile's marks can be violated
+        except ConstraintViolationError:
             if low == 2:
                 raise
+            torch._dynamo.reset()
 
 
 def inductor_output(compiled, example, recompile: bool = False):
@@ -202,7 +211,8 @@ class InductorPath(Path):
     emulate = False
     cache_facts = ("inductor_fx_graph_cache", "inductor_aot_autograd_cache", "inductor_precompiled")
     # The script takes the plain compile (a precompile is the same Dynamo capture and Inductor, saved).
-    pipeline = (is_backward, precision_config, marked_dynamic, inductor_compiled, inductor_output)
+    pipeline = (is_backward, precision_config, marked_dynamic, inductor_compiled, symbolic_compiled,
+                inductor_output)
     trains = "torch.compile of the norm, autograd through it (AOTAutograd's compiled backward)"
     artifact_cacheable = True
     restore_takes_build = True
