@@ -43,7 +43,8 @@ from harness.paths._executorch_common import (
     quiet_imports,
 )
 from harness.paths import _fx_intermediates as fx
-from harness.paths.base import Path, Prepared, export_program, is_backward, stage
+from harness.paths.base import (Path, Prepared, export_program, is_backward, stage, symbolic_export, symbolic_facts,
+                                symbolic_shapes)
 
 
 def rewrite(graph_module, quantization_capture: bool) -> dict:
@@ -69,10 +70,12 @@ def edge_rewritten(ep, skip_dim_order: bool):
 
     QNN lowers with qnn_edge_config(): _check_ir_validity=False, which also lets the non-core aten.rms_norm the
     pass builds stay legal (written out: importing QNN's utils loads torchao, 20 s)."""
+    import torch
     from executorch.exir import EdgeCompileConfig, to_edge
 
-    edge_ep = to_edge(ep, compile_config=EdgeCompileConfig(_check_ir_validity=False, _skip_dim_order=skip_dim_order)
-                      ).exported_program()
+    with torch.fx.experimental._config.patch(backed_size_oblivious=True):  # as export_program: a dim keeps its range
+        edge_ep = to_edge(ep, compile_config=EdgeCompileConfig(_check_ir_validity=False, _skip_dim_order=skip_dim_order)
+                          ).exported_program()
     facts = rewrite(edge_ep.graph_module, quantization_capture=False)
     return edge_ep.module(), facts, edge_ep
 
@@ -84,7 +87,8 @@ def capture_rewritten(ep):
 
 
 # What every recompose script pastes; each path adds the function that builds its graph.
-_PIPELINE = (is_backward, export_program, dtype_of, rewrite, graph_output, op_name, fx.fx_intermediates)
+_PIPELINE = (is_backward, symbolic_shapes, export_program, symbolic_export, dtype_of, rewrite, graph_output, op_name,
+             fx.fx_intermediates)
 
 
 class _Recompose(Path):
@@ -100,6 +104,7 @@ class _Recompose(Path):
     artifact_cacheable = True
     has_intermediates = True
     trains = "torch's joint graph through the rewrite, run in Python"
+    symbolic = "torch.export Dim: the rewritten graph keeps the symbolic sizes and runs every size in Python"
 
     def _rewrite(self, ep):
         """(the graph module after both passes, the facts, what `_save` keeps): the path's pipeline call."""
@@ -109,11 +114,13 @@ class _Recompose(Path):
         """The script's expression of `_rewrite` on `ep`."""
         raise NotImplementedError
 
-    def _rewritten(self, module, example, exported=None):
+    def _rewritten(self, spec, module, example, exported=None):
+        """(graph module, facts, what `_save` keeps) of `module`, `spec`'s dynamic dims symbolic."""
         quiet_imports()
-        ep = export(module, example, exported)
+        ep = export(module, example, exported, spec)
         with stage("compile"):
-            return self._rewrite(ep)
+            graph_module, facts, built = self._rewrite(ep)
+        return graph_module, {**facts, **symbolic_facts(spec, ep)}, built
 
     def _save(self, built) -> bytes:
         raise NotImplementedError
@@ -127,19 +134,19 @@ class _Recompose(Path):
         return f'''\
 def run_path(model, example, x):
     """{self.name}: {self.description}"""
-    graph_module, facts, _ = {call.replace("(ep", "(export_program(model, example)")}
+    graph_module, facts, _ = {call.replace("(ep", "(export_program(model, example, DYNAMIC)")}
     print("QNN's RemoveRedundancy + RecomposeRmsNorm:", facts)  # rms_norm_input_dtype: what the rebuilt norm reads
     return graph_output(graph_module, example)
 
 
 def intermediates(model, example, x):
     """The rewritten graph run node by node, every node's value kept (for the stage table)."""
-    ep = export_program(model, example)
+    ep = export_program(model, example, DYNAMIC)
     return fx_intermediates({call}[0], example)
 '''
 
     def prepare(self, spec, module, example, exported=None) -> Prepared:
-        graph_module, facts, built = self._rewritten(module, example, exported)
+        graph_module, facts, built = self._rewritten(spec, module, example, exported)
         if spec.grad and exported is not None:
             facts = {**facts, **joint_facts(exported, call_ops(graph_module.graph))}
         return Prepared(module_runner(graph_module, spec), facts, built=built)
@@ -152,7 +159,8 @@ def intermediates(model, example, x):
 
     def intermediates(self, spec, module, example):
         """The rewritten graph rebuilt as `prepare` builds it and run node by node (_fx_intermediates)."""
-        return fx.fx_runner(self._rewritten(module, example)[0], spec, fx.INTERPRETED.format("the rewritten graph"))
+        return fx.fx_runner(self._rewritten(spec, module, example)[0], spec,
+                            fx.INTERPRETED.format("the rewritten graph"))
 
 
 def _zip_bytes(save, program) -> bytes:

@@ -45,19 +45,22 @@ import re
 import numpy as np
 
 from harness.paths._backward import joint_facts
-from harness.paths.base import (FRONTEND_MEMO, Path, Prepared, Unsupported, example_args, export_program,
-                                input_arrays, is_backward, stage)
+from harness.paths.base import (FRONTEND_MEMO, Path, Prepared, Unsupported, dynamic_of, example_args, export_program,
+                                input_arrays, is_backward, stage, symbolic_export, symbolic_facts, symbolic_shapes)
 
 # The LLVM CPU the dispatches are compiled for (module docstring and docs/paths.md: why this one).
 TARGET_CPU = "x86-64-v3"
 
 
-def turbine_mlir(module, args: tuple, exported=None) -> str:
-    """The torch-dialect MLIR iree-turbine's aot.export makes of the module (or of its ExportedProgram)."""
+def turbine_mlir(module, args: tuple, exported=None, dynamic=None) -> str:
+    """The torch-dialect MLIR iree-turbine's aot.export makes of the module (or of its ExportedProgram); with
+    `dynamic` (export_program's symbolic dims) of the symbolic export, its dims `?` in the MLIR."""
     import iree.turbine.aot as aot
 
     if exported is None and is_backward(module):  # a gradient case: torch's joint graph, exported
-        exported = export_program(module, args)
+        exported = export_program(module, args, dynamic)
+    if exported is None and dynamic:
+        exported = export_program(module, args, dynamic)
     if exported is None:
         return str(aot.export(module, args=args).mlir_module)
     table = aot.decompositions.current_aot_decompositions()
@@ -153,12 +156,14 @@ class IreePath(Path):
     warm_imports = ("torch", "torch.export", "iree.compiler", "iree.runtime", "iree.turbine.aot", FRONTEND_MEMO)
     script_imports = "import re\n\nimport iree.compiler\nimport iree.runtime\nimport iree.turbine.aot\n"
     # The pipeline's steps, in order: prepare calls them, and the repro script pastes them.
-    pipeline = (is_backward, export_program, turbine_mlir, reduction_dtypes, compile_vmfb, load_main, run_main)
+    pipeline = (is_backward, symbolic_shapes, export_program, symbolic_export, turbine_mlir, reduction_dtypes,
+                compile_vmfb, load_main, run_main)
     takes_shared_export = True
     artifact_cacheable = True
     restore_takes_build = False
     has_intermediates = False
     trains = "torch's joint graph compiled as an inference graph"
+    symbolic = "iree-turbine aot.export of the symbolic torch.export (Dim): dynamic dims (?) through iree.compiler"
 
     def script_code(self) -> str:
         steps = "\n\n".join(inspect.getsource(f) for f in self.pipeline)
@@ -169,14 +174,14 @@ TARGET_CPU = {TARGET_CPU!r}
 
 def run_path(model, example, x):
     """{self.name}: {self.description}"""
-    mlir = turbine_mlir(model, example)
+    mlir = turbine_mlir(model, example, None, DYNAMIC)
     print("reduction accumulator dtypes after torch-mlir:", ", ".join(reduction_dtypes(mlir)))
     return run_main(load_main(compile_vmfb(mlir, TARGET_CPU)), x)
 '''
 
     def prepare(self, spec, module, example, exported=None) -> Prepared:
         with stage("export"):
-            mlir = turbine_mlir(module, example_args(example), exported)
+            mlir = turbine_mlir(module, example_args(example), exported, dynamic_of(spec))
         with stage("compile"):
             try:
                 vmfb = compile_vmfb(mlir, TARGET_CPU)
@@ -188,7 +193,8 @@ def run_path(model, example, x):
                 if diagnostic:  # the tool's own first line says only that the tool failed
                     raise RuntimeError(f"iree-compile: {diagnostic}") from exc
                 raise
-            facts = {"iree_target_cpu": TARGET_CPU, "iree_reduction_dtypes": reduction_dtypes(mlir)}
+            facts = {"iree_target_cpu": TARGET_CPU, "iree_reduction_dtypes": reduction_dtypes(mlir),
+                     **symbolic_facts(spec, exported)}
             if is_backward(module) and exported is not None:  # the joint graph's backward ops (MLIR's are not ATen's)
                 facts.update(joint_facts(exported))
         return self._prepared(vmfb, facts)

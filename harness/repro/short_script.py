@@ -301,6 +301,23 @@ def forward_only(code: str) -> str:
     return "\n".join(line for i, line in enumerate(lines, 1) if i not in drop)
 
 
+def static_only(code: str) -> str:
+    """`code` without its symbolic branches, for a static case (DYNAMIC is None): every `if` testing the name
+    `dynamic` without an else (the pipeline keeps what only a symbolic compile runs in such blocks), and every
+    `with` of the size-oblivious tracing (a re-trace that keeps a symbolic range) left for its body; prune then
+    drops what they alone called (symbolic_export, marked_dynamic, partial_shapes…)."""
+    lines = code.split("\n")
+    drop: set[int] = set()
+    dedent: set[int] = set()
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.If) and not node.orelse and "dynamic" in _used(node.test):
+            drop.update(range(node.lineno, node.end_lineno + 1))
+        elif isinstance(node, ast.With) and all("backed_size_oblivious" in ast.unparse(w) for w in node.items):
+            drop.update(range(node.lineno, node.body[0].lineno))
+            dedent.update(range(node.body[0].lineno, node.end_lineno + 1))
+    return "\n".join(line[4:] if i in dedent else line for i, line in enumerate(lines, 1) if i not in drop)
+
+
 def _used(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
@@ -347,7 +364,9 @@ def render_short(spec: CaseSpec, path: str, title: str) -> str:
     if not model.startswith("#"):  # torch's own module: the comment beside it
         first, _, rest = model.partition("\n")
         model = f"{first}  # the model: torch's own module\n{rest}"
-    reference_code, path_code, check = _reference(spec), runner.script_code(), _check(spec, path, ref)
+    # a static case's calls pass None where a symbolic one's pass DYNAMIC (no line of its own here)
+    path_code = S.path_code(spec, runner) if spec.dynamic else runner.script_code().replace("DYNAMIC", "None")
+    reference_code, check = _reference(spec), _check(spec, path, ref)
     inputs = _inputs(spec)
     if spec.grad:  # the Backward, the cotangents, the lifted backward's reference (harness.repro.gradient_script)
         model += "\n" + S.backward_code(spec)
@@ -362,7 +381,7 @@ def render_short(spec: CaseSpec, path: str, title: str) -> str:
     body = "\n\n".join(part.strip("\n") for part in (
         _conversions(spec, ref), inputs, model, reference_code,
         "# -- the path's own calls (normdiff's harness/paths/, pasted)\n" + path_code, check))
-    body = tight(prune(_compact(body, runner.script_imports)))
+    body = tight(prune(_compact(body if spec.dynamic else static_only(body), runner.script_imports)))
     head = (f'#!/usr/bin/env python3\n"""{S._clean(title)}: exits 1 while the bug is present, 0 once it is fixed '
             '(written by normdiff repro --report)."""\n')
     return head + _imports(body, runner.script_imports).rstrip("\n") + "\n\n" + body

@@ -306,3 +306,22 @@ def test_torchs_joint_graph_trains_through_the_portable_runtime_and_the_rewrite(
         assert prepared.facts["joint_backward_ops"] == [op] and prepared.facts["backward_kept"] == kept, name
         if name == "executorch":  # decomposed into: the sums over the rows, in float32
             assert "aten.sum.dim_IntList" in prepared.facts["edge_ops"]
+
+
+def test_a_symbolic_dim_keeps_its_range_through_to_edge_from_a_size_1_example():
+    """to_edge re-traces the program: from a size-1 example it narrowed the range to [1, 2] (the runtime then
+    refused every larger input); export_program traces at 2 and edge_program re-traces size-oblivious."""
+    import torch
+
+    from harness.paths.base import export_program, symbolic_range
+    from harness.paths.executorch import edge_program
+    from harness.paths.executorch_recompose import edge_rewritten
+
+    norm = torch.nn.LayerNorm(16).eval()
+    ep = export_program(norm, (torch.randn(1, 16),), ((0,), 4096))
+    assert symbolic_range(ep) == [1, 4096]
+    assert symbolic_range(edge_program(ep).exported_program()) == [1, 4096]
+    graph_module, _, _ = edge_rewritten(ep, False)
+    x = torch.randn(5, 16)  # the rewritten edge graph runs a size other than its example's
+    out = graph_module(x)
+    assert torch.allclose(out[0] if isinstance(out, (list, tuple)) else out, norm(x).detach(), atol=1e-6)

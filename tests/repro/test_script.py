@@ -340,3 +340,30 @@ def test_a_gradient_cases_script_builds_the_backward_every_path_compiles():
     x, cotangent = torch.randn(4, 16), torch.randn(4, 16)
     got, want = namespace["model"](x, cotangent), backward.Backward(torch.nn.LayerNorm(16), 1)(x, cotangent)
     assert len(got) == 3 and all(torch.equal(a, b) for a, b in zip(got, want))
+
+
+def test_a_symbolic_case_s_script_compiles_its_dims_symbolic_once_and_runs_the_size_it_failed_at(tmp_path):
+    """DYNAMIC is what the path's calls take (harness.paths.base.dynamic_of): the script's export of a symbolic
+    case is the path's symbolic export, at the case's own size; a static case's script passes None."""
+    from harness.paths.base import dynamic_of
+    from harness.spec import CaseSpec
+
+    spec = CaseSpec.from_dict({"pattern": "layer_norm", "dtype": "float32", "shape": [3, 8], "dynamic": [0],
+                               "dynamic_max": 64})
+    text = repro_script.render(spec, "executorch-recompose-capture")
+    assert "\nDYNAMIC = ((0,), 64)\n" in text and "SHAPE = (3, 8)" in text
+    assert "export_program(model, example, DYNAMIC)" in text
+    import types
+
+    module = types.ModuleType("repro_symbolic")  # importable while it runs, as a script's __main__ is
+    sys.modules[module.__name__] = module
+    try:
+        exec(compile(text, "repro.py", "exec"), module.__dict__)  # noqa: S102 - its definitions (main not run)
+    finally:
+        del sys.modules[module.__name__]
+    namespace = module.__dict__
+    assert namespace["DYNAMIC"] == dynamic_of(spec)
+    example = tuple(namespace["to_torch"](a, spec.layout) for a in namespace["INPUTS"])
+    ep = namespace["export_program"](namespace["model"], example, namespace["DYNAMIC"])
+    assert [str(r) for r in ep.range_constraints.values()] == ["VR[1, 64]"]
+    assert "\nDYNAMIC = None  # static shapes" in repro_script.render(spec.static(), "executorch-recompose-capture")
