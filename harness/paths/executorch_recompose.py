@@ -61,8 +61,9 @@ def rewrite(graph_module, quantization_capture: bool) -> dict:
     recompose(graph_module)
     built = [n for n in nodes if n.target == norm and n not in before]
     return {"rms_norm_built": bool(built), "rms_norm_input_dtype": dtype_of(built[0].args[0]) if built else None,
-            "rms_norm_nodes": sum(n.target == norm for n in nodes), "dropped_casts": sorted(  # a dropped
-                f"{a}->{b}" for n, (a, b) in casts.items() if n not in alive and a and b and a != b)}  # cast: new math
+            # a dropped cast is new math: the casts the rewrite removed, as from->to
+            "rms_norm_nodes": sum(n.target == norm for n in nodes), "dropped_casts": sorted(
+                f"{a}->{b}" for n, (a, b) in casts.items() if n not in alive and a and b and a != b)}
 
 
 def edge_rewritten(ep, skip_dim_order: bool):
