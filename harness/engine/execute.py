@@ -24,7 +24,7 @@ from harness import paths
 from harness.attribution import annotate
 from harness.attribution.policy import Policy
 from harness.core.machine import cpu_features
-from harness.core.records import PROVENANCE, Record, Resolution
+from harness.core.records import PROVENANCE, Record, Resolution, StaticControl
 from harness.core.verdicts import Verdict
 from harness.engine import stored
 from harness.engine.cache import ArtifactCache, Origin
@@ -248,8 +248,19 @@ class Executor:
                 record = record.scored_each(results, k, run_seconds=time.perf_counter() - run_start,
                                             eager_max_abs_err=eager_err)
         record = replace(record, seconds=round(time.perf_counter() - start, 6))
-        # a wrong output: which stage lost it, if the policy says so (passes pay nothing)
-        return self.policy.apply(record, attribute, lambda r: self._attribute(r, spec, path, out, setup))
+        # a wrong output: which stage lost it, if the policy says so (passes pay nothing); the symbolic compile's
+        record = self.policy.apply(record, attribute, lambda r: self._attribute(r, spec, path, out, setup))
+        return self._static_control(record, spec, path_name)
+
+    def _static_control(self, record: Record, spec: CaseSpec, path_name: str) -> Record:
+        """A symbolic execution that ran and did not pass, with the same size compiled statically on the same
+        path (its own artifact, by the static structure key): does the failure need the symbolic compile?"""
+        if not spec.dynamic or record.verdict in (Verdict.PASS, Verdict.UNSUPPORTED):
+            return record
+        static = self.execute(spec.static(), path_name, attribute=False)
+        return replace(record, static_control=StaticControl(
+            str(Verdict(static.verdict).value), static.get("max_abs_err"), static.get("max_err_over_tol"),
+            static.message))
 
     def _attribute(self, record: Record, spec: CaseSpec, path, out, setup) -> Record:
         """The attribution of a failing record: the one the cache keeps for this very execution, else

@@ -108,3 +108,26 @@ def test_bugs_check_behaves_as_recorded_on_one_entry_of_each_kind(cli, tmp_path)
     seed = bugs.get("tvm-20909").specs[0]
     rec = next(r for r in records if r["case_id"] == seed.case_id and r["path"] == "tvm-decompose")
     assert rec["verdict"] == "inaccurate" and rec["max_abs_err"] == pytest.approx(0.4141, abs=1e-3)
+
+
+def test_a_symbolic_entry_holds_each_check_to_its_scope(monkeypatch):
+    """An entry of symbolic cases says "symbolic only" or "also static"; a check whose static control says the
+    other is a change, however it was reproduced."""
+    from cases.bug import entry
+
+    monkeypatch.setenv(paths.ENV, "")
+    paths.register("size-hint", "tests.plugin_paths:SizeHintPath")
+    raw = {"pattern": "rms_norm", "style": "qwen", "dtype": "float32", "shape": [4, 64], "dynamic": [0],
+           "params": {"kind": "normal"}}
+    with pytest.raises(AssertionError, match="has a scope"):
+        entry("pytorch-new-x", None, "t", [raw], ["size-hint"], Verdict.INACCURATE, "reproduced", "n")
+    from harness.engine.execute import Executor
+
+    executor = Executor()
+    executor.execute(raw, "size-hint")  # compiled at 4 rows: its size hint
+    spec = CaseSpec.from_dict({**raw, "shape": [7, 64]})
+    records = {(spec.case_id, "size-hint"): executor.execute(spec, "size-hint")}
+    for scope, state in (("symbolic only", "reproduced"), ("also static", "changed")):
+        bug = entry("pytorch-new-x", None, "t", [spec.to_dict()], ["size-hint"], Verdict.INACCURATE, "reproduced",
+                    "n", scope=scope)
+        assert status(bug, records)[0] == state
