@@ -15,6 +15,9 @@ prints it as JSON lines.
 * `context`: each catalog norm in the neighbourhoods real models put around it (cases/neighbours.py):
   every active neighbour template around a few norms, in three dtypes, on a normal and an outlier input;
   `suite_notes("context")` names the templates waiting for an op of the language.
+* `shapes`: every catalog pattern and dtype compiled once with symbolic dims (rows, sequence, spatial dims,
+  reduction lengths through the program twins) and run at boundary sizes from 1 to 70,000; the context
+  suite's norms with their sequence symbolic (cases/shapes.py, docs/shapes.md).
 * `zoo`: every norm implementation of the installed transformers as module cases (the `zoo` extra;
   without it, one line saying how to install it): three dtypes, a normal and an outlier input.
 
@@ -24,7 +27,7 @@ parameter draw puts the seed into the structure key).
 """
 from __future__ import annotations
 
-from cases import nearmiss, neighbours
+from cases import nearmiss, neighbours, shapes
 from cases.pairwise import pairwise, product
 from harness.spec import CASTS, CATALOG_STYLES, PATTERNS, STYLES, CaseSpec, SpecError, input_of
 
@@ -239,7 +242,7 @@ def _context() -> list[dict]:
 
 
 SUITES = {"smoke": _smoke, "nightly": _nightly, "full": _full, "nearmiss": _nearmiss, "context": _context,
-          "zoo": _zoo}
+          "shapes": shapes.specs, "zoo": _zoo}
 
 
 def suite_notes(name: str) -> list[str]:

@@ -1,0 +1,125 @@
+"""The shapes suite (issue 47, docs/shapes.md): every norm compiled once with symbolic dims, run at boundary sizes.
+
+Each catalog pattern in each dtype gets one structure whose dims deployments
+leave symbolic: the batch and sequence of an LLM's layer/RMS norm ([B, S, H],
+B and S symbolic), the height and width of an image model's group and batch
+norm ([1, C, H, W]), the length an instance norm reduces over ([1, C, L]).
+A catalog case cannot make the dim its module is built for symbolic, so the
+reduction lengths of layer/RMS norm come from their program twins
+(harness.oracle.twins: the very text the style's module runs) with the last
+dim symbolic. The context suite's norms in their neighbourhoods
+(cases/neighbours.py) join with their sequence dim symbolic, where the
+program holds another sequence length (no literal size of it in the text).
+
+Every size of one structure shares its compiled artifact (structure_key drops
+the symbolic sizes), so a structure costs one compile per path however many
+sizes it runs. The sizes are the boundaries where a compile's choices change:
+1; small primes; non-multiples of the vector widths (8, 16, 32 lanes) and
+tiles; 2,048 and 2,049; 4,096 ± 1; and, for the reduction lengths and a few
+float16 structures only (memory and time), 65,504 (float16's largest
+finite), 65,520 (where a float16 count rounds to inf), 65,536 and 70,000.
+"""
+from __future__ import annotations
+
+from cases import neighbours
+from harness.oracle.twins import program_twin
+from harness.spec import CaseSpec, SpecError
+
+DTYPES = ("float16", "bfloat16", "float32")
+# A benign input with a mean far from 0, so a wrong element count (a size hint, an inf count) shows in the mean.
+INPUT = {"kind": "uniform", "low": -1.0, "high": 3.0}
+SMALL = (1, 3, 7, 13, 67, 127, 257, 1023)  # 1; small primes; odd sizes off every vector width and tile
+MID = (2048, 2049, 4095, 4096, 4097)  # a power-of-two tile and its neighbours
+LARGE = (65504, 65520, 65536, 70000)  # float16's largest finite, its count's rounding to inf, 2**16, the issue's
+LENGTHS = SMALL + MID + LARGE  # a reduction length: every boundary
+SEQUENCES = SMALL + MID  # an LLM norm's sequence (its rows grow, its reduction does not)
+# (H, W) of an image norm: 1x1, primes, off-tile, 2,048 / 2,049 / 4,095 / 4,096 / 4,097 pixels, 65,536 and 70,000
+# pixels for float16 (a group's count past float16's range); the layer/RMS rows of 65k+ only for float16 too.
+SPATIAL = ((1, 1), (3, 7), (13, 67), (33, 127), (32, 64), (3, 683), (63, 65), (64, 64), (17, 241))
+SPATIAL_LARGE = ((256, 256), (250, 280))
+BATCHES = (1, 2, 3)  # the batch of [B, S, H] at the smallest sequences (two symbolic dims, one compile)
+HIDDEN = 64
+CHANNELS = 8
+
+
+def _sized(raw: dict, shape: list[int]) -> dict:
+    return {**raw, "shape": list(shape)}
+
+
+def _llm(pattern: str, style: str, cast: str | None, dtype: str) -> list[dict]:
+    """[B, S, H] with B and S symbolic: every sequence at batch 1, a few batches at small sequences."""
+    raw = {"pattern": pattern, "style": style, "dtype": dtype, "shape": [1, 1, HIDDEN], "dynamic": [0, 1],
+           "params": {"kind": "normal"}, "input": INPUT}
+    if cast:
+        raw["cast"] = cast
+    seqs = SEQUENCES + (LARGE if dtype == "float16" else ())
+    return ([_sized(raw, [1, s, HIDDEN]) for s in seqs]
+            + [_sized(raw, [b, s, HIDDEN]) for b in BATCHES[1:] for s in SMALL[:3]])
+
+
+def _image(pattern: str, dtype: str) -> list[dict]:
+    """[1, C, H, W] with H and W symbolic (group norm: 4 groups of 2 channels)."""
+    raw = {"pattern": pattern, "dtype": dtype, "shape": [1, CHANNELS, 1, 1], "dynamic": [2, 3],
+           "params": {"kind": "normal"}, "input": INPUT}
+    if pattern == "group_norm":
+        raw["groups"] = 4
+    sizes = SPATIAL + (SPATIAL_LARGE if dtype == "float16" else ())
+    return [_sized(raw, [1, CHANNELS, h, w]) for h, w in sizes]
+
+
+def _instance(dtype: str) -> list[dict]:
+    """[1, C, L] with the length L an instance norm reduces over symbolic: every boundary (the issue's probe)
+    but 1 (torch refuses an instance norm of one element)."""
+    raw = {"pattern": "instance_norm", "dtype": dtype, "shape": [1, 4, 2], "dynamic": [2], "input": INPUT}
+    return [_sized(raw, [1, 4, n]) for n in LENGTHS if n > 1]
+
+
+def _reduction(pattern: str, style: str, cast: str | None, dtype: str) -> list[dict]:
+    """The style's program twin over [2, L] with its normalised length L symbolic: every boundary. Without a
+    weight (one would be as long as L: a symbolic parameter no deployment has)."""
+    raw = {"pattern": pattern, "style": style, "dtype": dtype, "shape": [2, 8], "affine": "none",
+           "input": INPUT, **({"cast": cast} if cast else {})}
+    twin = program_twin(CaseSpec.from_dict(raw)).to_dict()
+    twin["dynamic"] = [1]
+    return [_sized(twin, [2, n]) for n in LENGTHS]
+
+
+# The catalog norms LLMs deploy with a symbolic sequence (nn.LayerNorm; transformers' Qwen2RMSNorm).
+LLM_NORMS = (("layer_norm", "module", None), ("rms_norm", "qwen", "to"))
+CONTEXT_SEQUENCES = (1, 13, 2049)  # tokens of a context case: one compile, three sizes
+
+
+def _context() -> list[dict]:
+    """Each active neighbour template around its first suite norm, float16, its tokens (dim 1) symbolic, where
+    the program holds another token count."""
+    out = []
+    seen = set()
+    for nb, norm in neighbours.suite_pairs(neighbours.active()):
+        if nb.name in seen:
+            continue
+        seen.add(nb.name)
+        raw = {**neighbours.spec_of(nb, norm, "float16", input=INPUT), "dynamic": [1]}
+        if len(raw["shape"]) != 3 or not _holds(raw):
+            continue
+        out += [_sized(raw, [raw["shape"][0], s, raw["shape"][2]]) for s in CONTEXT_SEQUENCES]
+    return out
+
+
+def _holds(raw: dict) -> bool:
+    """The program reads no literal token count: it checks at other counts (a prime and one), as at its own."""
+    try:
+        for s in (1, 13):
+            CaseSpec.from_dict(_sized(raw, [raw["shape"][0], s, raw["shape"][2]]))
+    except SpecError:
+        return False
+    return True
+
+
+def specs() -> list[dict]:
+    """The shapes suite's raw specs, structure by structure."""
+    out: list[dict] = []
+    for dtype in DTYPES:
+        for pattern, style, cast in LLM_NORMS:
+            out += _llm(pattern, style, cast, dtype) + _reduction(pattern, style, cast, dtype)
+        out += _image("group_norm", dtype) + _image("batch_norm", dtype) + _instance(dtype)
+    return out + _context()
