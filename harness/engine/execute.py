@@ -167,6 +167,8 @@ class Executor:
         return Origin.MISS
 
     def _build(self, path, spec: CaseSpec, setup) -> Prepared | Exception:
+        if spec.dynamic and path.symbolic is None:  # declared: no prepare, no export
+            return Unsupported(f"symbolic dims: {path.cannot_symbolic}")
         try:
             module, example = setup.build()
             if not path.takes_shared_export:
@@ -234,7 +236,6 @@ class Executor:
         elif isinstance(prepared, StageError):
             record = record.fail(Verdict.ERROR, prepared.stage, prepared.message)
         else:
-            record = replace(record, facts=dict(prepared.facts))
             run_start = time.perf_counter()
             try:
                 out = prepared.run(inputs.run_arg)
@@ -247,6 +248,7 @@ class Executor:
                              eager_row_errors(eager_out, ref, k) if eager_out is not None and k else None)
                 record = record.scored_each(results, k, run_seconds=time.perf_counter() - run_start,
                                             eager_max_abs_err=eager_err)
+            record = replace(record, facts=dict(prepared.facts))  # read after the run: `compiles` counts its own
         record = replace(record, seconds=round(time.perf_counter() - start, 6))
         # a wrong output: which stage lost it, if the policy says so (passes pay nothing); the symbolic compile's
         record = self.policy.apply(record, attribute, lambda r: self._attribute(r, spec, path, out, setup))

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 
-from harness.paths.base import StageError, example_args, export_program, stage
+from harness.paths.base import StageError, dynamic_of, example_args, export_program, stage
 from harness.spec import CaseSpec
 
 
@@ -28,7 +28,10 @@ class ExportMemo:
         self.hits = 0
 
     def seed(self, spec: CaseSpec, program) -> None:
-        """Keep an export made elsewhere for `spec`'s structure (a module case's, made to lift it)."""
+        """Keep an export made elsewhere for `spec`'s structure (a module case's, made to lift it); a symbolic
+        case's is not kept (the lift exports at the case's sizes: the paths get the symbolic export)."""
+        if spec.dynamic:
+            return
         key = spec.structure_key()
         if key not in self._programs:
             self._programs[key] = program
@@ -36,7 +39,8 @@ class ExportMemo:
                 self._programs.popitem(last=False)
 
     def get(self, spec: CaseSpec, module, example):
-        """The ExportedProgram of `spec`'s structure, or the StageError its export raised."""
+        """The ExportedProgram of `spec`'s structure, or the StageError its export raised; a `"dynamic"` case's
+        dims symbolic (export_program), so the one program serves every size of the structure."""
         key = spec.structure_key()
         if key in self._programs:
             self._programs.move_to_end(key)
@@ -44,7 +48,7 @@ class ExportMemo:
             return self._programs[key]
         try:
             with stage("export"):
-                program = export_program(module, example_args(example))
+                program = export_program(module, example_args(example), dynamic_of(spec))
         except StageError as exc:
             program = exc
         self._programs[key] = program

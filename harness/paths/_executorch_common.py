@@ -22,7 +22,8 @@ import numpy as np
 
 from harness.core.dtypes import name_of
 from harness.core.tensors import single, to_numpy, to_torch
-from harness.paths.base import FRONTEND_MEMO, Prepared, example_args, export_program, input_arrays, stage
+from harness.paths.base import (FRONTEND_MEMO, Prepared, dynamic_of, example_args, export_program, input_arrays,
+                                stage, symbolic_facts)
 
 # What a warm worker imports for an ExecuTorch path.
 EXECUTORCH_WARM = ("torch", "torch.export", "executorch.exir", "executorch.runtime", FRONTEND_MEMO)
@@ -47,12 +48,27 @@ def quiet_imports() -> None:
         pytree_log.setLevel(level)
 
 
-def export(module, example, exported=None):
-    """export_program of `module` on its example (the "export" stage); `exported` (the runner's) if given."""
+def export(module, example, exported=None, spec=None):
+    """export_program of `module` on its example (the "export" stage), `spec`'s dynamic dims symbolic; `exported`
+    (the runner's) if given."""
     if exported is not None:
         return exported
     with stage("export"):
-        return export_program(module, example_args(example))
+        return export_program(module, example_args(example), dynamic_of(spec) if spec is not None else None)
+
+
+def planned_bytes(program) -> int:
+    """The bytes the .pte's memory plan sets aside for its activations (every non-constant buffer of its one
+    execution plan): with symbolic dims, planned for their upper bound."""
+    return sum(int(n) for plan in program.executorch_program.execution_plan for n in plan.non_const_buffer_sizes)
+
+
+def pte_facts(spec, ep, program) -> dict:
+    """A symbolic compile's facts (symbolic_facts) and its memory plan's size (planned_bytes); none if static."""
+    facts = symbolic_facts(spec, ep)
+    if facts:
+        facts["pte_planned_bytes"] = planned_bytes(program)
+    return facts
 
 
 def op_name(target) -> str:
@@ -97,6 +113,12 @@ def load_forward(buffer: bytes):
 def pte_buffer(manager) -> bytes:
     """The .pte program of an edge manager: to_executorch().buffer."""
     return bytes(manager.to_executorch().buffer)
+
+
+def pte_program(manager):
+    """The ExecuTorch program of an edge manager (to_executorch: its memory plan takes a symbolic dim's upper
+    bound); `.buffer` is the .pte."""
+    return manager.to_executorch()
 
 
 def forward_output(method, inputs):

@@ -68,16 +68,65 @@ def input_arrays(x) -> tuple:
     return x if isinstance(x, tuple) else (x,)
 
 
-def export_program(model, example):
+def dynamic_of(spec) -> tuple | None:
+    """(the dims of x compiled symbolic, their maximum) of a `"dynamic"` case, or None for a static one: what the
+    pipeline functions take as their `dynamic` argument (a path's own option, passed, never a constant)."""
+    return (tuple(spec.dynamic), spec.dynamic_max) if spec.dynamic else None
+
+
+def symbolic_shapes(example, dynamic, low):
+    """torch.export's `dynamic_shapes` of `example` (the tuple of the model's input tensors): x's dims `dynamic[0]`
+    as torch.export.Dim in [low, dynamic[1]]; an extra input of x's very shape shares them (a residual, a gate),
+    one of its own shape stays static (its sizes are part of the case's structure)."""
+    import torch
+
+    dims, top = dynamic
+    x = example[0]
+    named = {d: torch.export.Dim(f"d{d}", min=low, max=top) for d in dims}
+    return tuple(dict(named) if t.shape == x.shape else None for t in example)
+
+
+def export_program(model, example, dynamic=None):
     """torch.export of `model` on `example` (the tuple of its input tensors), under no_grad.
 
     The runner's shared export is made this way, and so is a path's own when
     it has none, and the repro scripts paste it: one export for all.
+    `dynamic` (dynamic_of: dims of x and their maximum, or None) exports
+    those dims symbolic, size-oblivious (a size-1 example is not specialised,
+    so the program is the same whatever size it was traced at), in [1, max];
+    where torch's own code guards a size away from 1 (instance_norm's "more
+    than 1 spatial element") torch refuses 1 and the range starts at 2
+    (symbolic_range says which).
     """
     import torch
 
     with torch.no_grad():
-        return torch.export.export(model, example)
+        if not dynamic:
+            return torch.export.export(model, example)
+        from torch.fx.experimental import _config as shape_config
+
+        with shape_config.patch(backed_size_oblivious=True):
+            try:
+                return torch.export.export(model, example, dynamic_shapes=symbolic_shapes(example, dynamic, 1))
+            except torch._dynamo.exc.UserError as exc:  # a constraint violation: a guard excludes size 1
+                if "Constraints violated" not in str(exc):
+                    raise
+                return torch.export.export(model, example, dynamic_shapes=symbolic_shapes(example, dynamic, 2))
+
+
+def symbolic_facts(spec, ep=None) -> dict:
+    """The facts of a symbolic compile (none for a static case): `compiles`, 1 (the one compile serves every
+    size; a path that specialises counts its own), and `symbolic_range`, the range torch.export gave the dims."""
+    if not spec.dynamic:
+        return {}
+    found = symbolic_range(ep) if ep is not None else None
+    return {"compiles": 1, "symbolic_range": found or [1, spec.dynamic_max]}
+
+
+def symbolic_range(ep) -> list[int] | None:
+    """[low, high] of an ExportedProgram's symbolic sizes (its range constraints), or None: it has none."""
+    ranges = [(int(r.lower), int(r.upper)) for r in ep.range_constraints.values()]
+    return [min(lo for lo, _ in ranges), max(hi for _, hi in ranges)] if ranges else None
 
 
 def pasted(functions) -> str:

@@ -6,7 +6,7 @@ import torch
 from harness.core.tensors import to_numpy, to_torch
 from harness.paths import _fx_intermediates as fx
 from harness.paths._executorch_common import op_name
-from harness.paths.base import Path, Prepared, example_args, export_program, input_arrays
+from harness.paths.base import Path, Prepared, dynamic_of, example_args, export_program, input_arrays, symbolic_shapes
 
 
 def eager_output(model, example):
@@ -19,8 +19,9 @@ class EagerPath(Path):
     name = "eager"
     description = "the torch module on CPU"
     packages = ("torch",)
-    pipeline = (eager_output, export_program, op_name, fx.fx_intermediates)
+    pipeline = (eager_output, symbolic_shapes, export_program, op_name, fx.fx_intermediates)
     has_intermediates = True
+    symbolic = "any size: the module itself runs eagerly"
 
     def script_calls(self) -> str:
         return f'''\
@@ -31,7 +32,7 @@ def run_path(model, example, x):
 
 def intermediates(model, example, x):
     """The module's torch.export run node by node, every node's value kept (for the stage table)."""
-    return fx_intermediates(export_program(model, example).module(), example)
+    return fx_intermediates(export_program(model, example, DYNAMIC).module(), example)
 '''
 
     def prepare(self, spec, module, example) -> Prepared:
@@ -42,5 +43,5 @@ def intermediates(model, example, x):
 
     def intermediates(self, spec, module, example):
         """eager's ops, read from torch.export of the module, run node by node (_fx_intermediates)."""
-        graph_module = export_program(module, example_args(example)).module()
+        graph_module = export_program(module, example_args(example), dynamic_of(spec)).module()
         return fx.fx_runner(graph_module, spec, fx.INTERPRETED.format("torch.export of the module"))

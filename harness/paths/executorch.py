@@ -16,11 +16,13 @@ from harness.paths._executorch_common import (
     op_name,
     PteArtifact,
     pte_buffer,
+    pte_facts,
+    pte_program,
     pte_runner,
     quiet_imports,
     single_output,
 )
-from harness.paths.base import Path, Prepared, export_program, stage
+from harness.paths.base import Path, Prepared, export_program, stage, symbolic_shapes
 
 
 def edge_program(ep):
@@ -35,16 +37,18 @@ class ExecutorchPath(PteArtifact, Path):
     description = "torch.export -> to_edge -> to_executorch -> executorch.runtime (portable/optimized kernels)"
     packages = ("torch", "executorch")
     warm_imports = EXECUTORCH_WARM
-    pipeline = (export_program, edge_program, op_name, call_ops, pte_buffer, load_forward, single_output,
+    pipeline = (symbolic_shapes, export_program, edge_program, op_name, call_ops, pte_buffer, load_forward, single_output,
                 forward_output)
     takes_shared_export = True
     artifact_cacheable = True
+    symbolic = ("torch.export Dim through to_edge and to_executorch: the .pte's memory plan takes the upper bound, "
+                "the runtime resizes the inputs")
 
     def script_calls(self) -> str:
         return f'''\
 def run_path(model, example, x):
     """{self.name}: {self.description}"""
-    edge = edge_program(export_program(model, example))
+    edge = edge_program(export_program(model, example, DYNAMIC))
     print("edge ops:", ", ".join(call_ops(edge.exported_program().graph)))
     program, method = load_forward(pte_buffer(edge))
     return forward_output(method, example)
@@ -52,9 +56,10 @@ def run_path(model, example, x):
 
     def prepare(self, spec, module, example, exported=None) -> Prepared:
         quiet_imports()
-        ep = export(module, example, exported)
+        ep = export(module, example, exported, spec)
         with stage("compile"):
             edge = edge_program(ep)
             ops = call_ops(edge.exported_program().graph)
-            buffer = pte_buffer(edge)
-        return Prepared(pte_runner(buffer, spec), {"edge_ops": ops}, built=buffer)
+            program = pte_program(edge)
+            buffer = bytes(program.buffer)
+        return Prepared(pte_runner(buffer, spec), {"edge_ops": ops, **pte_facts(spec, ep, program)}, built=buffer)

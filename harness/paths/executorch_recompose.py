@@ -43,7 +43,7 @@ from harness.paths._executorch_common import (
     single_output,
 )
 from harness.paths import _fx_intermediates as fx
-from harness.paths.base import Path, Prepared, export_program, stage
+from harness.paths.base import Path, Prepared, export_program, stage, symbolic_facts, symbolic_shapes
 
 
 def _is_rms_norm(node) -> bool:
@@ -103,8 +103,8 @@ def capture_rewritten(ep):
 
 
 # What every recompose script pastes; each path adds the function that builds its graph.
-_PIPELINE = (export_program, op_name, name_of, dtype_of, _is_rms_norm, _dtype_casts, rewrite, single_output,
-             graph_output, fx.fx_intermediates)
+_PIPELINE = (symbolic_shapes, export_program, op_name, name_of, dtype_of, _is_rms_norm, _dtype_casts, rewrite,
+             single_output, graph_output, fx.fx_intermediates)
 
 
 class _Recompose(Path):
@@ -119,6 +119,7 @@ class _Recompose(Path):
     takes_shared_export = True
     artifact_cacheable = True
     has_intermediates = True
+    symbolic = "torch.export Dim: the rewritten graph keeps the symbolic sizes and runs every size in Python"
 
     def _rewrite(self, ep):
         """(the graph module after both passes, the facts, what `_save` keeps): the path's pipeline call."""
@@ -128,11 +129,13 @@ class _Recompose(Path):
         """The script's expression of `_rewrite` on `ep`."""
         raise NotImplementedError
 
-    def _rewritten(self, module, example, exported=None):
+    def _rewritten(self, spec, module, example, exported=None):
+        """(graph module, facts, what `_save` keeps) of `module`, `spec`'s dynamic dims symbolic."""
         quiet_imports()
-        ep = export(module, example, exported)
+        ep = export(module, example, exported, spec)
         with stage("compile"):
-            return self._rewrite(ep)
+            graph_module, facts, built = self._rewrite(ep)
+        return graph_module, {**facts, **symbolic_facts(spec, ep)}, built
 
     def _save(self, built) -> bytes:
         raise NotImplementedError
@@ -146,7 +149,7 @@ class _Recompose(Path):
         return f'''\
 def run_path(model, example, x):
     """{self.name}: {self.description}"""
-    ep = export_program(model, example)
+    ep = export_program(model, example, DYNAMIC)
     graph_module, facts, _ = {call}
     print("QNN's RemoveRedundancy + RecomposeRmsNorm:", facts)
     if facts["rms_norm_built"]:  # which tensor the rebuilt rms_norm reads: its dtype is the finding
@@ -158,12 +161,12 @@ def run_path(model, example, x):
 
 def intermediates(model, example, x):
     """The rewritten graph run node by node, every node's value kept (for the stage table)."""
-    ep = export_program(model, example)
+    ep = export_program(model, example, DYNAMIC)
     return fx_intermediates({call}[0], example)
 '''
 
     def prepare(self, spec, module, example, exported=None) -> Prepared:
-        graph_module, facts, built = self._rewritten(module, example, exported)
+        graph_module, facts, built = self._rewritten(spec, module, example, exported)
         return Prepared(module_runner(graph_module, spec), facts, built=built)
 
     def artifact(self, prepared: Prepared) -> bytes | None:
@@ -174,7 +177,8 @@ def intermediates(model, example, x):
 
     def intermediates(self, spec, module, example):
         """The rewritten graph rebuilt as `prepare` builds it and run node by node (_fx_intermediates)."""
-        return fx.fx_runner(self._rewritten(module, example)[0], spec, fx.INTERPRETED.format("the rewritten graph"))
+        return fx.fx_runner(self._rewritten(spec, module, example)[0], spec,
+                            fx.INTERPRETED.format("the rewritten graph"))
 
 
 def _zip_bytes(save, program) -> bytes:

@@ -22,11 +22,13 @@ from harness.paths._executorch_common import (
     op_name,
     PteArtifact,
     pte_buffer,
+    pte_facts,
+    pte_program,
     pte_runner,
     quiet_imports,
     single_output,
 )
-from harness.paths.base import Path, Prepared, export_program, stage
+from harness.paths.base import Path, Prepared, export_program, stage, symbolic_shapes
 
 
 def xnnpack_lowered(ep):
@@ -84,16 +86,18 @@ class XnnpackPath(PteArtifact, Path):
     description = "torch.export -> to_edge_transform_and_lower(XnnpackPartitioner) -> executorch.runtime"
     packages = ("torch", "executorch")
     warm_imports = EXECUTORCH_WARM + ("harness.paths.executorch_xnnpack:warm_up",)
-    pipeline = (export_program, xnnpack_lowered, op_name, delegation_facts, pte_buffer, load_forward, single_output,
+    pipeline = (symbolic_shapes, export_program, xnnpack_lowered, op_name, delegation_facts, pte_buffer, load_forward, single_output,
                 forward_output)
     takes_shared_export = True
     artifact_cacheable = True
+    symbolic = ("torch.export Dim through to_edge_transform_and_lower (XNNPACK's delegates take the upper bound) "
+                "and to_executorch")
 
     def script_calls(self) -> str:
         return f'''\
 def run_path(model, example, x):
     """{self.name}: {self.description}"""
-    edge = xnnpack_lowered(export_program(model, example))
+    edge = xnnpack_lowered(export_program(model, example, DYNAMIC))
     print("XNNPACK delegation:", delegation_facts(edge))
     program, method = load_forward(pte_buffer(edge))
     return forward_output(method, example)
@@ -101,9 +105,10 @@ def run_path(model, example, x):
 
     def prepare(self, spec, module, example, exported=None) -> Prepared:
         quiet_imports()
-        ep = export(module, example, exported)
+        ep = export(module, example, exported, spec)
         with stage("compile"):
             edge = xnnpack_lowered(ep)
             facts = delegation_facts(edge)
-            buffer = pte_buffer(edge)
-        return Prepared(pte_runner(buffer, spec), facts, built=buffer)
+            program = pte_program(edge)
+            buffer = bytes(program.buffer)
+        return Prepared(pte_runner(buffer, spec), {**facts, **pte_facts(spec, ep, program)}, built=buffer)

@@ -56,7 +56,7 @@ from __future__ import annotations
 import threading
 
 from harness.core.tensors import to_numpy, to_torch
-from harness.paths.base import Path, Prepared, example_args, input_arrays, stage
+from harness.paths.base import Path, Prepared, dynamic_of, example_args, input_arrays, stage
 
 # Dynamo holds one compiled artifact at a time (see above): the generation of the
 # last reset, and a lock so a compile and a run are not interleaved across threads.
@@ -75,23 +75,39 @@ def precision_config(emulate: bool):
     return torch._inductor.config.patch(emulate_precision_casts=True) if emulate else contextlib.nullcontext()
 
 
-def inductor_compiled(model, example, emulate: bool):
+def marked_dynamic(example, dynamic):
+    """Copies of `example`'s tensors with x's dims `dynamic[0]` (export_program's symbolic dims) marked dynamic
+    in [1, max] (torch._dynamo.mark_dynamic), as are those of an extra input of x's very shape."""
+    import torch
+
+    dims, top = dynamic
+    out = tuple(t.clone() for t in example)
+    for t in out:
+        if t.shape == out[0].shape:
+            for d in dims:
+                torch._dynamo.mark_dynamic(t, d, min=1, max=top)
+    return out
+
+
+def inductor_compiled(model, example, emulate: bool, dynamic=None):
     """torch.compile(model, dynamic=False), Dynamo reset first, compiled by a first call on `example` (the
-    tuple of its input tensors) under precision_config(emulate)."""
+    tuple of its input tensors) under precision_config(emulate); with `dynamic` (the symbolic dims) that call's
+    inputs are marked_dynamic: the compile is symbolic in them."""
     import torch
 
     torch._dynamo.reset()  # a fresh compile: nothing reused from another torch.compile
     compiled = torch.compile(model, dynamic=False)
     with precision_config(emulate), torch.no_grad():
-        compiled(*example)
+        compiled(*(marked_dynamic(example, dynamic) if dynamic else example))
     return compiled
 
 
-def inductor_output(compiled, example):
-    """The compiled module's output on `example` as NumPy, recompiling forbidden (a guard miss is an error)."""
+def inductor_output(compiled, example, recompile: bool = False):
+    """The compiled module's output on `example` as NumPy, recompiling forbidden (a guard miss is an error)
+    unless `recompile` (a symbolic compile: a size its guards exclude is compiled again, and counted)."""
     import torch
 
-    with torch.no_grad(), torch.compiler.set_stance("fail_on_recompile"):
+    with torch.no_grad(), torch.compiler.set_stance("default" if recompile else "fail_on_recompile"):
         return to_numpy(compiled(*example))
 
 
@@ -168,21 +184,23 @@ class InductorPath(Path):
     emulate = False
     cache_facts = ("inductor_fx_graph_cache", "inductor_aot_autograd_cache", "inductor_precompiled")
     # The script takes the plain compile (a precompile is the same Dynamo capture and Inductor, saved).
-    pipeline = (precision_config, inductor_compiled, inductor_output)
+    pipeline = (precision_config, marked_dynamic, inductor_compiled, inductor_output)
     artifact_cacheable = True
     restore_takes_build = True
+    symbolic = ("torch._dynamo.mark_dynamic on the dims, then torch.compile: one compile unless a size breaks its "
+                "guards (counted in `compiles`)")
 
     def script_calls(self) -> str:
         return f'''\
 def run_path(model, example, x):
     """{self.name}: {self.description}"""
-    return inductor_output(inductor_compiled(model, example, {self.emulate!r}), example)
+    return inductor_output(inductor_compiled(model, example, {self.emulate!r}, DYNAMIC), example, bool(DYNAMIC))
 '''
 
-    def _compile(self, module, args) -> tuple:
-        """A freshly compiled OptimizedModule (compiled on `args`) and its generation (inductor_compiled resets
-        Dynamo: a new generation)."""
-        compiled = inductor_compiled(module, args, self.emulate)
+    def _compile(self, module, args, dynamic=None) -> tuple:
+        """A freshly compiled OptimizedModule (compiled on `args`, `dynamic` its symbolic dims) and its generation
+        (inductor_compiled resets Dynamo: a new generation)."""
+        compiled = inductor_compiled(module, args, self.emulate, dynamic)
         _LIVE["generation"] += 1
         return compiled, _LIVE["generation"]
 
@@ -208,11 +226,13 @@ def run_path(model, example, x):
 
     def prepare(self, spec, module, example) -> Prepared:
         args = example_args(example)
+        dynamic = dynamic_of(spec)
         with _LOCK, stage("compile"):
             before = _counters()
-            precompiled = self._precompile(module, args)
+            # a symbolic compile is the plain one: a precompile's guard miss would be an error, not a compile
+            precompiled = None if dynamic else self._precompile(module, args)
             if precompiled is None:
-                compiled, generation = self._compile(module, args)
+                compiled, generation = self._compile(module, args, dynamic)
             after = _counters()
         facts = {
             "inductor_emulate_precision_casts": self.emulate,
@@ -224,6 +244,8 @@ def run_path(model, example, x):
         }
         if precompiled is not None:
             return Prepared(_precompiled_runner(precompiled, spec.layout), facts, precompiled)
+        if dynamic:
+            facts["compiles"] = after["graphs"] - before["graphs"]
         state = {"compiled": compiled, "generation": generation}
         layout = spec.layout
 
@@ -231,9 +253,13 @@ def run_path(model, example, x):
             inputs = tuple(to_torch(a, layout) for a in input_arrays(x))
             with _LOCK:
                 if state["generation"] != _LIVE["generation"]:
-                    # another prepare reset Dynamo since: compile this case again, as it was
-                    state["compiled"], state["generation"] = self._compile(module, args)
-                return inductor_output(state["compiled"], inputs)
+                    # another prepare reset Dynamo since: compile this case again, as it was (not counted)
+                    state["compiled"], state["generation"] = self._compile(module, args, dynamic)
+                start = _counters()["graphs"]
+                out = inductor_output(state["compiled"], inputs, recompile=bool(dynamic))
+                if dynamic:  # a size outside the compile's guards was compiled again: the facts, read after runs
+                    facts["compiles"] += _counters()["graphs"] - start
+                return out
 
         return Prepared(run_fn, facts)
 

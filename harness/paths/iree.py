@@ -44,16 +44,20 @@ import re
 
 import numpy as np
 
-from harness.paths.base import FRONTEND_MEMO, Path, Prepared, Unsupported, example_args, input_arrays, stage
+from harness.paths.base import (FRONTEND_MEMO, Path, Prepared, Unsupported, dynamic_of, example_args, export_program,
+                                input_arrays, stage, symbolic_facts, symbolic_shapes)
 
 # The LLVM CPU the dispatches are compiled for (module docstring and docs/paths.md: why this one).
 TARGET_CPU = "x86-64-v3"
 
 
-def turbine_mlir(module, args: tuple, exported=None) -> str:
-    """The torch-dialect MLIR iree-turbine's aot.export makes of the module (or of its ExportedProgram)."""
+def turbine_mlir(module, args: tuple, exported=None, dynamic=None) -> str:
+    """The torch-dialect MLIR iree-turbine's aot.export makes of the module (or of its ExportedProgram); with
+    `dynamic` (export_program's symbolic dims) of the symbolic export, its dims `?` in the MLIR."""
     import iree.turbine.aot as aot
 
+    if exported is None and dynamic:
+        exported = export_program(module, args, dynamic)
     if exported is None:
         return str(aot.export(module, args=args).mlir_module)
     table = aot.decompositions.current_aot_decompositions()
@@ -149,11 +153,12 @@ class IreePath(Path):
     warm_imports = ("torch", "torch.export", "iree.compiler", "iree.runtime", "iree.turbine.aot", FRONTEND_MEMO)
     script_imports = "import re\n\nimport iree.compiler\nimport iree.runtime\nimport iree.turbine.aot\n"
     # The pipeline's steps, in order: prepare calls them, and the repro script pastes them.
-    pipeline = (turbine_mlir, reduction_dtypes, compile_vmfb, load_main, run_main)
+    pipeline = (symbolic_shapes, export_program, turbine_mlir, reduction_dtypes, compile_vmfb, load_main, run_main)
     takes_shared_export = True
     artifact_cacheable = True
     restore_takes_build = False
     has_intermediates = False
+    symbolic = "iree-turbine aot.export of the symbolic torch.export (Dim): dynamic dims (?) through iree.compiler"
 
     def script_code(self) -> str:
         steps = "\n\n".join(inspect.getsource(f) for f in self.pipeline)
@@ -164,14 +169,14 @@ TARGET_CPU = {TARGET_CPU!r}
 
 def run_path(model, example, x):
     """{self.name}: {self.description}"""
-    mlir = turbine_mlir(model, example)
+    mlir = turbine_mlir(model, example, None, DYNAMIC)
     print("reduction accumulator dtypes after torch-mlir:", ", ".join(reduction_dtypes(mlir)))
     return run_main(load_main(compile_vmfb(mlir, TARGET_CPU)), x)
 '''
 
     def prepare(self, spec, module, example, exported=None) -> Prepared:
         with stage("export"):
-            mlir = turbine_mlir(module, example_args(example), exported)
+            mlir = turbine_mlir(module, example_args(example), exported, dynamic_of(spec))
         with stage("compile"):
             try:
                 vmfb = compile_vmfb(mlir, TARGET_CPU)
@@ -183,7 +188,8 @@ def run_path(model, example, x):
                 if diagnostic:  # the tool's own first line says only that the tool failed
                     raise RuntimeError(f"iree-compile: {diagnostic}") from exc
                 raise
-            facts = {"iree_target_cpu": TARGET_CPU, "iree_reduction_dtypes": reduction_dtypes(mlir)}
+            facts = {"iree_target_cpu": TARGET_CPU, "iree_reduction_dtypes": reduction_dtypes(mlir),
+                     **symbolic_facts(spec, exported)}
         return self._prepared(vmfb, facts)
 
     @staticmethod

@@ -47,7 +47,8 @@ import weakref
 
 import numpy as np
 
-from harness.paths.base import FRONTEND_MEMO, ONNX_REGISTRY_MEMO, Path, Prepared, Unsupported, example_args, input_arrays, stage
+from harness.paths.base import (FRONTEND_MEMO, ONNX_REGISTRY_MEMO, Path, Prepared, Unsupported, dynamic_of, example_args,
+                                export_program, input_arrays, stage, symbolic_facts, symbolic_shapes)
 
 _BF16 = "bfloat16"
 
@@ -87,11 +88,14 @@ def unsupported_reason(message: str, dtypes: set[str]) -> str | None:
     return None
 
 
-def onnx_model(model, example):
+def onnx_model(model, example, dynamic=None):
     """torch.onnx.export(model, example, dynamo=True)'s ModelProto, under no_grad; `model` a module, or an
-    ExportedProgram of it (the exporter then starts from it)."""
+    ExportedProgram of it (the exporter then starts from it). With `dynamic` (export_program's symbolic dims) the
+    module is exported symbolic first: the ONNX model's dims are then named (dim_param), dynamic axes."""
     import torch
 
+    if dynamic and isinstance(model, torch.nn.Module):
+        model = export_program(model, example, dynamic)
     with torch.no_grad():
         return torch.onnx.export(model, example, dynamo=True, verbose=False).model_proto
 
@@ -138,21 +142,25 @@ def session_runner(session):
     # ONNX element type -> (the NumPy dtype its bits are held in, onnx.TensorProto's enum name)
     element = {"tensor(float)": ("float32", "FLOAT"), "tensor(float16)": ("float16", "FLOAT16"),
                "tensor(double)": ("float64", "DOUBLE"), "tensor(bfloat16)": ("uint16", "BFLOAT16")}
-    names = [i.name for i in session.get_inputs()]
+    inputs = session.get_inputs()
+    names = [i.name for i in inputs]
     outputs = session.get_outputs()
+    # a symbolic dim is named (dim_param): an output's named dim takes the size of the input dim of that name
+    named = {d for i in inputs for d in i.shape if isinstance(d, str)}
     for out in outputs:
-        if out.type not in element or not all(isinstance(d, int) for d in out.shape):
+        if out.type not in element or not all(isinstance(d, int) or d in named for d in out.shape):
             raise RuntimeError(f"unexpected output {out.type} of shape {out.shape}")
 
     def run(arrays: tuple) -> np.ndarray | tuple:
         arrays = tuple(np.ascontiguousarray(a) for a in arrays)
+        sizes = {d: n for i, a in zip(inputs, arrays) for d, n in zip(i.shape, a.shape) if isinstance(d, str)}
         binding = session.io_binding()
         for name, a in zip(names, arrays):
             binding.bind_ortvalue_input(name, ort_value(a))
         got = []
         for out in outputs:  # a model of several outputs: each bound to its own buffer, in order
             np_name, onnx_name = element[out.type]
-            words = np.empty(out.shape, np_name)
+            words = np.empty([sizes.get(d, d) for d in out.shape], np_name)
             binding.bind_ortvalue_output(out.name, ort.OrtValue.ortvalue_from_numpy_with_onnx_type(
                 words, getattr(TensorProto, onnx_name)))
             got.append(words.view(ml_dtypes.bfloat16) if onnx_name == "BFLOAT16" else words)
@@ -166,7 +174,7 @@ def session_runner(session):
 _MODELS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
-def _exported(module, example, exported=None):
+def _exported(module, example, exported=None, dynamic=None):
     """torch.onnx.export(..., dynamo=True)'s ModelProto (the "export" stage).
 
     Given the runner's ExportedProgram of the module (made under no_grad,
@@ -183,7 +191,7 @@ def _exported(module, example, exported=None):
     if exported is not None and exported in _MODELS:
         return _MODELS[exported]
     with stage("export"), quiet_export():
-        model = onnx_model(exported if exported is not None else module, example_args(example))
+        model = onnx_model(exported if exported is not None else module, example_args(example), dynamic)
     if exported is not None:
         _MODELS[exported] = model
     return model
@@ -199,9 +207,11 @@ class OnnxRuntimePath(Path):
     warm_imports = ("torch", "torch.export", "torch.onnx", "onnx", "onnxscript", "onnxruntime", FRONTEND_MEMO,
                     ONNX_REGISTRY_MEMO)
     script_imports = "import tempfile\n\nimport onnx\n"
-    pipeline = (onnx_model, op_types, session_options, cpu_session, ort_value, session_runner)
+    pipeline = (symbolic_shapes, export_program, onnx_model, op_types, session_options, cpu_session, ort_value,
+                session_runner)
     takes_shared_export = True
     artifact_cacheable = True
+    symbolic = "ONNX dynamic axes: torch.onnx.export of the symbolic torch.export (Dim) names the dims (dim_param)"
     level = "ORT_DISABLE_ALL"
 
     def script_calls(self) -> str:
@@ -215,14 +225,14 @@ class OnnxRuntimePath(Path):
         return f'''\
 def run_path(model, example, x):
     """{self.name}: {self.description}"""
-    exported = onnx_model(model, example)
+    exported = onnx_model(model, example, DYNAMIC)
     print("exported ONNX ops:", ", ".join(op_types(exported)))
 {optimized}    session = cpu_session(exported.SerializeToString(), session_options({self.level!r}, {where}))
 {listing}    return session_runner(session)(x)
 '''
 
     def prepare(self, spec, module, example, exported=None) -> Prepared:
-        model = _exported(module, example, exported)
+        model = _exported(module, example, exported, dynamic_of(spec))
         exported_ops = op_types(model)
         dtypes = {spec.dtype, spec.weight_dtype}
 
@@ -240,7 +250,7 @@ def run_path(model, example, x):
                 raise
             run = session_runner(session)
             facts = {"onnx_opset": max(o.version for o in model.opset_import if o.domain in ("", "ai.onnx")),
-                     "onnx_ops": exported_ops, "ort_optimization": self.level}
+                     "onnx_ops": exported_ops, "ort_optimization": self.level, **symbolic_facts(spec, exported)}
             if optimized_path:
                 optimized_ops = op_types(onnx.load(optimized_path))
                 facts["ort_ops"] = optimized_ops

@@ -38,11 +38,23 @@ import numpy as np
 
 from harness.paths import _ov_intermediates as ovi
 from harness.paths._ov_intermediates import compile_cpu, infer_all
-from harness.paths.base import Capture, Intermediate, Path, Prepared, Unsupported, example_args, input_arrays, stage
+from harness.paths.base import (Capture, Intermediate, Path, Prepared, Unsupported, dynamic_of, example_args, input_arrays,
+                                stage, symbolic_facts)
 
 
-def convert(module, args: tuple):
-    """ov.convert_model of the eval-mode module on its example arguments, owning copies of its weights.
+def partial_shapes(args: tuple, dynamic):
+    """The ov.PartialShape of each input: x's dims `dynamic[0]` (export_program's symbolic dims) as
+    ov.Dimension(1, max), as are those of an extra input of x's very shape; every other dim its size."""
+    import openvino as ov
+
+    dims, top = dynamic
+    return [ov.PartialShape([ov.Dimension(1, top) if i in dims and t.shape == args[0].shape else ov.Dimension(n)
+                             for i, n in enumerate(t.shape)]) for t in args]
+
+
+def convert(module, args: tuple, dynamic=None):
+    """ov.convert_model of the eval-mode module on its example arguments, owning copies of its weights; with
+    `dynamic` (the symbolic dims) its inputs get partial_shapes, bounded dynamic dims.
 
     convert_model's default (share_weights=True) leaves the constants in the
     torch parameters' memory, and the CPU plugin may run on them in place: a
@@ -51,7 +63,8 @@ def convert(module, args: tuple):
     """
     import openvino as ov
 
-    return ov.convert_model(module, example_input=args, share_weights=False)
+    shapes = {"input": partial_shapes(args, dynamic)} if dynamic else {}
+    return ov.convert_model(module, example_input=args, share_weights=False, **shapes)
 
 
 def runtime_nodes(compiled) -> list[str]:
@@ -134,12 +147,13 @@ class OpenVinoPath(Path):
     packages = ("torch", "openvino")
     warm_imports = ("torch", "openvino", "openvino.frontend.pytorch")
     script_imports = "import openvino as ov\n"
-    pipeline = (convert, compile_cpu, runtime_nodes, ovi.ov_array, infer_all, run_infer, ovi.computing_nodes,
+    pipeline = (partial_shapes, convert, compile_cpu, runtime_nodes, ovi.ov_array, infer_all, run_infer, ovi.computing_nodes,
                 ovi.value_nodes, ovi.with_results, ovi.stored_dtypes, ovi.readable_nodes, ovi.exposed_runner)
     takes_shared_export = False
     artifact_cacheable = True
     restore_takes_build = False
     has_intermediates = True
+    symbolic = "OpenVINO PartialShape: convert_model(input=) with bounded dynamic dims, one compiled model"
     # INFERENCE_PRECISION_HINT, or "" for the plugin's default.
     precision_hint = ""
 
@@ -157,14 +171,14 @@ CONFIG = {self.config()!r}
 def run_path(model, example, x):
     """{self.name}: {self.description}"""
     core = ov.Core()
-    compiled = compile_cpu(core, convert(model, example), CONFIG)
+    compiled = compile_cpu(core, convert(model, example, DYNAMIC), CONFIG)
     print("OpenVINO runtime nodes (layerType:runtimePrecision):", ", ".join(runtime_nodes(compiled)))
     return run_infer(compiled, x)
 
 
 def intermediates(model, example, x):
     """The model's inner nodes given Results where that changes nothing the CPU plugin computes, run once."""
-    run, unread = exposed_runner(ov.Core(), convert(model, example), CONFIG, x)
+    run, unread = exposed_runner(ov.Core(), convert(model, example, DYNAMIC), CONFIG, x)
     if unread:
         print("OpenVINO nodes the CPU plugin fused (not read: a Result on them changes what it computes):",
               ", ".join(unread))
@@ -180,7 +194,7 @@ def intermediates(model, example, x):
 
         args = example_args(example)
         with torch.no_grad():
-            model = convert(module, args)
+            model = convert(module, args, dynamic_of(spec))
         run, unread = ovi.exposed_runner(_core(), model, self.config(), tuple(to_numpy(t) for t in args))
         method = ovi.METHOD + (f"; fused by the CPU plugin, not read: {', '.join(unread)}" if unread else "")
 
@@ -196,7 +210,7 @@ def intermediates(model, example, x):
         with stage("export"):
             try:
                 with torch.no_grad():
-                    model = convert(module, example_args(example))
+                    model = convert(module, example_args(example), dynamic_of(spec))
             except Exception as exc:  # noqa: BLE001 - sorted into unsupported or an export error
                 _reraise(exc)
         core = _core()
@@ -205,7 +219,7 @@ def intermediates(model, example, x):
                 compiled = compile_cpu(core, model, self.config())
             except Exception as exc:  # noqa: BLE001 - sorted into unsupported or a compile error
                 _reraise(exc)
-            facts = self._facts(compiled)
+            facts = {**self._facts(compiled), **symbolic_facts(spec)}
         return Prepared(lambda x: run_infer(compiled, input_arrays(x)), facts, built=compiled)
 
     def _facts(self, compiled) -> dict:

@@ -41,8 +41,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.paths._relax_intermediates import METHOD, expose, returned_var, tensor_bindings, tvm_array
-from harness.paths.base import (FRONTEND_MEMO, Capture, Intermediate, Path, Prepared, example_args, export_program,
-                                input_arrays, stage)
+from harness.paths.base import (FRONTEND_MEMO, Capture, Intermediate, Path, Prepared, dynamic_of, example_args,
+                                export_program, input_arrays, stage, symbolic_facts, symbolic_shapes)
 
 
 # -- the pipeline: what prepare, run and intermediates call, and the repro scripts paste (one definition) --------
@@ -117,15 +117,15 @@ def main_output(main, arrays):
     return outs[0] if len(outs) == 1 else outs
 
 
-def exposed_runner(model, example, decompose):
+def exposed_runner(model, example, decompose, dynamic=None):
     """The path's pipeline on `model` with every binding of main exposed (_relax_intermediates), compiled once.
 
     `example` is the tuple of the model's input tensors, `decompose` the
-    path's pass. Returns run(x), x the inputs as a tuple of NumPy arrays:
+    path's pass, `dynamic` the symbolic dims (export_program's). Returns run(x), x the inputs as a tuple of NumPy arrays:
     ([(name, op, dtype, value)], index of the returned value among them or
     None, the re-run's output).
     """
-    exposed, names, output = expose(decomposed(imported_module(export_program(model, example)), decompose))
+    exposed, names, output = expose(decomposed(imported_module(export_program(model, example, dynamic)), decompose))
     main = vm_main(compiled_executable(exposed))
 
     def run(x):
@@ -146,12 +146,13 @@ class TvmPath(Path):
     packages = ("torch", "apache-tvm")
     warm_imports = ("torch", "torch.export", "tvm", "tvm.relax", "tvm.relax.frontend.torch", FRONTEND_MEMO)
     script_imports = "import tvm\nfrom tvm import relax\n"
-    pipeline = (export_program, imported_module, decomposed, relax_ops, compiled_executable, vm_main, tvm_tensor,
+    pipeline = (symbolic_shapes, export_program, imported_module, decomposed, relax_ops, compiled_executable, vm_main, tvm_tensor,
                 tvm_array, output_tensors, main_output, returned_var, tensor_bindings, expose,
                 exposed_runner)
     takes_shared_export = True
     artifact_cacheable = True
     has_intermediates = True
+    symbolic = "TVM SizeVars: from_exported_program of the symbolic torch.export (Dim), one Relax VM for every size"
     # The relax.transform pass applied before compile (a name), or "" for none.
     decompose = ""
 
@@ -159,19 +160,19 @@ class TvmPath(Path):
         return f'''\
 def run_path(model, example, x):
     """{self.name}: {self.description}"""
-    mod = decomposed(imported_module(export_program(model, example)), {self.decompose!r})
+    mod = decomposed(imported_module(export_program(model, example, DYNAMIC)), {self.decompose!r})
     print("Relax ops:", ", ".join(relax_ops(mod)))
     return main_output(vm_main(compiled_executable(mod)), x)
 
 
 def intermediates(model, example, x):
     """Every binding of main returned as an extra output, recompiled as run_path compiles, run once."""
-    return exposed_runner(model, example, {self.decompose!r})(x)
+    return exposed_runner(model, example, {self.decompose!r}, DYNAMIC)(x)
 '''
 
     def intermediates(self, spec, module, example):
         """Every binding of main returned as an output, recompiled as `prepare` compiles (_relax_intermediates)."""
-        run = exposed_runner(module, example_args(example), self.decompose)
+        run = exposed_runner(module, example_args(example), self.decompose, dynamic_of(spec))
 
         def capture(x) -> Capture:
             items, output, rerun = run(input_arrays(x))
@@ -181,7 +182,7 @@ def intermediates(model, example, x):
 
     def prepare(self, spec, module, example, exported=None) -> Prepared:
         with stage("export"):
-            ep = exported if exported is not None else export_program(module, example_args(example))
+            ep = exported if exported is not None else export_program(module, example_args(example), dynamic_of(spec))
 
         with stage("compile", step="import"):
             mod = decomposed(_imported(ep), self.decompose)
@@ -191,7 +192,7 @@ def intermediates(model, example, x):
             build = _compiled(ep, mod)
             run_fn = _vm_runner(build.runnable)
 
-        facts = {"tvm_decomposed": bool(self.decompose), "tvm_ops": ops}
+        facts = {"tvm_decomposed": bool(self.decompose), "tvm_ops": ops, **symbolic_facts(spec, ep)}
         return Prepared(run_fn, facts, built=build)
 
     def artifact(self, prepared: Prepared) -> bytes | None:

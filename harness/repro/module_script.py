@@ -160,5 +160,5 @@ def render_module(spec, path: str, record: dict, *, bug=None, recorded: str | No
     imports = T.IMPORTS + "from torch import nn\nimport torch.nn.functional as F\n" + runner.script_imports
     sections = [S._header(spec, path, runner.description, ", ".join(others) or None, bug, recorded), imports,
                 T.CONVERSIONS, _inputs_code(spec, resolved, inputs), _model_code(spec, resolved), check,
-                P.reference_code(program), runner.script_code(), report]
+                P.reference_code(program), S.path_code(spec, runner), report]
     return "\n\n\n".join(s.strip("\n") for s in sections) + "\n"

@@ -303,6 +303,20 @@ def plain_tolerance(spec: CaseSpec, compiled: bool = False, ref=None) -> tuple[f
 
 # -- the script -------------------------------------------------------------------------
 
+def dynamic_code(spec: CaseSpec) -> str:
+    """The line setting DYNAMIC, what the path's calls pass as their `dynamic` (harness.paths.base.dynamic_of): a
+    symbolic case compiles its dims symbolic once, and runs at the size it failed at."""
+    if not spec.dynamic:
+        return "DYNAMIC = None  # static shapes: the path compiles the case's own sizes\n"
+    return (f"# the dims of x compiled as symbolic sizes in [1, max] (torch.export Dim and each path's own form):\n"
+            f"# one compile for every size, run here at SHAPE\nDYNAMIC = ({tuple(spec.dynamic)!r}, {spec.dynamic_max})\n")
+
+
+def path_code(spec: CaseSpec, runner) -> str:
+    """The path's part of a script: DYNAMIC (dynamic_code), then its pasted pipeline and `run_path`."""
+    return dynamic_code(spec) + "\n\n" + runner.script_code()
+
+
 def _clean(text: str) -> str:
     """Text safe inside a triple-quoted docstring."""
     return text.replace("\\", "\\\\").replace('"""', "'''")
@@ -380,7 +394,7 @@ def render(spec: CaseSpec, path: str, *, bug=None, recorded: str | None = None) 
     if "F." in model:
         code_imports += "import torch.nn.functional as F\n"
     code_imports += runner.script_imports
-    path_code = runner.script_code()
+    path_part = path_code(spec, runner)
     libraries = tuple(dict.fromkeys(("torch", *others, "numpy", "ml_dtypes")))
     report = report_code(spec, path, runner, ref, libraries)
     # A path that exposes its intermediates (declared: its script defines `intermediates`) gets the stage table
@@ -388,7 +402,7 @@ def render(spec: CaseSpec, path: str, *, bug=None, recorded: str | None = None) 
     stages = stage_section(spec) if runner.has_intermediates and not ref.outputs else None
     sections = [
         _header(spec, path, description, library, bug, recorded),
-        code_imports, T.CONVERSIONS, input_code(spec), model, reference_code(spec), path_code,
+        code_imports, T.CONVERSIONS, input_code(spec), model, reference_code(spec), path_part,
         *([stages] if stages else []), report,
     ]
     return "\n\n\n".join(s.strip("\n") for s in sections) + "\n"

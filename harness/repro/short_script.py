@@ -294,7 +294,7 @@ def render_short(spec: CaseSpec, path: str, title: str) -> str:
     if not model.startswith("#"):  # torch's own module: the comment beside it
         first, _, rest = model.partition("\n")
         model = f"{first}  # the model: torch's own module\n{rest}"
-    reference_code, path_code, check = _reference(spec), runner.script_code(), _check(spec, path)
+    reference_code, path_code, check = _reference(spec), S.path_code(spec, runner), _check(spec, path)
     if _plain(spec):  # to_torch comes to torch.from_numpy here (the path's own calls keep theirs)
         model, reference_code = (re.sub(r"\bto_torch\(", "torch.from_numpy(", c) for c in (model, reference_code))
     inputs = _inline_types(_inputs(spec), "\n".join((model, reference_code, path_code, check)))
