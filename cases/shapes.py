@@ -34,7 +34,8 @@ LARGE = (65504, 65520, 65536, 70000)  # float16's largest finite, its count's ro
 LENGTHS = SMALL + MID + LARGE  # a reduction length: every boundary
 SEQUENCES = SMALL + MID  # an LLM norm's sequence (its rows grow, its reduction does not)
 # (H, W) of an image norm: 1x1, primes, off-tile, 2,048 / 2,049 / 4,095 / 4,096 / 4,097 pixels, 65,536 and 70,000
-# pixels for float16 (a group's count past float16's range); the layer/RMS rows of 65k+ only for float16 too.
+# pixels for float16 only (a group's count past float16's range). No LLM norm runs 65k+ rows: its reduction stays
+# 64 long, and scoring 4M elements row by row costs ~10 s an execution (measured on eager).
 SPATIAL = ((1, 1), (3, 7), (13, 67), (33, 127), (32, 64), (3, 683), (63, 65), (64, 64), (17, 241))
 SPATIAL_LARGE = ((256, 256), (250, 280))
 BATCHES = (1, 2, 3)  # the batch of [B, S, H] at the smallest sequences (two symbolic dims, one compile)
@@ -46,15 +47,20 @@ def _sized(raw: dict, shape: list[int]) -> dict:
     return {**raw, "shape": list(shape)}
 
 
+def _ones_last(rows: list[dict]) -> list[dict]:
+    """A structure's cases with those of a symbolic size 1 last: the engine compiles a structure with its first
+    case's input as the example, and torch.export specialises a dim it traces at 1 (or refuses it as a Dim)."""
+    return sorted(rows, key=lambda raw: any(raw["shape"][d] == 1 for d in raw["dynamic"]))
+
+
 def _llm(pattern: str, style: str, cast: str | None, dtype: str) -> list[dict]:
     """[B, S, H] with B and S symbolic: every sequence at batch 1, a few batches at small sequences."""
     raw = {"pattern": pattern, "style": style, "dtype": dtype, "shape": [1, 1, HIDDEN], "dynamic": [0, 1],
            "params": {"kind": "normal"}, "input": INPUT}
     if cast:
         raw["cast"] = cast
-    seqs = SEQUENCES + (LARGE if dtype == "float16" else ())
-    return ([_sized(raw, [1, s, HIDDEN]) for s in seqs]
-            + [_sized(raw, [b, s, HIDDEN]) for b in BATCHES[1:] for s in SMALL[:3]])
+    return _ones_last([_sized(raw, [b, s, HIDDEN]) for b in BATCHES[1:] for s in SMALL[:3]]
+                      + [_sized(raw, [1, s, HIDDEN]) for s in SEQUENCES])
 
 
 def _image(pattern: str, dtype: str) -> list[dict]:
@@ -64,7 +70,7 @@ def _image(pattern: str, dtype: str) -> list[dict]:
     if pattern == "group_norm":
         raw["groups"] = 4
     sizes = SPATIAL + (SPATIAL_LARGE if dtype == "float16" else ())
-    return [_sized(raw, [1, CHANNELS, h, w]) for h, w in sizes]
+    return _ones_last([_sized(raw, [1, CHANNELS, h, w]) for h, w in sizes])
 
 
 def _instance(dtype: str) -> list[dict]:
@@ -81,27 +87,32 @@ def _reduction(pattern: str, style: str, cast: str | None, dtype: str) -> list[d
            "input": INPUT, **({"cast": cast} if cast else {})}
     twin = program_twin(CaseSpec.from_dict(raw)).to_dict()
     twin["dynamic"] = [1]
-    return [_sized(twin, [2, n]) for n in LENGTHS]
+    return _ones_last([_sized(twin, [2, n]) for n in LENGTHS])
 
 
 # The catalog norms LLMs deploy with a symbolic sequence (nn.LayerNorm; transformers' Qwen2RMSNorm).
 LLM_NORMS = (("layer_norm", "module", None), ("rms_norm", "qwen", "to"))
 CONTEXT_SEQUENCES = (1, 13, 2049)  # tokens of a context case: one compile, three sizes
+# The neighbourhoods an LLM runtime compiles with a symbolic sequence, around the norm the context suite puts
+# there first (the Qwen RMSNorm): the residual stream's add, the Q/K scores, rotary embeddings, the projection
+# after. A few: each is a compile per path (the suite's time, docs/measurements.md).
+CONTEXT_NEIGHBOURS = ("residual-after", "qk-scores", "rotary-after", "linear-after")
 
 
 def _context() -> list[dict]:
-    """Each active neighbour template around its first suite norm, float16, its tokens (dim 1) symbolic, where
-    the program holds another token count."""
+    """The CONTEXT_NEIGHBOURS around their first context-suite norm, float16, tokens (dim 1) symbolic, where the
+    program holds another token count."""
     out = []
-    seen = set()
+    firsts = {}
     for nb, norm in neighbours.suite_pairs(neighbours.active()):
-        if nb.name in seen:
+        firsts.setdefault(nb.name, (nb, norm))
+    for name in CONTEXT_NEIGHBOURS:
+        if name not in firsts:
             continue
-        seen.add(nb.name)
+        nb, norm = firsts[name]
         raw = {**neighbours.spec_of(nb, norm, "float16", input=INPUT), "dynamic": [1]}
-        if len(raw["shape"]) != 3 or not _holds(raw):
-            continue
-        out += [_sized(raw, [raw["shape"][0], s, raw["shape"][2]]) for s in CONTEXT_SEQUENCES]
+        if len(raw["shape"]) == 3 and _holds(raw):
+            out += _ones_last([_sized(raw, [raw["shape"][0], s, raw["shape"][2]]) for s in CONTEXT_SEQUENCES])
     return out
 
 

@@ -256,8 +256,9 @@ class Executor:
 
     def _static_control(self, record: Record, spec: CaseSpec, path_name: str) -> Record:
         """A symbolic execution that ran and did not pass, with the same size compiled statically on the same
-        path (its own artifact, by the static structure key): does the failure need the symbolic compile?"""
-        if not spec.dynamic or record.verdict in (Verdict.PASS, Verdict.UNSUPPORTED):
+        path (its own artifact, by the static structure key): does the failure need the symbolic compile? A
+        failure the baseline expects gets none, as it gets no attribution (a compile per size is no news)."""
+        if not spec.dynamic or record.verdict in (Verdict.PASS, Verdict.UNSUPPORTED) or not self.policy.wants(record):
             return record
         static = self.execute(spec.static(), path_name, attribute=False)
         return replace(record, static_control=StaticControl(
