@@ -102,3 +102,17 @@ def test_a_failure_the_static_compile_shares_is_also_static(symbolic_paths):
     static = executor.execute(CaseSpec.from_dict(at(97)).static(), "float16-storage-symbolic")
     assert "static_control" not in static and static_scope(static) is None  # a static case: no control, as before
     assert static.get("max_abs_err") == record.static_control.max_abs_err  # the control is that very execution
+
+
+def test_a_failure_the_baseline_expects_gets_no_static_control_unless_every_one_is_asked(symbolic_paths):
+    """As attribution: a known failure is no news, and its static control would be a compile per size."""
+    from harness.attribution.policy import Policy
+    from harness.engine.execute import Executor
+
+    spec = CaseSpec.from_dict(at(7))
+    known = {(spec.case_id, "size-hint"): frozenset({Verdict.INACCURATE})}
+    for every, controlled in ((False, False), (True, True)):
+        executor = Executor(policy=Policy(known, every))
+        executor.execute(at(4), "size-hint")
+        record = executor.execute(spec, "size-hint")
+        assert record.verdict == Verdict.INACCURATE and (record.static_control is not None) == controlled
