@@ -1,8 +1,8 @@
 """The shapes suite (issue 47, docs/shapes.md): every norm compiled once with symbolic dims, run at boundary sizes.
 
 Each catalog pattern in each dtype gets one structure whose dims deployments
-leave symbolic: the batch and sequence of an LLM's layer/RMS norm ([B, S, H],
-B and S symbolic), the height and width of an image model's group and batch
+leave symbolic: the sequence of an LLM's layer/RMS norm ([2, S, H]: its rows),
+the height and width of an image model's group and batch
 norm ([1, C, H, W]), the length an instance norm reduces over ([1, C, L]).
 A catalog case cannot make the dim its module is built for symbolic, so the
 reduction lengths of layer/RMS norm come from their program twins
@@ -38,7 +38,11 @@ SEQUENCES = SMALL + MID  # an LLM norm's sequence (its rows grow, its reduction 
 # 64 long, and scoring 4M elements row by row costs ~10 s an execution (measured on eager).
 SPATIAL = ((1, 1), (3, 7), (13, 67), (33, 127), (32, 64), (3, 683), (63, 65), (64, 64), (17, 241))
 SPATIAL_LARGE = ((256, 256), (250, 280))
-BATCHES = (1, 2, 3)  # the batch of [B, S, H] at the smallest sequences (two symbolic dims, one compile)
+# The bounds the symbolic dims compile for where the default (131,072) would not fit: a runtime that plans its
+# memory for the upper bound (ExecuTorch, XNNPACK) asks 131,072 x 131,072 pixels of an image norm (bad_alloc,
+# measured), so an image side is bounded as a deployment bounds it, and so is an LLM's context.
+SEQUENCE_MAX = 8192
+SIDE_MAX = 1024
 HIDDEN = 64
 CHANNELS = 8
 
@@ -54,19 +58,18 @@ def _ones_last(rows: list[dict]) -> list[dict]:
 
 
 def _llm(pattern: str, style: str, cast: str | None, dtype: str) -> list[dict]:
-    """[B, S, H] with B and S symbolic: every sequence at batch 1, a few batches at small sequences."""
-    raw = {"pattern": pattern, "style": style, "dtype": dtype, "shape": [1, 1, HIDDEN], "dynamic": [0, 1],
-           "params": {"kind": "normal"}, "input": INPUT}
+    """[2, S, H] with the sequence S symbolic (bounded by SEQUENCE_MAX): every sequence size."""
+    raw = {"pattern": pattern, "style": style, "dtype": dtype, "shape": [2, 3, HIDDEN], "dynamic": [1],
+           "dynamic_max": SEQUENCE_MAX, "params": {"kind": "normal"}, "input": INPUT}
     if cast:
         raw["cast"] = cast
-    return _ones_last([_sized(raw, [b, s, HIDDEN]) for b in BATCHES[1:] for s in SMALL[:3]]
-                      + [_sized(raw, [1, s, HIDDEN]) for s in SEQUENCES])
+    return _ones_last([_sized(raw, [2, s, HIDDEN]) for s in SEQUENCES])
 
 
 def _image(pattern: str, dtype: str) -> list[dict]:
     """[1, C, H, W] with H and W symbolic (group norm: 4 groups of 2 channels)."""
     raw = {"pattern": pattern, "dtype": dtype, "shape": [1, CHANNELS, 1, 1], "dynamic": [2, 3],
-           "params": {"kind": "normal"}, "input": INPUT}
+           "dynamic_max": SIDE_MAX, "params": {"kind": "normal"}, "input": INPUT}
     if pattern == "group_norm":
         raw["groups"] = 4
     sizes = SPATIAL + (SPATIAL_LARGE if dtype == "float16" else ())
@@ -110,7 +113,7 @@ def _context() -> list[dict]:
         if name not in firsts:
             continue
         nb, norm = firsts[name]
-        raw = {**neighbours.spec_of(nb, norm, "float16", input=INPUT), "dynamic": [1]}
+        raw = {**neighbours.spec_of(nb, norm, "float16", input=INPUT), "dynamic": [1], "dynamic_max": SEQUENCE_MAX}
         if len(raw["shape"]) == 3 and _holds(raw):
             out += _ones_last([_sized(raw, [raw["shape"][0], s, raw["shape"][2]]) for s in CONTEXT_SEQUENCES])
     return out
