@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from functools import cached_property
 from typing import Any, Iterable, Iterator
 
-from harness.core.verdicts import Verdict
+from harness.core.verdicts import NO_OUTPUT, WRONG_OUTPUT, Verdict
 
 
 def json_safe(value: Any) -> Any:
@@ -200,14 +200,14 @@ class StaticControl:
     max_abs_err: float | None
     max_err_over_tol: float | None
     message: str
-
 SYMBOLIC_ONLY, ALSO_STATIC = "symbolic only", "also static"  # a symbolic failure's scope, by its static control
 
-
 def static_scope(record: Mapping) -> str | None:
-    """"symbolic only" (its static control passes), "also static" (it fails too), None without a control."""
-    control = record.get("static_control")
-    return None if not control else SYMBOLIC_ONLY if control.get("verdict") == Verdict.PASS else ALSO_STATIC
+    """"symbolic only" (its static control passes, or refuses what the symbolic compile ran to a wrong output),
+    "also static" (it fails too), None without a control."""
+    static = (record.get("static_control") or {}).get("verdict")
+    own = static == Verdict.PASS or (static in NO_OUTPUT | {Verdict.UNSUPPORTED} and record["verdict"] in WRONG_OUTPUT)
+    return None if static is None else SYMBOLIC_ONLY if own else ALSO_STATIC
 
 
 @dataclass(frozen=True, eq=True)
