@@ -1,11 +1,12 @@
 """Triage rules of the shapes suite: failures of a symbolic compile (cases/shapes.py, docs/shapes.md).
 
 Each rule matches only symbolic records (a case with `dynamic`) whose failure
-is the symbolic compile's own: its static control (the same size compiled
-statically) passes or refuses, never fails the same way (`static_scope` is
-not "also static"). A symbolic failure the static compile shares falls
-through to the older rules, which explain it as they explain the static
-one. Written from the records of `normdiff run --suite shapes` on every path
+is the symbolic compile's own: a wrong output its static control (the same
+size compiled statically) does not share (`static_scope` is not "also
+static"), or a compile error only a symbolic compile gives (its message
+names a symbolic size, or the static compile builds). A symbolic failure the
+static compile shares falls through to the older rules, which explain it as
+they explain the static one. Written from the records of `normdiff run --suite shapes` on every path
 with the pinned versions (torch 2.13.0, apache-tvm 0.27.0.post1, executorch
 1.5.1, onnxruntime 1.32.0, iree 3.13.0, openvino 2026.4.1).
 """
@@ -21,6 +22,10 @@ TVM = ("tvm", "tvm-decompose", "tvm-decompose-inference")
 INDUCTOR = ("inductor", "inductor-emulate")
 WRONG = (Verdict.INACCURATE, Verdict.NONFINITE)
 FLOAT16_COUNT = 65520  # the first element count float16 rounds to inf
+
+
+def _symbolic(r: Record) -> bool:
+    return bool(_case(r).get("dynamic"))
 
 
 def _symbolic_own(r: Record) -> bool:
@@ -58,8 +63,8 @@ SHAPES_RULES: tuple[Rule, ...] = (
     Rule("new", "symbolic only: from_exported_program cannot import a norm whose normalized shape is symbolic "
                 "(F.layer_norm(x, (x.shape[-1],)) over a symbolic length: int() of a SizeVar), where the static "
                 "import passes",
-         lambda r: r["path"] in TVM and _symbolic_own(r) and r["verdict"] == Verdict.ERROR
-         and "int() argument must be" in _msg(r)),
+         lambda r: r["path"] in TVM and _symbolic(r) and r["verdict"] == Verdict.ERROR
+         and "int() argument must be" in _msg(r) and "'Node'" in _msg(r)),
     Rule("new", "symbolic only: the symbolic compile of F.instance_norm over a dynamic length gives non-finite "
                 "values at every length where the static compile of each passes (the construct of "
                 "iree-org/iree#23650: instance norm over a dynamic dim)",
@@ -67,6 +72,12 @@ SHAPES_RULES: tuple[Rule, ...] = (
          and _case(r)["pattern"] == "instance_norm"),
     Rule("new", "symbolic only: torch.compile with mark_dynamic on the dim cannot keep it symbolic "
                 "(ConstraintViolationError: dynamo specialises it while tracing), where the static compile passes",
-         lambda r: r["path"] in INDUCTOR and _symbolic_own(r) and r["verdict"] == Verdict.ERROR
+         lambda r: r["path"] in INDUCTOR and _symbolic(r) and r["verdict"] == Verdict.ERROR
          and "Constraints violated" in _msg(r)),
+    Rule("new", "symbolic only: iree-compile fails to link the dispatch of a bfloat16 layer norm over a dynamic "
+                "length ('failed to link executable and generate target dylib'), where the static compile of each "
+                "length builds",
+         lambda r: r["path"] == "iree" and _symbolic(r) and r["verdict"] == Verdict.ERROR
+         and "failed to link executable" in _msg(r)
+         and (r.get("static_control") or {}).get("verdict") != Verdict.ERROR),
 )
