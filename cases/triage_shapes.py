@@ -60,9 +60,9 @@ SHAPES_RULES: tuple[Rule, ...] = (
                 "issue's 5x at 4,099): the reduction over a run-time length is not the one a static length gets",
          lambda r: r["path"] in TVM and _symbolic_own(r) and r["verdict"] in WRONG
          and _case(r)["pattern"] in ("instance_norm", "group_norm") and _case(r).get("program") is None),
-    Rule("new", "symbolic only: from_exported_program cannot import a norm whose normalized shape is symbolic "
-                "(F.layer_norm(x, (x.shape[-1],)) over a symbolic length: int() of a SizeVar), where the static "
-                "import passes",
+    Rule("new", "from_exported_program cannot import a norm whose normalized shape is symbolic "
+                "(F.layer_norm(x, (x.shape[-1],)) over a symbolic length: int() of a SizeVar); the static import "
+                "of each length gets past it",
          lambda r: r["path"] in TVM and _symbolic(r) and r["verdict"] == Verdict.ERROR
          and "int() argument must be" in _msg(r) and "'Node'" in _msg(r)),
     Rule("new", "symbolic only: the symbolic compile of F.instance_norm over a dynamic length gives non-finite "
