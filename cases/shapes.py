@@ -6,7 +6,7 @@ the height and width of an image model's group and batch
 norm ([1, C, H, W]), the length an instance norm reduces over ([1, C, L]).
 A catalog case cannot make the dim its module is built for symbolic, so the
 reduction lengths of layer/RMS norm come from their program twins
-(harness.oracle.twins: the very text the style's module runs) with the last
+(the very text the style's module runs, as harness.oracle.twins writes it) with the last
 dim symbolic. The context suite's norms in their neighbourhoods
 (cases/neighbours.py) join with their sequence dim symbolic, where the
 program holds another sequence length (no literal size of it in the text).
@@ -22,7 +22,7 @@ finite), 65,520 (where a float16 count rounds to inf), 65,536 and 70,000.
 from __future__ import annotations
 
 from cases import neighbours
-from harness.oracle.twins import program_twin
+from harness.program import style_program
 from harness.spec import CaseSpec, SpecError
 
 DTYPES = ("float16", "bfloat16", "float32")
@@ -84,12 +84,11 @@ def _instance(dtype: str) -> list[dict]:
 
 
 def _reduction(pattern: str, style: str, cast: str | None, dtype: str) -> list[dict]:
-    """The style's program twin over [2, L] with its normalised length L symbolic: every boundary. Without a
-    weight (one would be as long as L: a symbolic parameter no deployment has)."""
-    raw = {"pattern": pattern, "style": style, "dtype": dtype, "shape": [2, 8], "affine": "none",
-           "input": INPUT, **({"cast": cast} if cast else {})}
-    twin = program_twin(CaseSpec.from_dict(raw)).to_dict()
-    twin["dynamic"] = [1]
+    """The style's program twin (the text its module runs, as harness.oracle.twins writes it) over [2, L] with its
+    normalised length L symbolic: every boundary. Without a weight (one would be as long as L: a symbolic
+    parameter no deployment has)."""
+    twin = {"pattern": pattern, "dtype": dtype, "shape": [2, 8], "input": INPUT, "dynamic": [1],
+            "program": style_program(pattern, style, cast, "none", dtype)}
     return _ones_last([_sized(twin, [2, n]) for n in LENGTHS])
 
 
