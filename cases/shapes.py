@@ -94,7 +94,8 @@ def _reduction(pattern: str, style: str, cast: str | None, dtype: str) -> list[d
 
 # The catalog norms LLMs deploy with a symbolic sequence (nn.LayerNorm; transformers' Qwen2RMSNorm).
 LLM_NORMS = (("layer_norm", "module", None), ("rms_norm", "qwen", "to"))
-CONTEXT_SEQUENCES = (1, 13, 2049)  # tokens of a context case: one compile, three sizes
+CONTEXT_SEQUENCES = (1, 13, 257)  # tokens of a context case: one compile, three sizes (QK scores at 2,049 tokens
+# materialise a [2, 2049, 2049, 64] product in the reference: 2 GiB, over a worker's memory, measured)
 # The neighbourhoods an LLM runtime compiles with a symbolic sequence, around the norm the context suite puts
 # there first (the Qwen RMSNorm): the residual stream's add, the Q/K scores, rotary embeddings, the projection
 # after. A few: each is a compile per path (the suite's time, docs/measurements.md).
