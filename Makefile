@@ -75,8 +75,12 @@ nightly-zoo: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m harness.commands.bench
 
+# Random exploration (make test draws the same hypothesis examples on every run): the catalog search, then the
+# program search, each at a fresh seed (printed). A failure found is a finding, a shrunk spec under
+# reports/fuzz*/failures/, not a red build: exit 1 (found) passes, exit 2 (bad usage, no workers) fails.
 fuzz: $(STAMP)
-	$(BIN)/normdiff fuzz --paths tvm-decompose,executorch-recompose --max-examples 300
+	$(BIN)/normdiff fuzz --paths tvm-decompose,executorch-recompose --max-examples 300 --out reports/fuzz || [ $$? -eq 1 ]
+	$(BIN)/normdiff fuzz --programs --paths executorch-recompose --max-examples 300 --out reports/fuzz-programs || [ $$? -eq 1 ]
 
 bugs: $(STAMP)
 	$(BIN)/normdiff bugs --check

@@ -14,6 +14,7 @@ class raises ValueError with the one line the command line prints.
 """
 from __future__ import annotations
 
+import json
 import os
 import tempfile
 from typing import TYPE_CHECKING
@@ -75,6 +76,39 @@ def check(target, *, init: dict | None = None, dtype: str = "float32", shape=(2,
     if reduce is not None:
         _reduce_failures(records, specs, reduce, timeout or DEFAULT_TIMEOUT)
     return records
+
+
+def check_model(target, *, init: dict | None = None, config: dict | None = None, dtype: str = "float32",
+                shape=None, input: dict | None = None, tokens: int | None = None, seed: int = 0, paths=None,
+                out: str | None = None, max_memory: float | None = None, outliers: float | None = None,
+                outlier_channels=None, outlier_tokens=None, jobs: int | None = None, timeout: float | None = None):
+    """`normdiff model` from Python (docs/models.md): every norm instance of a whole model, scored on `paths` with
+    the input the model gives it. `target` is a class or factory (or "pkg.mod:Name"), or a transformers
+    architecture's name with `config`. Returns a ModelResult: `.about` (the instances in model order, the whole
+    model per path), `.records` (the instances' records), `.problem` (the capture stopped: one line, else None)
+    and `.table` (the report). `out` keeps everything there (default: a temporary folder, removed). A bad
+    argument raises ValueError with the command line's one line."""
+    import types
+
+    from harness.commands.model import run_model
+    from harness.core.errors import UsageError
+    from harness.core.verdicts import DEFAULT_TIMEOUT
+
+    if isinstance(target, type) or callable(target) and not isinstance(target, str):
+        target = f"{target.__module__}:{target.__qualname__}"
+    args = types.SimpleNamespace(
+        target=target, init=None if init is None else json.dumps(init), dtype=dtype,
+        config=None if config is None else json.dumps(config), shape=None if shape is None else list(shape),
+        input=None if input is None else json.dumps(input), tokens=tokens, seed=seed,
+        paths=None if paths is None else ",".join(paths), max_memory=max_memory, outliers=outliers,
+        outlier_channels=outlier_channels, outlier_tokens=outlier_tokens, jobs=jobs,
+        timeout=timeout or DEFAULT_TIMEOUT, quiet=True)
+    try:
+        with tempfile.TemporaryDirectory(prefix="normdiff-model-") as tmp:
+            args.out = out or tmp
+            return run_model(args)
+    except UsageError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def _reduce_failures(records: list[Record], specs, folder: str, timeout: float) -> None:

@@ -136,3 +136,37 @@ def assert_same_intermediates(capture, items, output, rerun):
     for i, t in zip(capture.intermediates, items):
         assert i.value.dtype == t[3].dtype and i.value.tobytes() == t[3].tobytes(), i.name
     assert capture.output == output and capture.rerun_output.tobytes() == rerun.tobytes()
+
+
+def grad_case(raw: dict):
+    """A gradient case as the engine hands it to a path, made here for a path's own test: (spec, build, example,
+    x, expected). `build()` gives a fresh Backward of the case's module (harness.oracle.backward), `example` is
+    (x, cotangent) as tensors, `x` the same as NumPy (Prepared.run's argument), and `expected` the gradients
+    of float64 autograd on the same module and values, as NumPy, in order (d_x, then each floating parameter's).
+    The cotangent is a fixed normal draw in the case's dtype."""
+    import numpy as np
+    import torch
+
+    from harness.core.tensors import to_numpy, to_torch
+    from harness.oracle.backward import Backward
+    from harness.oracle.inputs import make_inputs
+    from harness.oracle.modules import build_module
+
+    spec = CaseSpec.from_dict({**raw, "grad": True})
+    inputs = make_inputs(spec)
+    cotangent = np.random.default_rng(7).standard_normal(inputs.x.shape).astype(inputs.x.dtype)
+    arrays = (inputs.x, cotangent)
+    example = tuple(to_torch(a, spec.layout) for a in arrays)
+    wide = Backward(build_module(spec, inputs.params).double(), 1)
+    expected = tuple(g.numpy() for g in wide(*(t.double() for t in example)))
+    return spec, (lambda: Backward(build_module(spec, inputs.params), 1)), example, arrays, expected
+
+
+def grad_error(out, expected) -> tuple[float, ...]:
+    """The largest error of each gradient against float64's, relative to that gradient's largest magnitude."""
+    import numpy as np
+
+    out = out if isinstance(out, tuple) else (out,)
+    assert len(out) == len(expected)
+    return tuple(float(np.abs(np.asarray(o, np.float64) - e).max() / max(np.abs(e).max(), 1e-30))
+                 for o, e in zip(out, expected))

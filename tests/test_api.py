@@ -45,3 +45,16 @@ def test_a_failure_is_reduced_on_request_through_the_lifted_program(tmp_path, ca
     executor = Executor()
     assert executor.execute(reduced, "executorch-recompose")["verdict"] == Verdict.DTYPE_MISMATCH
     assert executor.execute(reduced, "eager")["verdict"] == Verdict.PASS
+
+
+def test_a_whole_models_instances_from_python(tmp_path):
+    from user_models import TinyMixer
+
+    result = harness.check_model(TinyMixer, init={"width": 8, "groups": 2}, dtype="float16", shape=(2, 4, 8),
+                                 paths=["eager"], out=str(tmp_path), jobs=1)
+    assert result.problem is None
+    assert [i["path"] for i in result.about["instances"]] == ["norm_in", "group", "norm_out"]
+    assert [r["verdict"] for r in result.records] == [Verdict.PASS] * 3
+    assert "`norm_out`" in result.table and (tmp_path / "model.json").exists()
+    with pytest.raises(ValueError, match="--tokens: give either"):
+        harness.check_model(TinyMixer, shape=(2, 4, 8), tokens=4)

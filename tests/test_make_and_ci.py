@@ -115,6 +115,40 @@ def test_make_tests_output_opens_without_torchs_deprecation_warnings(checkout, t
     assert "DeprecationWarning: a deprecation of our own" in r.stdout  # the filter is torch's alone
 
 
+# A test file that starts real workers for an ExecuTorch path: the forkserver imports executorch.exir, whose import
+# warns (importlib.resources' read_text/open_text) and logs (torchao's register_constant on an Enum) on stderr.
+WORKER_TEST = """from harness.engine.pool import Pool
+from harness.spec import CaseSpec
+
+
+def test_workers_start():
+    spec = CaseSpec.from_dict({"pattern": "rms_norm", "dtype": "float32", "shape": [2, 8]})
+    with Pool(["executorch-recompose", "eager"], timeout=300) as pool:
+        assert pool.submit(spec, "eager")["verdict"] == "pass"
+
+
+def test_next():
+    pass
+"""
+
+
+def test_make_tests_output_holds_no_line_of_a_workers_libraries(checkout, tmp_path):
+    """`make test`'s pytest command, its output uncaptured (-s), on a test starting real workers whose forkserver
+    imports ExecuTorch: a worker's stderr is its log (a crash record's log_tail), not the terminal."""
+    stamp(checkout)
+    (recipe,) = [ln for ln in make(checkout, "-n", "test", "JOBS=1").stdout.splitlines() if " -m pytest " in ln]
+    args = shlex.split(recipe.split(" -m pytest ", 1)[1])
+    (tmp_path / "tiny").mkdir()
+    (tmp_path / "tiny" / "test_workers.py").write_text(WORKER_TEST)
+    r = subprocess.run([sys.executable, "-m", "pytest", *args, "-s", "-c", os.path.join(ROOT, "pyproject.toml"),
+                        "--rootdir", str(tmp_path / "tiny"), "-p", "no:cacheprovider", str(tmp_path / "tiny")],
+                       cwd=tmp_path / "tiny", capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0 and "2 passed" in r.stdout, r.stdout + r.stderr
+    said = r.stdout + r.stderr
+    for word in ("DeprecationWarning", "register_constant", "torchao", "Warning:"):
+        assert word not in said, said
+
+
 def normdiff_argvs(shell: str) -> list[list[str]]:
     """Each `.venv/bin/normdiff …` command of a recipe, as its arguments (up to its `||`, `;`, `&&` or `}`)."""
     return [shlex.split(m) for m in re.findall(r"\.venv/bin/normdiff ((?:[^|;&}])*)", shell)]
@@ -132,6 +166,21 @@ def test_make_nightly_names_its_run_history(checkout):
     assert calls[0].baseline == calls[1].baseline == "reports/baseline.json"  # known failures not attributed again
     assert calls[2].baseline == calls[3].baseline == "reports/context-baseline.json"
     assert calls[4].baseline == calls[5].baseline == "reports/shapes-baseline.json"
+
+
+def test_make_fuzz_runs_both_searches_and_a_finding_is_not_a_failure(checkout):
+    """Random exploration lives in make fuzz (make test is derandomized): the catalog search, then the program
+    search, into folders of their own; exit 1 (found) passes, exit 2 (could not search) fails."""
+    stamp(checkout)
+    shell = make(checkout, "-n", "fuzz").stdout
+    calls = [build_parser().parse_args(argv) for argv in normdiff_argvs(shell)]
+    assert [(c.command, c.programs) for c in calls] == [("fuzz", False), ("fuzz", True)]
+    assert len({c.out for c in calls}) == 2 and shell.count("|| [ $? -eq 1 ]") == 2
+    bin_ = checkout / ".venv" / "bin"
+    for code, ok in ((1, True), (2, False)):
+        (bin_ / "normdiff").write_text(f"#!/bin/sh\nexit {code}\n")
+        (bin_ / "normdiff").chmod(0o755)
+        assert (make(checkout, "fuzz").returncode == 0) == ok
 
 
 # normdiff as the nightly's recipe sees it: each call logged, the ones matching FAIL exit with its code

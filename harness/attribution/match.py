@@ -18,9 +18,10 @@ The rule (docs/attribution.md, "Matching"):
    `h * rsqrt(...)`), plus up to 0.5 for closeness. A far-off value still
    pairs on the same op: a variance that lost half its value is still the
    variance.
-3. The program's last stage is the compiled graph's output (anchored); the
-   others are aligned in order, as a longest-common-subsequence with these
-   weights: the compiled graph computes stages in program order (importers
+3. The program's last stage is the compiled graph's output (anchored; a
+   program of several outputs anchors each output's stage to the value the
+   graph returns for it); the others are aligned in order, as a
+   longest-common-subsequence with these weights: the compiled graph computes stages in program order (importers
    and decompositions translate ops in order), and among orderings the
    heaviest total wins. Unpaired stages were not computed as such.
 """
@@ -95,23 +96,24 @@ def pair_weight(stage_op, stage_value, inter_op, inter_value):
     return None
 
 
-def align(stages, intermediates, output):
+def align(stages, intermediates, output, anchors=None):
     """{stage index: intermediate index}: the last stage anchored to `output`, the rest aligned in order.
 
     `stages` and `intermediates` are lists of (canonical op, value) in program
     and execution order; `output` is the index of the intermediate the
-    compiled graph returns (None if it is not among them).
+    compiled graph returns (None if it is not among them). `anchors`
+    ({stage index: intermediate index}), when given, are the anchored pairs
+    instead: a program of several outputs, each output's stage to the value
+    the graph returns for it.
     """
-    pairs = {}
-    rest = list(range(len(intermediates)))
-    n = len(stages) - 1
-    if output is not None and n >= 0:
-        pairs[n] = output
-        rest.remove(output)
-    else:
-        n = len(stages)
-    m = len(rest)
-    weight = [[pair_weight(*stages[i], *intermediates[rest[j]]) for j in range(m)] for i in range(n)]
+    if anchors is None:
+        anchors = {len(stages) - 1: output} if output is not None and stages else {}
+    pairs = dict(anchors)
+    free = [i for i in range(len(stages)) if i not in anchors]
+    taken = set(anchors.values())
+    rest = [j for j in range(len(intermediates)) if j not in taken]
+    n, m = len(free), len(rest)
+    weight = [[pair_weight(*stages[free[i]], *intermediates[rest[j]]) for j in range(m)] for i in range(n)]
     best = [[0.0] * (m + 1) for _ in range(n + 1)]
     for i in range(n - 1, -1, -1):
         for j in range(m - 1, -1, -1):
@@ -123,7 +125,7 @@ def align(stages, intermediates, output):
     while i < n and j < m:
         w = weight[i][j]
         if w is not None and best[i][j] == w + best[i + 1][j + 1]:
-            pairs[i] = rest[j]
+            pairs[free[i]] = rest[j]
             i, j = i + 1, j + 1
         elif best[i][j] == best[i + 1][j]:
             i += 1

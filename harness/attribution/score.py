@@ -42,13 +42,43 @@ def changes_of(capture: Capture, out: np.ndarray) -> list[str]:
     return changes
 
 
-def entries(stages, capture: Capture, approximate: bool) -> list[dict]:
-    """One entry per program stage in program order (a norm's part only where the graph computed it)."""
+def returned(capture: Capture) -> list[int | None]:
+    """The index among the intermediates of each output the graph returns, in order (one output: [output]).
+
+    A reader names the first (Capture.output); another output, or the first
+    where the reader names none (TVM's main returns a tuple of them), is the
+    last intermediate with exactly the bits the re-run returned for it (every
+    reader has each returned value among its intermediates: FX and Relax
+    every node, OpenVINO each Result's). An intermediate with the same bits
+    computes the same value, so its error over the bound is the output's.
+    """
+    outs = capture.rerun_output
+    if not isinstance(outs, tuple):
+        return [capture.output]
     inters = capture.intermediates
-    keep = [i for i, it in enumerate(inters) if canonical(it.op) is not None or i == capture.output]
+
+    def bits(out):
+        return next((i for i in range(len(inters) - 1, -1, -1) if _same_bits(inters[i].value, out)), None)
+
+    return [bits(out) if k or capture.output is None else capture.output for k, out in enumerate(outs)]
+
+
+def entries(stages, capture: Capture, approximate: bool) -> list[dict]:
+    """One entry per program stage in program order (a norm's part only where the graph computed it).
+
+    A program of several outputs anchors the stage of each output (ProgramStage.returns) to the value the graph
+    returns for it; one output, its last stage to the graph's output (match.align).
+    """
+    inters = capture.intermediates
+    outputs = returned(capture)
+    keep = [i for i, it in enumerate(inters) if canonical(it.op) is not None or i in outputs]
     candidates = [(canonical(inters[i].op) or "layout", inters[i].value) for i in keep]
     output = keep.index(capture.output) if capture.output in keep else None
-    pairs = align([(s.op, s.value) for s in stages], candidates, output)
+    anchors = None
+    if any(s.returns is not None for s in stages):
+        anchors = {k: keep.index(outputs[s.returns]) for k, s in enumerate(stages)
+                   if s.returns is not None and s.returns < len(outputs) and outputs[s.returns] is not None}
+    pairs = align([(s.op, s.value) for s in stages], candidates, output, anchors)
     out = []
     for k, s in enumerate(stages):
         inter = inters[keep[pairs[k]]] if k in pairs else None

@@ -28,6 +28,9 @@ class ProgramStage(NamedTuple):
     value: object
     err: object
     part: bool  # a norm's part (one way to compute it), not a stage the program writes
+    # A program of several outputs (`return normed, h`): the position of the output this stage gives; None for
+    # every other stage, and for every stage of a program of one output (its last stage is its output).
+    returns: int | None = None
 
 
 def case_program(spec: CaseSpec) -> tuple[Program, ProgramCase]:
@@ -74,4 +77,11 @@ def program_stages(spec: CaseSpec, inputs, module_case=None) -> list[ProgramStag
         program, info = case_program(spec)
         arrays = case_arrays(spec, inputs)
     evaluation = evaluate_expanded(program, info, arrays)
-    return labelled(evaluation.stages)
+    stages = labelled(evaluation.stages)
+    for k, each in enumerate(evaluation.outputs):  # several outputs: the stage that gives each
+        # the walker hands a stage's value array on as the value itself, so the output is that very array (the last
+        # stage holding it: an exact cast holds its operand's array); an input returned as it is has no stage
+        at = next((i for i in range(len(stages) - 1, -1, -1) if evaluation.stages[i].value is each.out), None)
+        if at is not None and stages[at].returns is None:
+            stages[at] = stages[at]._replace(returns=k)
+    return stages

@@ -21,16 +21,14 @@ n - 1, the scaled tensor held in float16.
 """
 from __future__ import annotations
 
-from dataclasses import fields, is_dataclass, replace
+from dataclasses import fields, replace
 
-from harness.program.ir import Assign, BinOp, Cast, DType, Name, Norm, Number, Program, Reduce, ShapeOf, Unary
+from harness.program.ir import (
+    Assign, BinOp, Cast, DType, Name, Norm, Number, Program, Reduce, ShapeOf, Unary, is_node, squared,
+)
 
 EPS = Name("eps")
 MEAN_UNBIASED = "mean_unbiased"  # a marker reduction only the renderings run: the sum over n - 1
-
-
-def _is_ir(value) -> bool:
-    return is_dataclass(value) and not isinstance(value, type)
 
 
 def transform(node, fn):
@@ -38,12 +36,12 @@ def transform(node, fn):
     if isinstance(node, tuple):
         items = tuple(transform(n, fn) for n in node)
         return items if any(a is not b for a, b in zip(items, node)) else node
-    if not _is_ir(node):
+    if not is_node(node):
         return node
     changes = {}
     for f in fields(node):
         value = getattr(node, f.name)
-        if _is_ir(value) or (isinstance(value, tuple) and any(_is_ir(v) for v in value)):
+        if is_node(value) or (isinstance(value, tuple) and any(is_node(v) for v in value)):
             new = transform(value, fn)
             if new is not value:
                 changes[f.name] = new
@@ -114,17 +112,6 @@ def _eps_add(node):
     return None
 
 
-def _square_of(node):
-    """B when node squares B (B ** 2, B.square(), B * B), else None."""
-    if isinstance(node, BinOp) and node.op == "pow" and node.right == Number(2):
-        return node.left
-    if isinstance(node, Unary) and node.op == "square":
-        return node.operand
-    if isinstance(node, BinOp) and node.op == "mul" and node.left == node.right:
-        return node.left
-    return None
-
-
 def _reads_only(node, name: str) -> bool:
     """Whether `node` is `name` up to casts and adding numbers (w, w.float(), 1 + w.float())."""
     if isinstance(node, Name):
@@ -159,7 +146,7 @@ def _statistic_base(scale):
     if isinstance(stat, BinOp) and stat.op == "div" and isinstance(stat.left, Reduce):
         stat = stat.left
     if isinstance(stat, Reduce) and stat.op in ("mean", "sum"):
-        return _square_of(stat.operand)
+        return squared(stat.operand)
     return None
 
 
@@ -296,7 +283,7 @@ def one_pass_variance(program: Program):
         def fn(node):
             if not (isinstance(node, Reduce) and node.op == "mean"):
                 return None
-            d = _square_of(node.operand)
+            d = squared(node.operand)
             if not (isinstance(d, BinOp) and d.op == "sub"):
                 return None
             m = scope.resolve(d.right, i)
@@ -311,10 +298,10 @@ def one_pass_variance(program: Program):
 def mean_square_unbiased(program: Program):
     """A mean of squares taken as the sum over n - 1 (and sum(B ** 2) / n as over n - 1)."""
     def fn(node):
-        if isinstance(node, Reduce) and node.op == "mean" and _square_of(node.operand) is not None:
+        if isinstance(node, Reduce) and node.op == "mean" and squared(node.operand) is not None:
             return replace(node, op=MEAN_UNBIASED)
         if isinstance(node, BinOp) and node.op == "div" and isinstance(node.left, Reduce) \
-                and node.left.op == "sum" and _square_of(node.left.operand) is not None \
+                and node.left.op == "sum" and squared(node.left.operand) is not None \
                 and isinstance(node.right, (ShapeOf, Number)):
             return replace(node, right=BinOp("sub", node.right, Number(1)))
         return None

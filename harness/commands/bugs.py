@@ -5,15 +5,20 @@ not reported upstream yet, one folder each.
 
 Listing prints one entry a line (data, on stdout). `--check` runs every
 entry's executions (and its controls) through the real paths in warm,
-isolated workers (harness.engine.run.Runner) and prints `reproduced`, `fixed` or
-`changed` per entry; exit 0 when every entry behaves as recorded
-(cases/bugs.py `expect`), 1 otherwise. An entry whose class's package is not
-installed (the zoo's findings without transformers) is skipped, and says so.
+isolated workers (harness.engine.run.Runner), then the entry's full and short
+repro scripts (harness.repro.entry_scripts), all in one fresh interpreter per
+job (harness.repro.run_scripts), and prints `reproduced`, `fixed` or `changed`
+per entry with both scripts' exit codes; exit 0 when every entry behaves as
+recorded (cases/bugs.py `expect`) and both its scripts exit as recorded (1
+while the bug shows, 0 once fixed), 1 otherwise. An entry whose class's package
+is not installed (the zoo's findings without transformers) is skipped, and says
+so.
 """
 from __future__ import annotations
 
 import os
 import sys
+import tempfile
 
 from cases import bugs
 from harness.core.errors import UsageError
@@ -23,6 +28,9 @@ from harness.core.verdicts import DEFAULT_TIMEOUT, Verdict
 from harness.engine.plan import Task
 from harness.engine.procs import RunnerError
 from harness.engine.run import execute_tasks
+from harness.modules import LIFT
+from harness.repro import entry_scripts
+from harness.repro.run_scripts import run_scripts
 
 
 def _select(names: list[str] | None):
@@ -48,11 +56,13 @@ def cmd_list(entries) -> int:
     return 0
 
 
-def _records(entries, jobs: int, timeout: float, out_dir: str | None) -> dict:
-    """(case_id, path) -> record for every execution the entries need."""
+def _records(entries, jobs: int, timeout: float, out_dir: str | None, scripts: bool = True) -> dict:
+    """(case_id, path) -> record for every execution the entries need (with `scripts`, a module case's LIFT
+    too: its scripts are written from it)."""
     tasks: dict[tuple[str, str], Task] = {}
     for b in entries:
-        for spec, path in [*b.checks, *b.controls]:
+        lift = [(s, LIFT) for s, _ in [entry_scripts.case(b)] if s.is_module and scripts]
+        for spec, path in [*b.checks, *b.controls, *lift]:
             tasks.setdefault((spec.case_id, path), Task(spec, path))
     records: dict[tuple[str, str], dict] = {}
     writer = None
@@ -65,7 +75,7 @@ def _records(entries, jobs: int, timeout: float, out_dir: str | None) -> dict:
 
     def on_record(record: dict) -> None:
         records[(record["case_id"], record["path"])] = record
-        if writer:
+        if writer and record["path"] != LIFT:
             writer.write(record)
 
     try:
@@ -125,11 +135,45 @@ def _run(execute, *args) -> dict | int:
         return 130
 
 
+def scripts_exit(entries, records: dict, jobs: int, folder: str) -> dict[str, tuple[int, int, int]]:
+    """bug id -> (the full script's exit code, the short script's, the code both should give), each entry's two
+    scripts written into `folder` and run there, all in a few fresh interpreters."""
+    written = []
+    for b in entries:
+        spec, _ = entry_scripts.case(b)
+        lift = records.get((spec.case_id, LIFT)) if spec.is_module else None
+        if spec.is_module and (lift is None or lift["verdict"] != Verdict.PASS):
+            continue  # the class did not resolve: the execution's own record says so
+        written.append(entry_scripts.write_scripts(b, folder, lift))
+    ran = run_scripts([p for w in written for p in (w.full, w.short)], jobs=max(1, jobs))
+    return {w.id: (ran[w.full].code, ran[w.short].code, w.expected) for w in written}
+
+
+def _scripts_note(exits: tuple[int, int, int] | None) -> tuple[str, bool]:
+    """(what an entry's scripts did, whether both exit as recorded)."""
+    if exits is None:
+        return "scripts: not written (the class did not resolve)", False
+    full, short, expected = exits
+    ok = full == short == expected
+    return f"scripts: full exits {full}, short exits {short}" + ("" if ok else f" (recorded: {expected})"), ok
+
+
 def cmd_check(entries, args) -> int:
     skipped = {b.id: missing(b) for b in entries if missing(b)}
-    records = _run(_records, [b for b in entries if b.id not in skipped], args.jobs, args.timeout, args.out)
+    checked = [b for b in entries if b.id not in skipped]
+    scripts = getattr(args, "scripts", True)
+    records = _run(_records, checked, args.jobs, args.timeout, args.out, scripts)
     if isinstance(records, int):
         return records
+    if args.out and scripts:
+        os.makedirs(os.path.join(args.out, "scripts"), exist_ok=True)
+    exits = None
+    if scripts:
+        with tempfile.TemporaryDirectory(prefix="normdiff-bugs-") as tmp:
+            folder = os.path.join(args.out, "scripts") if args.out else tmp
+            exits = _run(scripts_exit, checked, records, args.jobs, folder)
+        if isinstance(exits, int):
+            return exits
     width = max(len(b.id) for b in entries)
     unexpected = 0
     for b in entries:
@@ -138,17 +182,18 @@ def cmd_check(entries, args) -> int:
                   f"pip install 'normdiff[zoo]')", flush=True)
             continue
         state, off = status(b, records)
+        said, agree = _scripts_note(exits.get(b.id)) if exits is not None else ("", True)
         note = "as recorded" if state == b.expect else f"recorded: {b.expect}"
-        print(f"{b.id:<{width}}  {state:<10}  ({note})", flush=True)
+        print(f"{b.id:<{width}}  {state:<10}  ({note})  {said}".rstrip(), flush=True)
         for line in off:
             print(f"{'':<{width}}    {line}")
-        unexpected += state != b.expect
+        unexpected += state != b.expect or not agree
     if unexpected:
-        print(f"normdiff: {unexpected} of {len(entries)} catalog entries differ from the record; "
-              "update cases/bugs.py if upstream fixed or changed them", file=sys.stderr)
+        print(f"normdiff: {unexpected} of {len(entries)} catalog entries differ from the record (their verdict or "
+              "their scripts' exit); update cases/bugs.py if upstream fixed or changed them", file=sys.stderr)
         return 1
-    checked = len(entries) - len(skipped)
-    print(f"normdiff: all {checked} catalog entries checked behave as recorded"
+    print(f"normdiff: all {len(checked)} catalog entries checked behave as recorded"
+          + (", and so do their full and short scripts" if exits is not None else "")
           + (f" ({len(skipped)} skipped)" if skipped else ""), file=sys.stderr)
     return 0
 
@@ -211,12 +256,16 @@ def cmd_bugs(args) -> int:
 def add_command(subparsers) -> None:
     p = subparsers.add_parser("bugs", help="the catalog of known upstream bugs; --check runs each")
     p.add_argument("--check", action="store_true",
-                   help="run every entry and say reproduced / fixed (exit 0 when all are as recorded)")
+                   help="run every entry and its full and short scripts; say reproduced / fixed and how each "
+                        "script exits (exit 0 when all are as recorded)")
     p.add_argument("--id", action="append", metavar="BUG-ID", help="only this entry (repeatable)")
     p.add_argument("--jobs", type=int, default=None, help="worker processes (default: cores; 0 = in-process)")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT,
                    help=f"seconds per execution (default {DEFAULT_TIMEOUT:g})")
-    p.add_argument("--out", metavar="DIR", help="also write the check's records to DIR/results.jsonl")
+    p.add_argument("--no-scripts", dest="scripts", action="store_false",
+                   help="--check: run the entries' executions only, not their full and short scripts")
+    p.add_argument("--out", metavar="DIR", help="also write the check's records to DIR/results.jsonl and the scripts "
+                                                "it ran to DIR/scripts/ (each beside its output, SCRIPT.out)")
     p.add_argument("--drafts", metavar="DIR",
                    help="write DIR/ID/report.md with its short and full scripts for every `new` entry (or the "
                         "--id ones); exit 0 when every short script exits 1")

@@ -6,6 +6,7 @@ import os
 
 from cases.suites import suite
 from harness import paths
+from harness.core import captured
 from harness.core.errors import UsageError
 from harness.core.records import latest_per_execution, read_results
 from harness.spec import CaseSpec, SpecError, load_spec_file
@@ -52,6 +53,7 @@ def load_specs(suites: list[str] | None, case_files: list[str] | None, default: 
         except KeyError as exc:
             raise UsageError(f"--suite: {exc.args[0]}") from None
     for path in case_files or []:
+        captured.use_store_beside(path)  # `normdiff model`'s OUT/instances.jsonl reads its inputs from OUT/captured
         try:
             specs += load_spec_file(path)
         except SpecError as exc:

@@ -3,7 +3,9 @@
 The table (every row) is the command's output, on stdout. stderr gets at most
 PROBLEM_LINES problem lines and the count of the rest, one line per status,
 then the verdict of the gate: a CI log stays readable when a thousand
-entries are missing.
+entries are missing. With --update, stdout gets one line per re-triaged
+entry (its verdict changed: upstream and reason from the triage rules) and
+stderr the counts.
 """
 from __future__ import annotations
 
@@ -22,7 +24,7 @@ from harness.reports.baseline import (
     dump_baseline,
     load_baseline,
     table,
-    updated,
+    update,
 )
 
 
@@ -51,14 +53,19 @@ def cmd_gate(args) -> int:
         raise UsageError(f"--baseline {exc}") from None
 
     if args.update:
-        new = updated(records, baseline)
+        done = update(records, baseline)
+        new = done.entries
         added = len(new.keys() - baseline.keys())
         removed = len(baseline.keys() - new.keys())
-        changed = sum(1 for k in new.keys() & baseline.keys() if new[k].verdict != baseline[k].verdict)
         write_atomic(args.baseline, dump_baseline(new))
-        print(f"normdiff gate: wrote {args.baseline}: {len(new)} known failures "
-              f"({added} added, {removed} removed, {changed} with a new verdict; reasons kept)",
-              file=sys.stderr)
+        for t in done.retriaged:  # the command's output: what changed in the entries that stayed
+            print(t.line)
+        sys.stdout.flush()
+        unmatched = sum(not t.matched for t in done.retriaged)
+        print(f"normdiff gate: wrote {args.baseline}: {len(new)} known failures ({added} added, {removed} removed, "
+              f"{len(done.retriaged)} re-triaged with a new verdict"
+              + (f", {unmatched} of them matched by no triage rule: edit their reasons" if unmatched else "")
+              + "; the other reasons kept)", file=sys.stderr)
         return 0
 
     rows = classify(records, baseline, subset=args.subset)
@@ -91,7 +98,8 @@ def add_command(subparsers) -> None:
     p.add_argument("results", metavar="RESULTS", help="a results.jsonl file or the folder holding it")
     p.add_argument("--baseline", required=True, metavar="FILE", help="the baseline JSON (reports/baseline.json)")
     p.add_argument("--update", action="store_true",
-                   help="rewrite the baseline from the results, keeping upstream reports and reasons")
+                   help="rewrite the baseline from the results, keeping upstream reports and reasons; an entry "
+                        "whose verdict changed is re-triaged (cases/triage.py) and printed")
     p.add_argument("--subset", action="store_true",
                    help="judge only the baseline entries the results hold (a PR job, one shard): none is MISSING")
     p.add_argument("--verbose", action="store_true", help="list PASS rows in the table too")

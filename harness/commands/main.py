@@ -9,11 +9,11 @@ from __future__ import annotations
 import argparse
 import sys
 
-from harness.commands import bugs, fuzz, gate, history, lift, paths, reduce, repro, run, zoo
+from harness.commands import bugs, fuzz, gate, history, lift, model, paths, reduce, repro, run, zoo
 from harness.commands.common import Parser
 from harness.core.errors import UsageError
 
-COMMANDS = (run, gate, fuzz, repro, reduce, bugs, paths, history, lift, zoo)
+COMMANDS = (run, gate, fuzz, repro, reduce, bugs, paths, history, lift, zoo, model)
 
 
 def build_parser() -> argparse.ArgumentParser:

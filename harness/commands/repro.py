@@ -64,6 +64,7 @@ def cmd_report(args) -> int:
 def cmd_repro(args) -> int:
     if args.report:
         return cmd_report(args)
+    _known_stores(args)
     spec, path, extra = resolve(args.target, args.path, args.results)
     check_path(path)
     if spec.is_module:
@@ -80,10 +81,37 @@ def cmd_repro(args) -> int:
         output = os.path.join(output, script_name(spec.case_id, path))
     try:
         write_atomic(output, text, mode=0o777)
+        beside = _captured_beside(spec, output)
     except OSError as exc:
         raise UsageError(f"-o: cannot write {output} ({exc.strerror})") from None
-    print(f"normdiff: wrote {output}: {spec} on {path}", file=sys.stderr)
+    print(f"normdiff: wrote {output}{beside}: {spec} on {path}", file=sys.stderr)
     return 0
+
+
+def _known_stores(args) -> None:
+    """A captured input (`normdiff model`) is read from the store beside the results or the spec file."""
+    from harness.core import captured
+
+    for base in (args.results, args.target):
+        captured.use_store_beside(base)
+
+
+def _captured_beside(spec, output: str) -> str:
+    """Copy a captured input next to the script (captured/HEX.bin), which reads it from there; what to say."""
+    import shutil
+
+    from harness.core import captured
+
+    inp = spec.input_dict
+    if inp["kind"] != "captured":
+        return ""
+    folder = os.path.join(os.path.dirname(os.path.abspath(output)), captured.FOLDER)
+    source = captured.find(inp["sha256"])
+    target = os.path.join(folder, os.path.basename(source))
+    if os.path.abspath(source) != os.path.abspath(target):
+        os.makedirs(folder, exist_ok=True)
+        shutil.copyfile(source, target)
+    return f" (its captured input in {target})"
 
 
 def script_name(case_id: str, path: str) -> str:

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from functools import cached_property
 from typing import Any, Iterable, Iterator
 
-from harness.core.verdicts import NO_OUTPUT, WRONG_OUTPUT, Verdict
+from harness.core.verdicts import NO_OUTPUT, WRONG_OUTPUT, Verdict, worst
 
 
 def json_safe(value: Any) -> Any:
@@ -220,7 +220,6 @@ class Record(Mapping):
     stage: str | None = None
     message: str = ""
     scores: tuple[OutputScore, ...] = ()  # one per output, in output order; empty when nothing was scored
-    worst: int = 0  # the index in `scores` of the output that set the verdict (harness.oracle.compare.worst)
     eager_max_abs_err: Any = None
     expected_dtype: str | None = None
     seconds: float = 0.0
@@ -267,15 +266,14 @@ class Record(Mapping):
                        eager_max_abs_err=(self.eager_max_abs_err if eager_max_abs_err is None
                                           else eager_max_abs_err))
 
-    def scored_each(self, scores, worst: int, *, run_seconds: float, eager_max_abs_err=None) -> "Record":
+    def scored_each(self, scores, *, run_seconds: float, eager_max_abs_err=None) -> "Record":
         """This record with the scores of its several outputs: the verdict, message and flat score are those of
-        output `worst` (harness.oracle.compare.worst), every one listed in order. One score is `scored`."""
+        the worst output (harness.core.verdicts.worst), every one listed in order. One score is `scored`."""
         if len(scores) == 1:
             return self.scored(scores[0], run_seconds=run_seconds, eager_max_abs_err=eager_max_abs_err)
-        top = scores[worst]
+        top = scores[worst(scores)]
         return replace(self.scored(top, run_seconds=run_seconds, eager_max_abs_err=eager_max_abs_err),
-                       message=f"output {top.name}: {top.message}", scores=tuple(OutputScore.of(s) for s in scores),
-                       worst=worst)
+                       message=f"output {top.name}: {top.message}", scores=tuple(OutputScore.of(s) for s in scores))
 
     def with_fact(self, name: str, value) -> "Record":
         return replace(self, facts={**self.facts, name: value})
@@ -285,12 +283,13 @@ class Record(Mapping):
     def score(self) -> OutputScore | None:
         """The score of the output that set the verdict (the only one, for a case of one); None when nothing
         was scored."""
-        return self.scores[self.worst] if self.scores else None
+        return self.scores[worst(self.scores)] if self.scores else None
 
     @property
     def verdict_output(self) -> str | None:
-        """The name of the output that set the verdict of an execution of several outputs; None for one."""
-        return self.scores[self.worst].name if len(self.scores) > 1 else None
+        """The name of the output that set the verdict of an execution of several outputs (derived from the
+        scores by the one rule, harness.core.verdicts.worst); None for one."""
+        return self.score.name if len(self.scores) > 1 else None
 
     @property
     def key(self) -> tuple[str, str]:
@@ -343,10 +342,8 @@ class Record(Mapping):
         if isinstance(verdict, str) and verdict in Verdict._value2member_map_:
             verdict = Verdict(verdict)
         scores: tuple[OutputScore, ...] = ()
-        worst = 0
-        if isinstance(d.get("outputs"), list):
+        if isinstance(d.get("outputs"), list):  # `verdict_output` is derived from them
             scores = tuple(OutputScore(**s) for s in d["outputs"])
-            worst = next((k for k, s in enumerate(scores) if s.name == d.get("verdict_output")), 0)
         elif "max_err_over_tol" in d:
             scores = (OutputScore(**{k: d.get(k) for k in OutputScore.FLAT + OutputScore.EXTRA}),)
         attribution = None
@@ -357,7 +354,7 @@ class Record(Mapping):
             "stage", "eager_max_abs_err", "expected_dtype", "cpu", "structure_key", "artifact_cache",
             "rounding_dtype", "signal", "log_tail", "memory_limit_gb", "ray_node")}
         return cls(d["case_id"], d["case"], d["path"], verdict=verdict, message=d.get("message", ""),
-                   scores=scores, worst=worst, seconds=d.get("seconds", 0.0), versions=d.get("versions", {}),
+                   scores=scores, seconds=d.get("seconds", 0.0), versions=d.get("versions", {}),
                    cache_hit=d.get("cache_hit", False), prepare_seconds=d.get("prepare_seconds", 0.0),
                    run_seconds=d.get("run_seconds", 0.0), facts=d.get("facts", {}),
                    resolution=(Resolution(**{k: d[k] for k in Resolution.KEYS})

@@ -6,6 +6,7 @@ results file just work.
 """
 from __future__ import annotations
 
+import math
 from enum import StrEnum
 
 
@@ -31,8 +32,20 @@ NO_OUTPUT = frozenset({Verdict.ERROR, Verdict.CRASH, Verdict.TIMEOUT})
 # Everything a search counts as a finding: all but pass and a documented unsupported.
 FAILING = WRONG_OUTPUT | NO_OUTPUT
 # The verdicts of a scored output in order of precedence (docs/contracts.md §3): the order the comparator checks
-# an output in, and which output of several sets an execution's verdict (harness.oracle.compare.worst).
+# an output in, and which output of several sets an execution's verdict (`worst`).
 SCORED = (Verdict.SHAPE_MISMATCH, Verdict.DTYPE_MISMATCH, Verdict.NONFINITE, Verdict.INACCURATE, Verdict.PASS)
+
+
+def worst(scores) -> int:
+    """The index of the score (anything with a `verdict` and a `max_err_over_tol`) that sets the verdict of an
+    execution of several outputs: the first by the verdicts' precedence (SCORED), among equals the one
+    furthest over its bound, then the first. The one rule: the scorer picks by it, and a record derives
+    which output it names (`verdict_output`) from its scores by it."""
+    def badness(k):
+        s = scores[k]
+        over = s.max_err_over_tol if s.max_err_over_tol is not None else (math.inf if s.verdict != Verdict.PASS else 0.0)
+        return SCORED.index(s.verdict) if s.verdict in SCORED else len(SCORED), -over, k
+    return min(range(len(scores)), key=badness)
 
 
 class Status(StrEnum):

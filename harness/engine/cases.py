@@ -71,6 +71,7 @@ class Cases:
         self.cache = cache
         self._modules: OrderedDict[str, Any] = OrderedDict()
         self._setups: OrderedDict[str, tuple[Any, Setup]] = OrderedDict()
+        self._backwards: dict[str, Any] = {}  # a gradient case's lifted backward, by structure (engine.gradients)
 
     def module_case(self, spec):
         """The ModuleCase of `spec`'s structure, resolved at most once; a CaseProblem if it cannot be."""
@@ -123,6 +124,8 @@ class Cases:
         return made
 
     def _setup(self, spec) -> Setup:
+        if spec.grad:
+            return self._gradient_setup(spec)
         if not spec.is_module:
             inputs = make_inputs(spec)
             return Setup(inputs, reference(spec, inputs), lambda: _catalog_build(spec, inputs))
@@ -137,6 +140,28 @@ class Cases:
         witnesses = program_witnesses(spec.case_id, mc.program, mc.case, arrays)  # the lifted program's
         return Setup(inputs, by_position(evaluation_reference(evaluation, witnesses)),
                      lambda: (mc.build(), mc.example(inputs, spec.layout)), lift, lift_problem(lift), mc)
+
+    def _gradient_setup(self, spec) -> Setup:
+        """A gradient case's Setup (harness.engine.gradients): its backward lifted from torch's joint graph, a
+        CaseProblem where that cannot be done or its check against float64 autograd fails."""
+        from harness.engine.gradients import gradient_parts
+
+        if len(self._backwards) > MODULE_MEMO:
+            self._backwards.pop(next(iter(self._backwards)))
+        mc = None
+        if spec.is_module:
+            mc = self.module_case(spec)
+            inputs, names = mc.inputs(make_inputs(spec)), mc.resolved.called
+            make_forward = mc.build
+        else:
+            inputs = make_inputs(spec)
+            names = ("x", *(inputs.order if inputs.order is not None else sorted(inputs.extra)))
+            make_forward = lambda: _catalog_build(spec, inputs)[0]  # noqa: E731 - a fresh module per call
+        try:
+            parts = gradient_parts(spec, make_forward, inputs, tuple(names), self._backwards)
+        except Exception as exc:  # noqa: BLE001 - user code and torch's tracing: every failure is one record
+            raise problem_of(exc) from None
+        return Setup(parts.inputs, parts.ref, parts.build, parts.lift, lift_problem(parts.lift), mc)
 
 
 def lift_versions() -> dict:

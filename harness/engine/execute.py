@@ -24,7 +24,7 @@ from harness import paths
 from harness.attribution import annotate
 from harness.attribution.policy import Policy
 from harness.core.machine import cpu_features
-from harness.core.records import PROVENANCE, Record, Resolution, StaticControl
+from harness.core.records import PROVENANCE, Attribution, Record, Resolution, StaticControl
 from harness.core.verdicts import Verdict
 from harness.engine import stored
 from harness.engine.cache import ArtifactCache, Origin
@@ -36,6 +36,7 @@ from harness.paths.base import Prepared, StageError, Unsupported, first_line
 from harness.spec import CaseSpec
 
 
+GRADIENT_UNATTRIBUTED = "unavailable: a gradient case's backward stages are not attributed"
 _PATH_VERSIONS: dict[str, dict] = {}  # by path name: what every record of the path says (the metadata look-ups cost ms)
 
 
@@ -210,6 +211,9 @@ class Executor:
             path = paths.get(path_name)
         except KeyError as exc:
             return record.fail(Verdict.ERROR, "compile", str(exc.args[0]))
+        if spec.grad and path.trains is None:  # a path that cannot train is not prepared for a gradient case
+            return record.fail(Verdict.UNSUPPORTED, None, path.cannot_train,
+                               seconds=round(time.perf_counter() - start, 6))
         try:
             setup = self.cases.setup(spec)
             record = replace(record, lift=setup.lift)
@@ -218,12 +222,13 @@ class Executor:
         except CaseProblem as exc:
             return record.fail(exc.verdict, exc.stage, exc.message, seconds=round(time.perf_counter() - start, 6))
         inputs, ref = setup.inputs, setup.ref
-        if setup.module_case is not None and setup.module_case.exported is not None:
+        if setup.module_case is not None and setup.module_case.exported is not None and not spec.grad:
             self.exports.seed(spec, setup.module_case.exported)  # the lift exported this very module
         record = replace(record, structure_key=path.structure_key(spec), expected_dtype=ref.out_dtype,
                          rounding_dtype=ref.rounding_dtype)
 
-        eager_out = self._eager(spec, setup) if path_name != "eager" else None
+        # a gradient is judged without eager (docs/gradients.md): eager is not run for the other paths' sake
+        eager_out = self._eager(spec, setup) if path_name != "eager" and not spec.grad else None
         if eager_out is not None:
             record = replace(record, eager_max_abs_err=eager_row_errors(eager_out, ref),
                              expected_dtype=str(as_outputs(eager_out)[0].dtype))
@@ -246,9 +251,10 @@ class Executor:
                 k = worst(results)
                 eager_err = (results[k].max_abs_err if path_name == "eager" else
                              eager_row_errors(eager_out, ref, k) if eager_out is not None and k else None)
-                record = record.scored_each(results, k, run_seconds=time.perf_counter() - run_start,
+                record = record.scored_each(results, run_seconds=time.perf_counter() - run_start,
                                             eager_max_abs_err=eager_err)
-            record = replace(record, facts=dict(prepared.facts))  # read after the run: `compiles` counts its own
+            # read after the run: a fact may count what the runs did (`compiles`)
+            record = replace(record, facts={**prepared.facts, **({"trains": path.trains} if spec.grad else {})})
         record = replace(record, seconds=round(time.perf_counter() - start, 6))
         # a wrong output: which stage lost it, if the policy says so (passes pay nothing); the symbolic compile's
         record = self.policy.apply(record, attribute, lambda r: self._attribute(r, spec, path, out, setup))
@@ -267,7 +273,11 @@ class Executor:
 
     def _attribute(self, record: Record, spec: CaseSpec, path, out, setup) -> Record:
         """The attribution of a failing record: the one the cache keeps for this very execution, else
-        computed (and kept)."""
+        computed (and kept). A gradient case's is not made: the stages are the forward program's, which a
+        backward's intermediates do not match (a null attribution, and the fact says so)."""
+        if spec.grad:
+            return replace(record.with_fact("attribution", GRADIENT_UNATTRIBUTED),
+                           attribution=Attribution(None, None))
         start = time.perf_counter()
         salt = setup.module_case.digest if setup.module_case is not None else ""
         key = stored.attribution_key(self.cache, path, spec, salt, record.verdict, out) if self.cache else None

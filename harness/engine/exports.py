@@ -1,4 +1,5 @@
-"""torch.export once per structure, for every path that starts from an ExportedProgram."""
+"""torch.export once per structure, for every path that starts from an ExportedProgram (a gradient case's: of
+torch's joint forward-backward graph)."""
 from __future__ import annotations
 
 from collections import OrderedDict
@@ -48,7 +49,7 @@ class ExportMemo:
             return self._programs[key]
         try:
             with stage("export"):
-                program = export_program(module, example_args(example), dynamic_of(spec))
+                program = export_program(_exportable(module, example), example_args(example), dynamic_of(spec))
         except StageError as exc:
             program = exc
         self._programs[key] = program
@@ -56,3 +57,13 @@ class ExportMemo:
             self._programs.popitem(last=False)
         return program
 
+
+
+def _exportable(module, example):
+    """What torch.export takes for `module`: itself, or for a gradient case's Backward torch's joint
+    forward-backward graph of it (torch.export cannot trace autograd.grad: harness.oracle.backward.joint_graph)."""
+    from harness.oracle.backward import Backward, joint_graph
+
+    if isinstance(module, Backward):
+        return joint_graph(module, example_args(example))
+    return module

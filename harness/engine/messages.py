@@ -22,6 +22,7 @@ class WorkerConfig:
     policy: dict | None = None  # the attribution Policy.config(), None: attribute every failure
     log: str = ""  # a process worker's log file (its stdout and stderr)
     max_memory: int | None = None  # a process worker's address-space limit in bytes, None: unbounded
+    captured: str = ""  # the captured tensors' store folders (harness.core.captured.CAPTURED_ENV)
 
 
 @dataclass(frozen=True)

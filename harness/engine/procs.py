@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 from typing import Iterable
 
+from harness.core.captured import CAPTURED_ENV
 from harness.core.memory import OUT_OF_MEMORY, memory_note
 from harness.core.verdicts import Verdict
 from harness.engine.execute import failed
@@ -148,6 +149,7 @@ class Procs:
             self.count += 1
             log = os.path.join(self.logdir, f"worker-{self.count}.log")
         cfg = WorkerConfig(extra_paths=os.environ.get("NORMDIFF_EXTRA_PATHS", ""), sys_path=tuple(sys.path),
+                           captured=os.environ.get(CAPTURED_ENV, ""),
                            warm=tuple(warm_modules(only, self.compiling) if only else self.warm), threads=1,
                            cache=self.cache, policy=self.policy, log=log, max_memory=self.max_memory)
         for attempt in range(2):

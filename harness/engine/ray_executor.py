@@ -30,6 +30,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Iterable
 
+from harness.core.captured import CAPTURED_ENV
 from harness.core.errors import UsageError
 from harness.core.records import Record
 from harness.core.verdicts import DEFAULT_TIMEOUT, Verdict
@@ -100,6 +101,7 @@ class RayProcs:
         self.ray = _ray()
         self.timeout = timeout
         self.cfg = WorkerConfig(extra_paths=os.environ.get("NORMDIFF_EXTRA_PATHS", ""), sys_path=tuple(sys.path),
+                                captured=os.environ.get(CAPTURED_ENV, ""),
                                 warm=tuple(warm_modules(sorted(set(path_names)))), threads=1, cache=cache,
                                 policy=policy)
         self.actor_class = self.ray.remote(num_cpus=1, max_restarts=0, max_task_retries=0)(ExecutorActor)

@@ -9,6 +9,7 @@ import threading
 import time
 from dataclasses import replace
 
+from harness.core.captured import CAPTURED_ENV
 from harness.core.memory import OUT_OF_MEMORY, memory_note
 from harness.core.records import Record
 from harness.core.verdicts import Verdict
@@ -65,6 +66,8 @@ def warm_executor(cfg: WorkerConfig):
         os.environ["NORMDIFF_EXTRA_PATHS"] = cfg.extra_paths
     else:
         os.environ.pop("NORMDIFF_EXTRA_PATHS", None)
+    if cfg.captured:  # where a captured input is read from (a forkserver's environment may be older)
+        os.environ[CAPTURED_ENV] = cfg.captured
     warnings.filterwarnings("ignore")  # library deprecation chatter is not a finding
     cache = use_library_caches_of(cfg.cache)
     warm(list(cfg.warm))  # no-op when forked from the warm forkserver

@@ -2,7 +2,7 @@
 
 Elementwise ops come from the op table (harness/program/ops.py: each op lists the ATen ops that compute
 it); the rest are handlers of their own (lift_ops: casts, reductions, norms, F.linear; lift_shapes: views,
-slices, splits, cat; lift_calls: matmul, softmax, cumsum, the activations, pools, interpolate, clamp). An op
+slices, splits, cat, repeat; lift_calls: matmul, softmax, cumsum, the activations, pools, interpolate, clamp). An op
 with no entry here is outside the language.
 """
 from __future__ import annotations
@@ -29,7 +29,7 @@ HANDLERS = {
     "linear": o._linear,
     "view": s._to_shape, "_unsafe_view": s._to_shape, "reshape": s._to_shape, "flatten": s._to_shape,
     "unflatten": s._to_shape, "squeeze": s._to_shape, "unsqueeze": s._to_shape,
-    "expand": s._expand, "expand_as": s._expand_as, "broadcast_to": s._expand,
+    "expand": s._expand, "expand_as": s._expand_as, "broadcast_to": s._expand, "repeat": s._repeat,
     "permute": s._permute, "transpose": s._transpose, "t": s._transpose,
     "slice": s._slice, "narrow": s._narrow_node, "select": s._select,
     "split": s._split, "split_with_sizes": s._split, "chunk": s._split, "unbind": s._split,

@@ -10,7 +10,7 @@ from __future__ import annotations
 from harness.core.dtypes import name_of
 from harness.modules.lift_ops import Lifter, Val, _arg, _fresh, _Unread, to
 from harness.program import ops
-from harness.program.ir import BinOp, Call, Number, ShapeOp
+from harness.program.ir import BinOp, Call, Number, ShapeOp, Unary
 
 
 def _options(op: str, **given) -> tuple:
@@ -181,7 +181,28 @@ def _conv(lf: Lifter, node):
     lf.emit(node, expr)
 
 
+def _activation_backward(kind: str):
+    """silu_backward(g, x), sigmoid_backward(g, y), tanh_backward(g, y): a gated norm's activation in a gradient
+    case's joint graph, written out as ATen's CPU kernels compute it: in float32 (opmath), rounded once."""
+    def handle(lf: Lifter, node):
+        g, v = lf.tensor(node, node.args[0]), lf.tensor(node, node.args[1])
+        g32, v32 = (t.expr if t.dtype == "float32" else to(t.expr, "float32") for t in (g, v))
+        one = Number(1)
+        if kind == "silu":  # g · s · (1 + x · (1 − s)), s = sigmoid(x)
+            s = Unary("sigmoid", v32)
+            expr = BinOp("mul", g32, BinOp("mul", s, BinOp("add", one, BinOp("mul", v32, BinOp("sub", one, s)))))
+        elif kind == "sigmoid":  # g · y · (1 − y)
+            expr = BinOp("mul", g32, BinOp("mul", v32, BinOp("sub", one, v32)))
+        else:  # tanh: g · (1 − y²)
+            expr = BinOp("mul", g32, BinOp("sub", one, BinOp("mul", v32, v32)))
+        out = name_of(node.meta["val"].dtype)
+        lf.emit(node, expr if out == "float32" else to(expr, out))
+    return handle
+
+
 HANDLERS = {
+    "silu_backward": _activation_backward("silu"), "sigmoid_backward": _activation_backward("sigmoid"),
+    "tanh_backward": _activation_backward("tanh"),
     "conv1d": _conv, "conv2d": _conv,
     **{a: _matmul for a in ops.get("matmul").aten},
     **{a: _softmax for a in ops.get("softmax").aten},

@@ -41,6 +41,19 @@ def _expand(lf: Lifter, node):
     lf.alias(node, node.args[0]) if out == a.shape else lf.emit(node, ShapeOp("expand", a.expr, _sizes(out)))
 
 
+def _repeat(lf: Lifter, node):
+    """t.repeat(reps) (F.instance_norm repeats its weight per sample; its backward sums the copies back) as a
+    view interleaving a size-1 dim before each dim, an expand of those to the repeats, and a reshape: exact."""
+    a = lf.tensor(node, node.args[0])
+    reps = tuple(int(r) for r in node.args[1])
+    shape = (1,) * (len(reps) - len(a.shape)) + a.shape
+    inter = tuple(n for size in shape for n in (1, size))
+    spread = tuple(n for rep, size in zip(reps, shape) for n in (rep, size))
+    out = tuple(rep * size for rep, size in zip(reps, shape))
+    lf.emit(node, ShapeOp("reshape", ShapeOp("expand", ShapeOp("view", a.expr, _sizes(inter)), _sizes(spread)),
+                          _sizes(out)))
+
+
 def _permute(lf: Lifter, node):
     a = lf.tensor(node, node.args[0])
     dims = list(node.args[1])

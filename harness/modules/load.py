@@ -49,11 +49,13 @@ def import_object(path: str, what: str = "class"):
     return obj
 
 
-def import_class(path: str):
-    """The nn.Module subclass `path` names."""
+def import_class(path: str, factory: bool = False):
+    """The nn.Module subclass `path` names (with `factory`, also a function returning a module)."""
     import torch
 
     cls = import_object(path)
+    if factory and inspect.isfunction(cls):
+        return cls
     if not (inspect.isclass(cls) and issubclass(cls, torch.nn.Module)):
         raise ModuleSpecError(f"class {path}: not a torch.nn.Module subclass")
     return cls
@@ -70,11 +72,12 @@ def build_config(config: dict, owner: str):
                               f"({_line(exc)})") from None
 
 
-def build(spec):
-    """The eval-mode module of a module case, in `weight_dtype`, with the constructor's own values."""
+def build(spec, factory: bool = False):
+    """The eval-mode module of a module case, in `weight_dtype`, with the constructor's own values; a whole model
+    (`factory`, or a case naming an `instance` of it) may come from a function returning one."""
     import torch
 
-    cls = import_class(spec.cls)
+    cls = import_class(spec.cls, factory=factory or spec.instance is not None)
     init = spec.init_dict
     if isinstance(init.get("config"), dict) and "class" in init["config"]:
         init["config"] = build_config(init["config"], spec.cls)
@@ -82,6 +85,8 @@ def build(spec):
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(spec.seed)
             module = cls(**init)
+        if not isinstance(module, torch.nn.Module):
+            raise TypeError(f"it returned a {type(module).__name__}, not a torch.nn.Module")
     except Exception as exc:  # noqa: BLE001 - a constructor that rejects init is a bad spec
         if is_out_of_memory(exc):
             raise ModuleOutOfMemory(f"class {spec.cls}: its constructor ran out of memory ({_line(exc)})") from None
@@ -93,7 +98,18 @@ def build(spec):
             raise ModuleOutOfMemory(f"class {spec.cls}: .to({spec.weight_dtype}) ran out of memory "
                                     f"({_line(exc)})") from None
         raise ModuleSpecError(f"class {spec.cls}: .to({spec.weight_dtype}) failed ({_line(exc)})") from None
-    return module.eval()
+    return instance_of(module.eval(), spec)
+
+
+def instance_of(model, spec):
+    """The submodule `spec.instance` of the built model (a norm instance of a whole model: docs/models.md), or the
+    model itself for a case that names none."""
+    if spec.instance is None:
+        return model
+    try:
+        return model.get_submodule(spec.instance)
+    except AttributeError:
+        raise ModuleSpecError(f"class {spec.cls}: the built model has no submodule {spec.instance!r}") from None
 
 
 def forward_names(module, spec) -> tuple[str, ...]:

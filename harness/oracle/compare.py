@@ -142,29 +142,32 @@ def witness_allowance(ref: Reference, rounding_dtype: str | None = None) -> np.n
     measured rule's unit (|w|(kappa+|z|) for a catalog norm, the running bound for a program):
     EAGER_MULTIPLIER x the witnesses' there, at least the floor; None where no witness applies (batch_norm
     eval, a program no witness can run: the bound decides)."""
-    r = rounding_dtype or ref.rounding_dtype
-    if ref.stats_rows is None:
-        if ref.bound is None or ref.witness_outputs is None or not ref.witness_outputs():
-            return None
-        n_rows = int(ref.rows.max()) + 1 if ref.rows.size else 0
-        terms = _program_terms(ref, r, n_rows)
-        return np.maximum(EAGER_MULTIPLIER * _program_witness_units(ref, terms, n_rows),
-                          np.where(terms.unbounded, 0.0, FLOOR))
-    return np.maximum(EAGER_MULTIPLIER * witness_units(ref), FLOOR * _terms(ref, r)[2])
+    found = _allowance(ref, rounding_dtype or ref.rounding_dtype)
+    return None if found is None else found[2]
 
 
 def measured_tolerance(ref: Reference, rounding_dtype: str | None = None) -> np.ndarray | None:
     """Per element, what a compiled path is held to before eager's share: the per-element terms plus
     witness_allowance on the row; None where no witness applies."""
-    allowed = witness_allowance(ref, rounding_dtype)
-    if allowed is None:
+    found = _allowance(ref, rounding_dtype or ref.rounding_dtype)
+    if found is None:
         return None
-    r = rounding_dtype or ref.rounding_dtype
-    if ref.stats_rows is None:
-        terms = _program_terms(ref, r, len(allowed))
-        return terms.per_element + terms.unit * allowed[ref.rows]
-    per_element, unit, _ = _terms(ref, r)
+    per_element, unit, allowed = found
     return per_element + unit * allowed[ref.rows]
+
+
+def _allowance(ref: Reference, r: str) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(the per-element term, the unit per element, witness_allowance per row), each term computed once."""
+    if ref.stats_rows is None:
+        if ref.bound is None or ref.witness_outputs is None or not ref.witness_outputs():
+            return None
+        n_rows = int(ref.rows.max()) + 1 if ref.rows.size else 0
+        terms = _program_terms(ref, r, n_rows)
+        allowed = np.maximum(EAGER_MULTIPLIER * _program_witness_units(ref, terms, n_rows),
+                             np.where(terms.unbounded, 0.0, FLOOR))
+        return terms.per_element, terms.unit, allowed
+    per_element, unit, acc = _terms(ref, r)
+    return per_element, unit, np.maximum(EAGER_MULTIPLIER * witness_units(ref), FLOOR * acc)
 
 
 def _errors(out: np.ndarray, ref: Reference) -> tuple[np.ndarray, np.ndarray]:
@@ -187,7 +190,11 @@ def _row_max(values: np.ndarray, rows: np.ndarray, n_rows: int) -> np.ndarray:
 
 
 def score(out: np.ndarray, ref: Reference, eager_out: np.ndarray | None = None) -> Score:
-    """The verdict of `out` against `ref`; `eager_out` is None when scoring eager itself."""
+    """The verdict of `out` against `ref`; `eager_out` is None when scoring eager itself. A gradient
+    (`ref.gradient`) is judged alone: eager's output is not read, and eager itself is judged as any path is."""
+    alone = ref.gradient
+    if alone:
+        eager_out = None
     out_dtype = name_of(out.dtype)
     expected = name_of(eager_out.dtype) if eager_out is not None else ref.out_dtype
     empty = dict(max_abs_err=None, max_rel_err=None, max_ulp=None, worst_row=None, max_err_over_tol=None)
@@ -239,9 +246,9 @@ def score(out: np.ndarray, ref: Reference, eager_out: np.ndarray | None = None) 
             where = np.argwhere(blame)[0].tolist()
             return Score(Verdict.NONFINITE, f"{int(blame.sum())} non-finite values where the reference is finite "
                          f"(first at {where})", out_dtype=out_dtype, expected_dtype=expected,
-                         unstable=eager_out is None, **metrics)
+                         unstable=eager_out is None and not alone, **metrics)
 
-    if eager_out is None:
+    if eager_out is None and not alone:
         if over.any():
             return Score(Verdict.INACCURATE, f"unstable pattern: eager exceeds the bound on {int(over.sum())} of "
                          f"{n_rows} rows; {describe}", out_dtype=out_dtype, expected_dtype=expected,
@@ -269,20 +276,21 @@ def score(out: np.ndarray, ref: Reference, eager_out: np.ndarray | None = None) 
         metrics["worst_row"] = w
         if blamed is not None:
             unit, floor = blamed.at(w)
+            eager_share = "" if alone else f"eager's {blamed.eager[w]:.3g}, "
             text = (f"{int(worse.sum())} of {n_rows} rows beyond what correct float32 implementations achieve; "
                     f"row {w} err {row_err[w]:.4g} ({row_ratio[w]:.3g}x the bound): {blamed.what} "
-                    f"{blamed.own[w]:.3g} per unit of {unit}, over {EAGER_MULTIPLIER:g}x eager's "
-                    f"{blamed.eager[w]:.3g}, the float32 witnesses' {blamed.witness[w]:.3g} and the floor "
-                    f"{floor:.3g}")
+                    f"{blamed.own[w]:.3g} per unit of {unit}, over {EAGER_MULTIPLIER:g}x {eager_share}"
+                    f"the float32 witnesses' {blamed.witness[w]:.3g} and the floor {floor:.3g}")
         else:
             eager_note = "" if eager_row_err is None else (
                 f" ({row_ratio[w]:.3g}x the bound), eager's {eager_row_err[w]:.3g} ({eager_row_ratio[w]:.3g}x)")
-            text = (f"{int(worse.sum())} of {n_rows} rows over the bound and worse than {EAGER_MULTIPLIER:g}x "
-                    f"eager; row {w} err {row_err[w]:.4g}{eager_note}")
+            text = (f"{int(worse.sum())} of {n_rows} rows over the bound" + ("" if alone else
+                    f" and worse than {EAGER_MULTIPLIER:g}x eager") + f"; row {w} err {row_err[w]:.4g}{eager_note}")
         return Score(Verdict.INACCURATE, f"{text}; {describe}", out_dtype=out_dtype, expected_dtype=expected,
                      rows_over=int(worse.sum()), **metrics)
-    note = (f"; {shared} rows over the bound but within {EAGER_MULTIPLIER:g}x of what eager or a correct float32 "
-            "implementation achieves there (an unstable pattern, or rounding errors that add up coherently)"
+    who = "a correct float32 implementation" if alone else "eager or a correct float32 implementation"
+    note = (f"; {shared} rows over the bound but within {EAGER_MULTIPLIER:g}x of what {who} "
+            "achieves there (an unstable pattern, or rounding errors that add up coherently)"
             ) if shared else ""
     return Score(Verdict.PASS, describe + note, out_dtype=out_dtype, expected_dtype=expected,
                  rows_over=0, **metrics)

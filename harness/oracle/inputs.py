@@ -21,9 +21,11 @@ from typing import Callable
 import ml_dtypes
 import numpy as np
 
+from harness.core import captured
 from harness.core.dtypes import cast, np_dtype
 from harness.program.ir import ones_value
 from harness.spec import CaseSpec
+from harness.spec.keys import CAPTURED
 
 
 @dataclass(frozen=True)
@@ -34,6 +36,7 @@ class Inputs:
     params: dict[str, np.ndarray] = field(default_factory=dict)
     extra: dict[str, np.ndarray] = field(default_factory=dict)  # a program's y, r; a module's forward arguments
     order: tuple[str, ...] | None = None  # the extra inputs in call order (None: sorted, a program's forward)
+    cotangents: tuple[np.ndarray, ...] = ()  # a gradient case's: one per forward output (draw_cotangents)
 
     @property
     def arrays(self) -> dict[str, np.ndarray]:
@@ -42,9 +45,16 @@ class Inputs:
 
     @property
     def run_arg(self):
-        """What a path's `Prepared.run` takes: `x`, or (x, then the extra inputs in call order)."""
+        """What a path's `Prepared.run` takes: `x`, or (x, then the extra inputs in call order, then a gradient
+        case's cotangents)."""
+        args = (*self.forward_arg, *self.cotangents)
+        return args if len(args) > 1 else self.x
+
+    @property
+    def forward_arg(self) -> tuple:
+        """The forward's inputs alone, in call order (run_arg without the cotangents), always a tuple."""
         order = self.order if self.order is not None else tuple(sorted(self.extra))
-        return (self.x, *(self.extra[k] for k in order)) if order else self.x
+        return (self.x, *(self.extra[k] for k in order))
 
 
 def _rng(seed: int, stream: int, name: str | None = None) -> np.random.Generator:
@@ -176,8 +186,10 @@ def describe(kind: str) -> str:
 
 
 def draw_x(spec: CaseSpec) -> np.ndarray:
-    """The input in float64, before rounding to the case dtype."""
+    """The input in float64, before rounding to the case dtype (a captured tensor: its values, exact in float64)."""
     p = spec.input_dict
+    if p["kind"] == CAPTURED:
+        return captured.load(p["sha256"], spec.shape, spec.dtype).astype(np.float64)
     n = int(np.prod(spec.shape))
     return KINDS[p["kind"]](_rng(spec.seed, 0), n, p, spec).reshape(spec.shape)
 
@@ -186,6 +198,7 @@ def draw_x(spec: CaseSpec) -> np.ndarray:
 # numbered streams, any other name (a module's forward argument) the stream NAMED keyed by its name.
 EXTRA_STREAMS = {"y": 2, "r": 3}
 NAMED = 4
+COTANGENT = 5  # a gradient case's cotangents: output k draws from this stream keyed by k
 
 
 def extra_type(spec: CaseSpec, name: str) -> tuple[tuple[int, ...], str]:
@@ -200,10 +213,30 @@ def draw_extra(spec: CaseSpec) -> dict[str, np.ndarray]:
     for name, p in spec.inputs_dict.items():
         shape, dtype = extra_type(spec, name)
         rng = _rng(spec.seed, EXTRA_STREAMS[name]) if name in EXTRA_STREAMS else _rng(spec.seed, NAMED, name)
-        target = spec if (shape, dtype) == (spec.shape, spec.dtype) else \
-            types.SimpleNamespace(shape=shape, dtype=dtype, pattern=spec.pattern)
-        out[name] = KINDS[p["kind"]](rng, int(np.prod(shape)), p, target).reshape(shape)
+        out[name] = KINDS[p["kind"]](rng, int(np.prod(shape)), p, kind_target(spec, shape, dtype)).reshape(shape)
     return out
+
+
+def draw_cotangents(spec: CaseSpec, types) -> tuple[np.ndarray, ...]:
+    """A gradient case's cotangents, rounded: one per forward output, of that output's (shape, dtype) in `types`,
+    drawn by the spec's `cotangent` input object from a stream of its own (COTANGENT, keyed by the output's
+    position), so neither the input nor the parameters change when a case asks for its gradients."""
+    p = spec.cotangent_dict
+    out = []
+    for k, (shape, dtype) in enumerate(types):
+        shape = tuple(int(n) for n in shape)
+        drawn = KINDS[p["kind"]](_rng(spec.seed, COTANGENT, str(k)), int(np.prod(shape)), p,
+                                  kind_target(spec, shape, dtype))
+        out.append(cast(drawn.reshape(shape), dtype))
+    return tuple(out)
+
+
+def kind_target(spec: CaseSpec, shape: tuple[int, ...], dtype: str):
+    """What a kind reads of a spec (shape, dtype, pattern) for a tensor of its own (shape, dtype): the spec
+    itself when they are x's."""
+    if (tuple(shape), dtype) == (tuple(spec.shape), spec.dtype):
+        return spec
+    return types.SimpleNamespace(shape=shape, dtype=dtype, pattern=spec.pattern)
 
 
 def draw_named_params(kind: str, seed: int, shapes, values=None) -> dict[str, np.ndarray]:

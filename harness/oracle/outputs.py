@@ -13,19 +13,9 @@ from dataclasses import replace
 import numpy as np
 
 from harness.core.dtypes import name_of
-from harness.core.verdicts import SCORED, Verdict
+from harness.core.verdicts import Verdict, worst
 from harness.oracle.compare import Score, as_outputs, score
 from harness.oracle.reference import Reference
-
-
-def worst(scores) -> int:
-    """The index of the score that sets the verdict of an execution of several outputs: the first by the
-    verdicts' precedence (SCORED), among equals the one furthest over its bound, then the first."""
-    def badness(k):
-        s = scores[k]
-        over = s.max_err_over_tol if s.max_err_over_tol is not None else (np.inf if s.verdict != Verdict.PASS else 0.0)
-        return SCORED.index(s.verdict), -over, k
-    return min(range(len(scores)), key=badness)
 
 
 def score_each(out, ref: Reference, eager_out=None) -> tuple[Score, ...]:

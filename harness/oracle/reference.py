@@ -51,6 +51,9 @@ class Reference:
     # output, in order, each with its own value, bound and witnesses; the fields above are the first output's.
     outputs: tuple["Reference", ...] = ()
     names: tuple[str, ...] = ()  # the outputs' names (harness.program.ir.output_names), with `outputs`
+    # A gradient (a `"grad": true` case's output): judged by the reference, its bound and its witnesses alone,
+    # never by eager, which is a path like the others for gradients (harness.oracle.compare.score).
+    gradient: bool = False
 
     @property
     def each(self) -> tuple["Reference", ...]:

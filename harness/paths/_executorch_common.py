@@ -4,8 +4,8 @@ Everything heavy (torch.export, to_edge, lowering, serialising the program,
 loading it into the runtime) happens in `prepare`; the functions returned here
 only convert the input, call the compiled thing and convert the output back,
 keeping whatever dtype the path really produced. The functions the repro
-scripts paste (the paths' `pipeline`: pte_buffer, load_forward,
-forward_output, graph_output, single_output, call_ops, op_name, dtype_of)
+scripts paste (the paths' `pipeline`: pte_program, load_forward,
+forward_output, graph_output, call_ops, op_name, dtype_of)
 use only torch, executorch and the scripts' conversions.
 """
 from __future__ import annotations
@@ -20,8 +20,7 @@ from typing import Callable
 
 import numpy as np
 
-from harness.core.dtypes import name_of
-from harness.core.tensors import single, to_numpy, to_torch
+from harness.core.tensors import to_numpy, to_torch
 from harness.paths.base import (FRONTEND_MEMO, Prepared, dynamic_of, example_args, export_program, input_arrays,
                                 stage, symbolic_facts)
 
@@ -90,12 +89,6 @@ def op_name(target) -> str:
     return text
 
 
-def single_output(out):
-    """Unwrap a one-element list/tuple of outputs; several outputs (a model returning a tuple) as a tuple."""
-    out = single(out)
-    return tuple(out) if isinstance(out, (list, tuple)) else out
-
-
 def load_forward(buffer: bytes):
     """The program's "forward" method, loaded by executorch.runtime from bytes.
 
@@ -110,11 +103,6 @@ def load_forward(buffer: bytes):
     return program, method
 
 
-def pte_buffer(manager) -> bytes:
-    """The .pte program of an edge manager: to_executorch().buffer."""
-    return bytes(manager.to_executorch().buffer)
-
-
 def pte_program(manager):
     """The ExecuTorch program of an edge manager (to_executorch: its memory plan takes a symbolic dim's upper
     bound); `.buffer` is the .pte."""
@@ -122,16 +110,18 @@ def pte_program(manager):
 
 
 def forward_output(method, inputs):
-    """The loaded program's forward on `inputs` (a tuple of tensors): its one output, as NumPy."""
-    return to_numpy(single_output(method.execute(inputs)))
+    """The loaded program's forward on `inputs` (a tuple of tensors): its one output, as NumPy (several: a
+    tuple; to_numpy unwraps a one-element list)."""
+    return to_numpy(method.execute(inputs))
 
 
 def graph_output(graph_module, inputs):
-    """A graph module run in Python on `inputs` (a tuple of tensors): its one output, as NumPy."""
+    """A graph module run in Python on `inputs` (a tuple of tensors): its one output, as NumPy (several: a
+    tuple; to_numpy unwraps a one-element list)."""
     import torch
 
     with torch.no_grad():
-        return to_numpy(single_output(graph_module(*inputs)))
+        return to_numpy(graph_module(*inputs))
 
 
 class PteArtifact:
@@ -230,7 +220,7 @@ def call_ops(graph) -> list[str]:
 
 
 def dtype_of(node) -> str | None:
-    """The dtype name of an FX node's value (node.meta["val"]), or None (name_of's names)."""
-    val = getattr(node, "meta", {}).get("val") if node is not None else None
-    dtype = getattr(val, "dtype", None)
-    return name_of(dtype) if dtype is not None else None
+    """The dtype name of an FX node's value (node.meta["val"]), or None: "float16" for torch.float16 (torch's
+    dtypes print as torch.NAME, half as torch.float16: name_of's names, without pasting it)."""
+    dtype = getattr(getattr(node, "meta", {}).get("val"), "dtype", None)
+    return str(dtype).removeprefix("torch.") if dtype is not None else None

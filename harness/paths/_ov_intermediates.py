@@ -135,8 +135,9 @@ def readable_nodes(core, model, config: dict, arrays: tuple):
     on `arrays` as `model` compiled as it is: each alone first (most are not:
     the plugin fuses them), then the readable ones together, and added one by
     one in order if together they change it. The compile that decided is the
-    one returned (exposed_runner runs it). The node giving the model's (first)
-    output is not among them (it is read anyway).
+    one returned (exposed_runner runs it). The nodes giving the model's
+    outputs are not among them: each is read anyway, as the model's own
+    Result (every output of a model of several).
     """
     base = compile_cpu(core, model, config)
     own = len(model.get_results())  # the model's own outputs come first, the added Results after them
@@ -149,8 +150,8 @@ def readable_nodes(core, model, config: dict, arrays: tuple):
                 and [a.tobytes() for a in infer_all(compiled, arrays)[:own]] == outputs)
         return compiled if same else None
 
-    returned = model.get_results()[0].input_value(0).get_node().get_friendly_name()
-    candidates = [name for name in value_nodes(model) if name != returned]
+    returned = {result.input_value(0).get_node().get_friendly_name() for result in model.get_results()}
+    candidates = [name for name in value_nodes(model) if name not in returned]
     each = {name: compiled_unchanged([name]) for name in candidates}
     read = [name for name in candidates if each[name] is not None]
     # the model compiled as read: as it is (none), that one compile (one), else all of them together
@@ -168,21 +169,31 @@ def exposed_runner(core, model, config: dict, arrays: tuple):
     """`model` compiled with a Result on each readable node (readable_nodes on `arrays`); (run, unread).
 
     run(x), x the inputs as a tuple of NumPy arrays, gives ([(name, op type,
-    dtype, value)] in execution order, the model's output last, the index of
-    that output, the re-run's output: a tuple of them for several); `unread` names the nodes the plugin
-    fused, which cannot be read without changing what it computes.
+    dtype, value)] in the model's topological order, the readable nodes and the
+    node of each of the model's outputs (read from its own Result), the index
+    of the first output's, the re-run's output: a tuple of them for several);
+    `unread` names the nodes the plugin fused, which cannot be read without
+    changing what it computes.
     """
     read, unread, compiled = readable_nodes(core, model, config, arrays)
-    returned = model.get_results()[0].input_value(0).get_node()
+    own = len(model.get_results())  # the model's own outputs come first, the added Results after them
+    outputs = [result.input_value(0).get_node() for result in model.get_results()]
+    order = {op.get_friendly_name(): k for k, op in enumerate(model.get_ordered_ops())}
     types = {op.get_friendly_name(): op.get_type_name() for op in model.get_ordered_ops()}
     dtypes = stored_dtypes(compiled)
-    own = len(model.get_results())  # the model's own outputs come first, the added Results after them
+    # where each value comes from among the compiled model's outputs: a model output's node from its first Result
+    # (two outputs of one node are one value), a read node from its added Result
+    source = {}
+    for k, node in enumerate(outputs):
+        source.setdefault(node.get_friendly_name(), k)
+    source.update({name: own + k for k, name in enumerate(read)})
+    names = sorted(source, key=lambda name: order[name])
+    first = names.index(outputs[0].get_friendly_name())
 
     def run(x):
         values = infer_all(compiled, x)
-        found = [(name, types[name], dtype, value) for name, dtype, value in zip(read, dtypes[own:], values[own:])]
-        found.append((returned.get_friendly_name(), returned.get_type_name(), dtypes[0], values[0]))
-        return found, len(found) - 1, values[0] if own == 1 else tuple(values[:own])  # several: each
+        found = [(name, types[name], dtypes[source[name]], values[source[name]]) for name in names]
+        return found, first, values[0] if own == 1 else tuple(values[:own])  # several: each
 
     return run, unread
 

@@ -86,32 +86,49 @@ def symbolic_shapes(example, dynamic, low):
     return tuple(dict(named) if t.shape == x.shape else None for t in example)
 
 
+def is_backward(model) -> bool:
+    """Whether `model` is a gradient case's Backward module: it holds the norm as forward_module, then n_inputs."""
+    return hasattr(model, "forward_module") and hasattr(model, "n_inputs")
+
+
 def export_program(model, example, dynamic=None):
     """torch.export of `model` on `example` (the tuple of its input tensors), under no_grad.
 
     The runner's shared export is made this way, and so is a path's own when
-    it has none, and the repro scripts paste it: one export for all.
+    it has none, and the repro scripts paste it: one export for all. A
+    gradient case's Backward is exported as torch's joint forward-backward
+    graph (`joint_graph`): torch.export cannot trace the autograd.grad in its forward.
     `dynamic` (dynamic_of: dims of x and their maximum, or None) exports
-    those dims symbolic, size-oblivious (a size-1 example is not specialised,
-    so the program is the same whatever size it was traced at), in [1, max];
-    where torch's own code guards a size away from 1 (instance_norm's "more
-    than 1 spatial element") torch refuses 1 and the range starts at 2
-    (symbolic_range says which).
+    those dims symbolic (symbolic_export).
     """
     import torch
 
+    if is_backward(model):
+        model = joint_graph(model, example)
+    if dynamic:
+        return symbolic_export(model, example, dynamic)
     with torch.no_grad():
-        if not dynamic:
-            return torch.export.export(model, example)
-        from torch.fx.experimental import _config as shape_config
+        return torch.export.export(model, example)
 
-        with shape_config.patch(backed_size_oblivious=True):
-            try:
-                return torch.export.export(model, example, dynamic_shapes=symbolic_shapes(example, dynamic, 1))
-            except torch._dynamo.exc.UserError as exc:  # a constraint violation: a guard excludes size 1
-                if "Constraints violated" not in str(exc):
-                    raise
-                return torch.export.export(model, example, dynamic_shapes=symbolic_shapes(example, dynamic, 2))
+
+def symbolic_export(model, example, dynamic):
+    """torch.export of `model` with x's dims `dynamic[0]` symbolic in [1, dynamic[1]] (symbolic_shapes), under
+    no_grad and size-oblivious (a size-1 example is not specialised, so the program is the same whatever size
+    it was traced at); where torch's own code guards a size away from 1 (instance_norm's "more than 1 spatial
+    element") torch refuses 1, and the range starts at 2 (symbolic_range says which)."""
+    import torch
+    from torch.fx.experimental import _config as shape_config
+
+    for d in dynamic[0]:  # traced at 2, not 1: a later re-trace (to_edge) would narrow the range to the hint's
+        if example[0].shape[d] == 1:  # (export reads the example's shapes, dtypes and strides, not its values)
+            example = tuple(torch.cat([t, t], d) if t.shape == example[0].shape else t for t in example)
+    with torch.no_grad(), shape_config.patch(backed_size_oblivious=True):
+        try:
+            return torch.export.export(model, example, dynamic_shapes=symbolic_shapes(example, dynamic, 1))
+        except torch._dynamo.exc.UserError as exc:  # a constraint violation: a guard excludes size 1
+            if "Constraints violated" not in str(exc):
+                raise
+            return torch.export.export(model, example, dynamic_shapes=symbolic_shapes(example, dynamic, 2))
 
 
 def symbolic_facts(spec, ep=None) -> dict:
@@ -127,6 +144,14 @@ def symbolic_range(ep) -> list[int] | None:
     """[low, high] of an ExportedProgram's symbolic sizes (its range constraints), or None: it has none."""
     ranges = [(int(r.lower), int(r.upper)) for r in ep.range_constraints.values()]
     return [min(lo for lo, _ in ranges), max(hi for _, hi in ranges)] if ranges else None
+
+
+def joint_graph(backward, example):
+    """harness.oracle.backward.joint_graph, imported when a gradient case is exported (not with this module:
+    the registry is read without torch). A repro script pastes the oracle's own definition under this name."""
+    from harness.oracle import backward as oracle_backward
+
+    return oracle_backward.joint_graph(backward, example)
 
 
 def pasted(functions) -> str:

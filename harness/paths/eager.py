@@ -6,7 +6,8 @@ import torch
 from harness.core.tensors import to_numpy, to_torch
 from harness.paths import _fx_intermediates as fx
 from harness.paths._executorch_common import op_name
-from harness.paths.base import Path, Prepared, dynamic_of, example_args, export_program, input_arrays, symbolic_shapes
+from harness.paths.base import (Path, Prepared, dynamic_of, example_args, export_program, input_arrays, is_backward,
+                                symbolic_export, symbolic_shapes)
 
 
 def eager_output(model, example):
@@ -19,8 +20,10 @@ class EagerPath(Path):
     name = "eager"
     description = "the torch module on CPU"
     packages = ("torch",)
-    pipeline = (eager_output, symbolic_shapes, export_program, op_name, fx.fx_intermediates)
+    pipeline = (eager_output, is_backward, symbolic_shapes, export_program, symbolic_export, op_name,
+                fx.fx_intermediates)
     has_intermediates = True
+    trains = "torch autograd"
     symbolic = "any size: the module itself runs eagerly"
 
     def script_calls(self) -> str:

@@ -15,21 +15,23 @@ from harness.paths._executorch_common import (
     load_forward,
     op_name,
     PteArtifact,
-    pte_buffer,
     pte_facts,
     pte_program,
     pte_runner,
     quiet_imports,
-    single_output,
 )
-from harness.paths.base import Path, Prepared, export_program, stage, symbolic_shapes
+from harness.paths._backward import joint_facts
+from harness.paths.base import Path, Prepared, export_program, is_backward, stage, symbolic_export, symbolic_shapes
 
 
 def edge_program(ep):
-    """to_edge of an ExportedProgram: the edge manager the portable kernels' program is made from."""
+    """to_edge of an ExportedProgram: the edge manager the portable kernels' program is made from (re-traced
+    size-oblivious, as export_program exports: a symbolic dim keeps its range)."""
+    import torch
     from executorch.exir import to_edge
 
-    return to_edge(ep)
+    with torch.fx.experimental._config.patch(backed_size_oblivious=True):
+        return to_edge(ep)
 
 
 class ExecutorchPath(PteArtifact, Path):
@@ -37,10 +39,11 @@ class ExecutorchPath(PteArtifact, Path):
     description = "torch.export -> to_edge -> to_executorch -> executorch.runtime (portable/optimized kernels)"
     packages = ("torch", "executorch")
     warm_imports = EXECUTORCH_WARM
-    pipeline = (symbolic_shapes, export_program, edge_program, op_name, call_ops, pte_buffer, load_forward, single_output,
-                forward_output)
+    pipeline = (is_backward, symbolic_shapes, export_program, symbolic_export, edge_program, op_name, call_ops,
+                pte_program, load_forward, forward_output)
     takes_shared_export = True
     artifact_cacheable = True
+    trains = "torch's joint graph -> to_edge -> to_executorch -> the portable runtime"
     symbolic = ("torch.export Dim through to_edge and to_executorch: the .pte's memory plan takes the upper bound, "
                 "the runtime resizes the inputs")
 
@@ -50,7 +53,7 @@ def run_path(model, example, x):
     """{self.name}: {self.description}"""
     edge = edge_program(export_program(model, example, DYNAMIC))
     print("edge ops:", ", ".join(call_ops(edge.exported_program().graph)))
-    program, method = load_forward(pte_buffer(edge))
+    program, method = load_forward(pte_program(edge).buffer)
     return forward_output(method, example)
 '''
 
@@ -62,4 +65,5 @@ def run_path(model, example, x):
             ops = call_ops(edge.exported_program().graph)
             program = pte_program(edge)
             buffer = bytes(program.buffer)
-        return Prepared(pte_runner(buffer, spec), {"edge_ops": ops, **pte_facts(spec, ep, program)}, built=buffer)
+        facts = {"edge_ops": ops, **(joint_facts(ep, ops) if spec.grad else {}), **pte_facts(spec, ep, program)}
+        return Prepared(pte_runner(buffer, spec), facts, built=buffer)

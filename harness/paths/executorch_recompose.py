@@ -31,67 +31,51 @@ from __future__ import annotations
 
 import io
 
-from harness.core.dtypes import name_of
+from harness.paths._backward import joint_facts
 from harness.paths._executorch_common import (
     EXECUTORCH_WARM,
+    call_ops,
     dtype_of,
     export,
     graph_output,
     module_runner,
     op_name,
     quiet_imports,
-    single_output,
 )
 from harness.paths import _fx_intermediates as fx
-from harness.paths.base import Path, Prepared, export_program, stage, symbolic_facts, symbolic_shapes
-
-
-def _is_rms_norm(node) -> bool:
-    return node.op == "call_function" and op_name(node.target).startswith("aten.rms_norm")
-
-
-def _dtype_casts(graph) -> dict:
-    """node -> "from->to" for every cast node that changes the dtype."""
-    casts = {"aten._to_copy.default", "dim_order_ops._to_dim_order_copy.default", "aten.to.dtype"}
-    out = {}
-    for node in graph.nodes:
-        if node.op == "call_function" and op_name(node.target) in casts and node.args:
-            src, dst = dtype_of(node.args[0]), dtype_of(node)
-            if src and dst and src != dst:
-                out[node] = f"{src}->{dst}"
-    return out
+from harness.paths.base import (Path, Prepared, export_program, is_backward, stage, symbolic_export, symbolic_facts,
+                                symbolic_shapes)
 
 
 def rewrite(graph_module, quantization_capture: bool) -> dict:
-    """RemoveRedundancy then RecomposeRmsNorm on `graph_module`, in place; the facts."""
+    """RemoveRedundancy then RecomposeRmsNorm on `graph_module`, in place; the facts. The targets come from the
+    passes themselves: the ops RemoveRedundancy may drop (`redundant_ops`), the rms_norm RecomposeRmsNorm builds
+    (`rms_norm_target`), so the script that pastes this copies nothing of the library."""
     from executorch.backends.qualcomm._passes import RecomposeRmsNorm, RemoveRedundancy
 
-    graph = graph_module.graph
-    casts = _dtype_casts(graph)
-    RemoveRedundancy(quantization_capture=quantization_capture)(graph_module)
-    alive = set(graph.nodes)
-    dropped = sorted(label for node, label in casts.items() if node not in alive)
-
-    before = {n for n in graph.nodes if _is_rms_norm(n)}
-    RecomposeRmsNorm(quantization_capture=quantization_capture)(graph_module)
-    norms = [n for n in graph.nodes if _is_rms_norm(n)]
-    built = [n for n in norms if n not in before]
-    return {
-        "rms_norm_built": bool(built),
-        "rms_norm_input_dtype": dtype_of(built[0].args[0]) if built else None,
-        "rms_norm_nodes": len(norms),
-        "dropped_casts": dropped,
-    }
+    remove, recompose = RemoveRedundancy(quantization_capture), RecomposeRmsNorm(quantization_capture)
+    nodes, norm = graph_module.graph.nodes, recompose.rms_norm_target  # the graph's nodes, as they are now
+    casts = {n: (dtype_of(n.args[0]), dtype_of(n)) for n in nodes if n.target in remove.redundant_ops and n.args}
+    remove(graph_module)
+    alive, before = set(nodes), {n for n in nodes if n.target == norm}
+    recompose(graph_module)
+    built = [n for n in nodes if n.target == norm and n not in before]
+    return {"rms_norm_built": bool(built), "rms_norm_input_dtype": dtype_of(built[0].args[0]) if built else None,
+            "rms_norm_nodes": sum(n.target == norm for n in nodes), "dropped_casts": sorted(  # a dropped
+                f"{a}->{b}" for n, (a, b) in casts.items() if n not in alive and a and b and a != b)}  # cast: new math
 
 
 def edge_rewritten(ep, skip_dim_order: bool):
-    """(the edge program's graph module after both passes, their facts, the rewritten edge program)."""
+    """(the edge program's graph module after both passes, their facts, the rewritten edge program).
+
+    QNN lowers with qnn_edge_config(): _check_ir_validity=False, which also lets the non-core aten.rms_norm the
+    pass builds stay legal (written out: importing QNN's utils loads torchao, 20 s)."""
+    import torch
     from executorch.exir import EdgeCompileConfig, to_edge
 
-    # QNN lowers with qnn_edge_config(): _check_ir_validity=False, which
-    # also lets the non-core aten.rms_norm the pass builds stay legal.
-    config = EdgeCompileConfig(_check_ir_validity=False, _skip_dim_order=skip_dim_order)
-    edge_ep = to_edge(ep, compile_config=config).exported_program()
+    with torch.fx.experimental._config.patch(backed_size_oblivious=True):  # as export_program: a dim keeps its range
+        edge_ep = to_edge(ep, compile_config=EdgeCompileConfig(_check_ir_validity=False, _skip_dim_order=skip_dim_order)
+                          ).exported_program()
     facts = rewrite(edge_ep.graph_module, quantization_capture=False)
     return edge_ep.module(), facts, edge_ep
 
@@ -103,8 +87,8 @@ def capture_rewritten(ep):
 
 
 # What every recompose script pastes; each path adds the function that builds its graph.
-_PIPELINE = (symbolic_shapes, export_program, op_name, name_of, dtype_of, _is_rms_norm, _dtype_casts, rewrite,
-             single_output, graph_output, fx.fx_intermediates)
+_PIPELINE = (is_backward, symbolic_shapes, export_program, symbolic_export, dtype_of, rewrite, graph_output, op_name,
+             fx.fx_intermediates)
 
 
 class _Recompose(Path):
@@ -119,6 +103,7 @@ class _Recompose(Path):
     takes_shared_export = True
     artifact_cacheable = True
     has_intermediates = True
+    trains = "torch's joint graph through the rewrite, run in Python"
     symbolic = "torch.export Dim: the rewritten graph keeps the symbolic sizes and runs every size in Python"
 
     def _rewrite(self, ep):
@@ -149,13 +134,8 @@ class _Recompose(Path):
         return f'''\
 def run_path(model, example, x):
     """{self.name}: {self.description}"""
-    ep = export_program(model, example, DYNAMIC)
-    graph_module, facts, _ = {call}
-    print("QNN's RemoveRedundancy + RecomposeRmsNorm:", facts)
-    if facts["rms_norm_built"]:  # which tensor the rebuilt rms_norm reads: its dtype is the finding
-        print(f"RecomposeRmsNorm built an rms_norm on a {{facts['rms_norm_input_dtype']}} input")
-    else:
-        print("RecomposeRmsNorm built no rms_norm (the norm stays decomposed)")
+    graph_module, facts, _ = {call.replace("(ep", "(export_program(model, example, DYNAMIC)")}
+    print("QNN's RemoveRedundancy + RecomposeRmsNorm:", facts)  # rms_norm_input_dtype: what the rebuilt norm reads
     return graph_output(graph_module, example)
 
 
@@ -167,6 +147,8 @@ def intermediates(model, example, x):
 
     def prepare(self, spec, module, example, exported=None) -> Prepared:
         graph_module, facts, built = self._rewritten(spec, module, example, exported)
+        if spec.grad and exported is not None:
+            facts = {**facts, **joint_facts(exported, call_ops(graph_module.graph))}
         return Prepared(module_runner(graph_module, spec), facts, built=built)
 
     def artifact(self, prepared: Prepared) -> bytes | None:

@@ -21,22 +21,23 @@ from harness.paths._executorch_common import (
     load_forward,
     op_name,
     PteArtifact,
-    pte_buffer,
     pte_facts,
     pte_program,
     pte_runner,
     quiet_imports,
-    single_output,
 )
-from harness.paths.base import Path, Prepared, export_program, stage, symbolic_shapes
+from harness.paths._backward import joint_facts
+from harness.paths.base import Path, Prepared, export_program, is_backward, stage, symbolic_export, symbolic_shapes
 
 
 def xnnpack_lowered(ep):
     """to_edge_transform_and_lower with XnnpackPartitioner: what XNNPACK takes is delegated, the rest stays."""
     from executorch.backends.xnnpack.partition.xnnpack_partitioner import XnnpackPartitioner
+    import torch
     from executorch.exir import to_edge_transform_and_lower
 
-    return to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()])
+    with torch.fx.experimental._config.patch(backed_size_oblivious=True):  # as export_program: a dim keeps its range
+        return to_edge_transform_and_lower(ep, partitioner=[XnnpackPartitioner()])
 
 
 def delegation_facts(edge) -> dict:
@@ -86,10 +87,11 @@ class XnnpackPath(PteArtifact, Path):
     description = "torch.export -> to_edge_transform_and_lower(XnnpackPartitioner) -> executorch.runtime"
     packages = ("torch", "executorch")
     warm_imports = EXECUTORCH_WARM + ("harness.paths.executorch_xnnpack:warm_up",)
-    pipeline = (symbolic_shapes, export_program, xnnpack_lowered, op_name, delegation_facts, pte_buffer, load_forward, single_output,
-                forward_output)
+    pipeline = (is_backward, symbolic_shapes, export_program, symbolic_export, xnnpack_lowered, op_name,
+                delegation_facts, pte_program, load_forward, forward_output)
     takes_shared_export = True
     artifact_cacheable = True
+    trains = "torch's joint graph, partitioned for XNNPACK where it takes it"
     symbolic = ("torch.export Dim through to_edge_transform_and_lower (XNNPACK's delegates take the upper bound) "
                 "and to_executorch")
 
@@ -99,7 +101,7 @@ def run_path(model, example, x):
     """{self.name}: {self.description}"""
     edge = xnnpack_lowered(export_program(model, example, DYNAMIC))
     print("XNNPACK delegation:", delegation_facts(edge))
-    program, method = load_forward(pte_buffer(edge))
+    program, method = load_forward(pte_program(edge).buffer)
     return forward_output(method, example)
 '''
 
@@ -109,6 +111,8 @@ def run_path(model, example, x):
         with stage("compile"):
             edge = xnnpack_lowered(ep)
             facts = delegation_facts(edge)
+            if spec.grad:
+                facts.update(joint_facts(ep, facts["delegated_ops"] + facts["undelegated_ops"]))
             program = pte_program(edge)
             buffer = bytes(program.buffer)
         return Prepared(pte_runner(buffer, spec), {**facts, **pte_facts(spec, ep, program)}, built=buffer)

@@ -56,7 +56,8 @@ from __future__ import annotations
 import threading
 
 from harness.core.tensors import to_numpy, to_torch
-from harness.paths.base import Path, Prepared, dynamic_of, example_args, input_arrays, stage
+from harness.paths.base import (Path, Prepared, dynamic_of, example_args, input_arrays, is_backward, joint_graph,
+                                stage)
 
 # Dynamo holds one compiled artifact at a time (see above): the generation of the
 # last reset, and a lock so a compile and a run are not interleaved across threads.
@@ -75,9 +76,9 @@ def precision_config(emulate: bool):
     return torch._inductor.config.patch(emulate_precision_casts=True) if emulate else contextlib.nullcontext()
 
 
-def marked_dynamic(example, dynamic):
+def marked_dynamic(example, dynamic, low: int = 1):
     """Copies of `example`'s tensors with x's dims `dynamic[0]` (export_program's symbolic dims) marked dynamic
-    in [1, max] (torch._dynamo.mark_dynamic), as are those of an extra input of x's very shape."""
+    in [low, max] (torch._dynamo.mark_dynamic), as are those of an extra input of x's very shape."""
     import torch
 
     dims, top = dynamic
@@ -85,21 +86,37 @@ def marked_dynamic(example, dynamic):
     for t in out:
         if t.shape == out[0].shape:
             for d in dims:
-                torch._dynamo.mark_dynamic(t, d, min=1, max=top)
+                torch._dynamo.mark_dynamic(t, d, min=low, max=top)
     return out
 
 
 def inductor_compiled(model, example, emulate: bool, dynamic=None):
     """torch.compile(model, dynamic=False), Dynamo reset first, compiled by a first call on `example` (the
-    tuple of its input tensors) under precision_config(emulate); with `dynamic` (the symbolic dims) that call's
-    inputs are marked_dynamic: the compile is symbolic in them."""
+    tuple of its input tensors) under precision_config(emulate). A Backward (a gradient case) is rebuilt around
+    torch.compile of its forward_module: its call differentiates the compiled forward, as training does. With
+    `dynamic` (the symbolic dims) that call's inputs are marked_dynamic in [1, max] and it compiles
+    size-oblivious, as export_program exports (an example of size 1 is not specialised, one graph serves 1 too);
+    where torch's own code guards the size away from 1 (a constraint violation), in [2, max]."""
     import torch
+    from torch.fx.experimental.symbolic_shapes import ConstraintViolationError
 
-    torch._dynamo.reset()  # a fresh compile: nothing reused from another torch.compile
-    compiled = torch.compile(model, dynamic=False)
-    with precision_config(emulate), torch.no_grad():
-        compiled(*(marked_dynamic(example, dynamic) if dynamic else example))
-    return compiled
+    for low in (1, 2):
+        torch._dynamo.reset()  # a fresh compile: nothing reused from another torch.compile
+        if is_backward(model):  # a gradient case: autograd through the compiled forward (AOTAutograd's backward)
+            compiled = type(model)(torch.compile(model.forward_module, dynamic=False), model.n_inputs)
+        else:
+            compiled = torch.compile(model, dynamic=False)
+        args = example
+        if dynamic:
+            args = marked_dynamic(example, dynamic, low)
+        try:
+            with precision_config(emulate), torch.no_grad():
+                with torch.fx.experimental._config.patch(backed_size_oblivious=bool(dynamic)):
+                    compiled(*args)  # a Backward's call runs the forward and the backward: both compiled here
+            return compiled
+        except ConstraintViolationError:  # only a symbolic compile's marks can be violated
+            if low == 2:
+                raise
 
 
 def inductor_output(compiled, example, recompile: bool = False):
@@ -128,6 +145,7 @@ def _counters() -> dict:
         "breaks": sum(counters["graph_break"].values()),
         "fx_hit": counters["inductor"]["fxgraph_cache_hit"],
         "fx_miss": counters["inductor"]["fxgraph_cache_miss"],
+        "fx_bypass": counters["inductor"]["fxgraph_cache_bypass"],
         "aot_hit": counters["aot_autograd"]["autograd_cache_hit"],
         "aot_miss": counters["aot_autograd"]["autograd_cache_miss"],
     }
@@ -184,7 +202,8 @@ class InductorPath(Path):
     emulate = False
     cache_facts = ("inductor_fx_graph_cache", "inductor_aot_autograd_cache", "inductor_precompiled")
     # The script takes the plain compile (a precompile is the same Dynamo capture and Inductor, saved).
-    pipeline = (precision_config, marked_dynamic, inductor_compiled, inductor_output)
+    pipeline = (is_backward, precision_config, marked_dynamic, inductor_compiled, inductor_output)
+    trains = "torch.compile of the norm, autograd through it (AOTAutograd's compiled backward)"
     artifact_cacheable = True
     restore_takes_build = True
     symbolic = ("torch._dynamo.mark_dynamic on the dims, then torch.compile: one compile unless a size breaks its "
@@ -211,8 +230,8 @@ def run_path(model, example, x):
         import torch
         import torch._dynamo.config as dynamo_config
 
-        if torch.compiler.config.force_disable_caches or _has_hooks(module):
-            return None
+        if torch.compiler.config.force_disable_caches or _has_hooks(module) or is_backward(module):
+            return None  # a gradient case's backward is compiled at its first call: the plain compile
         from torch._dynamo.aot_compile import ModelInput
 
         _reset()
@@ -235,6 +254,9 @@ def run_path(model, example, x):
                 compiled, generation = self._compile(module, args, dynamic)
             after = _counters()
         facts = {
+            # a gradient case: Inductor compiles AOTAutograd's forward and backward graphs (2 for one Dynamo graph)
+            **({"inductor_backward": "compiled (AOTAutograd)", "inductor_compiled_graphs": sum(
+                after[k] - before[k] for k in ("fx_hit", "fx_miss", "fx_bypass"))} if is_backward(module) else {}),
             "inductor_emulate_precision_casts": self.emulate,
             "inductor_graphs": after["graphs"] - before["graphs"],
             "inductor_graph_breaks": after["breaks"] - before["breaks"],
@@ -242,10 +264,12 @@ def run_path(model, example, x):
             "inductor_aot_autograd_cache": _cache_status(before, after, "aot"),
             "inductor_precompiled": "off" if precompiled is None else "miss",
         }
+        if is_backward(module):
+            facts.update(_backward_facts(module, args))
         if precompiled is not None:
             return Prepared(_precompiled_runner(precompiled, spec.layout), facts, precompiled)
-        if dynamic:
-            facts["compiles"] = after["graphs"] - before["graphs"]
+        if dynamic:  # the compile that serves (a first try refused by a guard not counted); runs add their own
+            facts["compiles"] = 1
         state = {"compiled": compiled, "generation": generation}
         layout = spec.layout
 
@@ -284,6 +308,18 @@ def run_path(model, example, x):
             compiled._load_aot_compiled_module(data)
         facts = {"inductor_fx_graph_cache": "off", "inductor_aot_autograd_cache": "off", "inductor_precompiled": "hit"}
         return Prepared(_precompiled_runner(compiled, spec.layout), facts, compiled)
+
+
+def _backward_facts(backward, args) -> dict:
+    """torch's joint graph's backward ops, and those Inductor's decomposition table leaves whole (`backward_kept`:
+    lowered or run as an ATen fallback; the others decomposed before Inductor's kernels)."""
+    from torch._inductor.decomposition import select_decomp_table
+
+    from harness.paths._backward import backward_ops, joint_facts
+
+    graph = joint_graph(backward, args)
+    decomposed = {str(op) for op in select_decomp_table()}
+    return joint_facts(graph, [op for op in backward_ops(graph.graph) if op not in decomposed])
 
 
 def _precompiled_runner(compiled, layout):

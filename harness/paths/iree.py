@@ -44,8 +44,9 @@ import re
 
 import numpy as np
 
+from harness.paths._backward import joint_facts
 from harness.paths.base import (FRONTEND_MEMO, Path, Prepared, Unsupported, dynamic_of, example_args, export_program,
-                                input_arrays, stage, symbolic_facts, symbolic_shapes)
+                                input_arrays, is_backward, stage, symbolic_export, symbolic_facts, symbolic_shapes)
 
 # The LLVM CPU the dispatches are compiled for (module docstring and docs/paths.md: why this one).
 TARGET_CPU = "x86-64-v3"
@@ -56,6 +57,8 @@ def turbine_mlir(module, args: tuple, exported=None, dynamic=None) -> str:
     `dynamic` (export_program's symbolic dims) of the symbolic export, its dims `?` in the MLIR."""
     import iree.turbine.aot as aot
 
+    if exported is None and is_backward(module):  # a gradient case: torch's joint graph, exported
+        exported = export_program(module, args, dynamic)
     if exported is None and dynamic:
         exported = export_program(module, args, dynamic)
     if exported is None:
@@ -153,11 +156,13 @@ class IreePath(Path):
     warm_imports = ("torch", "torch.export", "iree.compiler", "iree.runtime", "iree.turbine.aot", FRONTEND_MEMO)
     script_imports = "import re\n\nimport iree.compiler\nimport iree.runtime\nimport iree.turbine.aot\n"
     # The pipeline's steps, in order: prepare calls them, and the repro script pastes them.
-    pipeline = (symbolic_shapes, export_program, turbine_mlir, reduction_dtypes, compile_vmfb, load_main, run_main)
+    pipeline = (is_backward, symbolic_shapes, export_program, symbolic_export, turbine_mlir, reduction_dtypes,
+                compile_vmfb, load_main, run_main)
     takes_shared_export = True
     artifact_cacheable = True
     restore_takes_build = False
     has_intermediates = False
+    trains = "torch's joint graph compiled as an inference graph"
     symbolic = "iree-turbine aot.export of the symbolic torch.export (Dim): dynamic dims (?) through iree.compiler"
 
     def script_code(self) -> str:
@@ -190,6 +195,8 @@ def run_path(model, example, x):
                 raise
             facts = {"iree_target_cpu": TARGET_CPU, "iree_reduction_dtypes": reduction_dtypes(mlir),
                      **symbolic_facts(spec, exported)}
+            if is_backward(module) and exported is not None:  # the joint graph's backward ops (MLIR's are not ATen's)
+                facts.update(joint_facts(exported))
         return self._prepared(vmfb, facts)
 
     @staticmethod

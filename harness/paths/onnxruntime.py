@@ -47,8 +47,10 @@ import weakref
 
 import numpy as np
 
+from harness.paths._backward import joint_facts
 from harness.paths.base import (FRONTEND_MEMO, ONNX_REGISTRY_MEMO, Path, Prepared, Unsupported, dynamic_of, example_args,
-                                export_program, input_arrays, stage, symbolic_facts, symbolic_shapes)
+                                export_program, input_arrays, is_backward, stage, symbolic_export, symbolic_facts,
+                                symbolic_shapes)
 
 _BF16 = "bfloat16"
 
@@ -90,10 +92,13 @@ def unsupported_reason(message: str, dtypes: set[str]) -> str | None:
 
 def onnx_model(model, example, dynamic=None):
     """torch.onnx.export(model, example, dynamo=True)'s ModelProto, under no_grad; `model` a module, or an
-    ExportedProgram of it (the exporter then starts from it). With `dynamic` (export_program's symbolic dims) the
-    module is exported symbolic first: the ONNX model's dims are then named (dim_param), dynamic axes."""
+    ExportedProgram of it (the exporter then starts from it); a gradient case's Backward, torch's joint graph.
+    With `dynamic` (export_program's symbolic dims) the module is exported symbolic first: the ONNX model's dims
+    are then named (dim_param), dynamic axes."""
     import torch
 
+    if is_backward(model):  # torch.export of its joint graph: the exporter's own capture cannot trace autograd.grad
+        model = export_program(model, example, dynamic)
     if dynamic and isinstance(model, torch.nn.Module):
         model = export_program(model, example, dynamic)
     with torch.no_grad():
@@ -143,21 +148,17 @@ def session_runner(session):
     element = {"tensor(float)": ("float32", "FLOAT"), "tensor(float16)": ("float16", "FLOAT16"),
                "tensor(double)": ("float64", "DOUBLE"), "tensor(bfloat16)": ("uint16", "BFLOAT16")}
     inputs = session.get_inputs()
-    names = [i.name for i in inputs]
     outputs = session.get_outputs()
-    # a symbolic dim is named (dim_param): an output's named dim takes the size of the input dim of that name
-    named = {d for i in inputs for d in i.shape if isinstance(d, str)}
     for out in outputs:
-        if out.type not in element or not all(isinstance(d, int) or d in named for d in out.shape):
+        if out.type not in element:
             raise RuntimeError(f"unexpected output {out.type} of shape {out.shape}")
 
     def run(arrays: tuple) -> np.ndarray | tuple:
         arrays = tuple(np.ascontiguousarray(a) for a in arrays)
-        sizes = {d: n for i, a in zip(inputs, arrays) for d, n in zip(i.shape, a.shape) if isinstance(d, str)}
         binding = session.io_binding()
-        for name, a in zip(names, arrays):
-            binding.bind_ortvalue_input(name, ort_value(a))
-        got = []
+        for i, a in zip(inputs, arrays):
+            binding.bind_ortvalue_input(i.name, ort_value(a))
+        got, sizes = [], {d: n for i, a in zip(inputs, arrays) for d, n in zip(i.shape, a.shape)}  # a named dim's size
         for out in outputs:  # a model of several outputs: each bound to its own buffer, in order
             np_name, onnx_name = element[out.type]
             words = np.empty([sizes.get(d, d) for d in out.shape], np_name)
@@ -207,12 +208,13 @@ class OnnxRuntimePath(Path):
     warm_imports = ("torch", "torch.export", "torch.onnx", "onnx", "onnxscript", "onnxruntime", FRONTEND_MEMO,
                     ONNX_REGISTRY_MEMO)
     script_imports = "import tempfile\n\nimport onnx\n"
-    pipeline = (symbolic_shapes, export_program, onnx_model, op_types, session_options, cpu_session, ort_value,
-                session_runner)
+    pipeline = (is_backward, symbolic_shapes, export_program, symbolic_export, onnx_model, op_types, session_options,
+                cpu_session, ort_value, session_runner)
     takes_shared_export = True
     artifact_cacheable = True
     symbolic = "ONNX dynamic axes: torch.onnx.export of the symbolic torch.export (Dim) names the dims (dim_param)"
     level = "ORT_DISABLE_ALL"
+    trains = "torch's joint graph exported to ONNX as an inference graph"
 
     def script_calls(self) -> str:
         optimized = listing = ""
@@ -250,7 +252,8 @@ def run_path(model, example, x):
                 raise
             run = session_runner(session)
             facts = {"onnx_opset": max(o.version for o in model.opset_import if o.domain in ("", "ai.onnx")),
-                     "onnx_ops": exported_ops, "ort_optimization": self.level, **symbolic_facts(spec, exported)}
+                     "onnx_ops": exported_ops, "ort_optimization": self.level, **symbolic_facts(spec, exported),
+                     **(joint_facts(exported) if spec.grad and exported is not None else {})}
             if optimized_path:
                 optimized_ops = op_types(onnx.load(optimized_path))
                 facts["ort_ops"] = optimized_ops

@@ -38,8 +38,9 @@ import numpy as np
 
 from harness.paths import _ov_intermediates as ovi
 from harness.paths._ov_intermediates import compile_cpu, infer_all
-from harness.paths.base import (Capture, Intermediate, Path, Prepared, Unsupported, dynamic_of, example_args, input_arrays,
-                                stage, symbolic_facts)
+from harness.paths.base import (Capture, Intermediate, Path, Prepared, Unsupported, dynamic_of, example_args,
+                                export_program, input_arrays, is_backward, stage, symbolic_export, symbolic_facts,
+                                symbolic_shapes)
 
 
 def partial_shapes(args: tuple, dynamic):
@@ -63,7 +64,11 @@ def convert(module, args: tuple, dynamic=None):
     """
     import openvino as ov
 
-    shapes = {"input": partial_shapes(args, dynamic)} if dynamic else {}
+    if is_backward(module):  # a gradient case: torch's joint graph, as OpenVINO takes an ExportedProgram
+        module = export_program(module, args, dynamic)
+    shapes = {}
+    if dynamic:
+        shapes["input"] = partial_shapes(args, dynamic)
     return ov.convert_model(module, example_input=args, share_weights=False, **shapes)
 
 
@@ -147,9 +152,11 @@ class OpenVinoPath(Path):
     packages = ("torch", "openvino")
     warm_imports = ("torch", "openvino", "openvino.frontend.pytorch")
     script_imports = "import openvino as ov\n"
-    pipeline = (partial_shapes, convert, compile_cpu, runtime_nodes, ovi.ov_array, infer_all, run_infer, ovi.computing_nodes,
-                ovi.value_nodes, ovi.with_results, ovi.stored_dtypes, ovi.readable_nodes, ovi.exposed_runner)
+    pipeline = (is_backward, symbolic_shapes, export_program, symbolic_export, partial_shapes, convert, compile_cpu,
+                runtime_nodes, ovi.ov_array, infer_all, run_infer, ovi.computing_nodes, ovi.value_nodes, ovi.with_results,
+                ovi.stored_dtypes, ovi.readable_nodes, ovi.exposed_runner)
     takes_shared_export = False
+    trains = "torch's joint graph (its ExportedProgram) converted as an inference graph"
     artifact_cacheable = True
     restore_takes_build = False
     has_intermediates = True

@@ -27,7 +27,11 @@ Choices, written down:
 * The output keeps the dtype TVM produced: a dtype that differs from eager's
   is a finding (dtype_mismatch), so nothing here casts it.
 * The VM returns the importer's return tuple (a tvm_ffi Array); a one-element
-  tuple is unwrapped. More than one output is a run error.
+  tuple is unwrapped.
+* A gradient case (a Backward module) takes TVM's own training flow instead
+  (harness.paths._tvm_gradient: relax.transform.Gradient, after
+  DecomposeOpsForTraining on `tvm-decompose`); `tvm-decompose-inference`
+  cannot train.
 """
 from __future__ import annotations
 
@@ -40,9 +44,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from harness.paths import _tvm_gradient as grad
 from harness.paths._relax_intermediates import METHOD, expose, returned_var, tensor_bindings, tvm_array
-from harness.paths.base import (FRONTEND_MEMO, Capture, Intermediate, Path, Prepared, dynamic_of, example_args,
-                                export_program, input_arrays, stage, symbolic_facts, symbolic_shapes)
+from harness.paths.base import (FRONTEND_MEMO, Capture, Intermediate, IntermediatesUnavailable, Path, Prepared,
+                                dynamic_of, example_args, export_program, input_arrays, is_backward, stage,
+                                symbolic_export, symbolic_facts, symbolic_shapes)
 
 
 # -- the pipeline: what prepare, run and intermediates call, and the repro scripts paste (one definition) --------
@@ -117,6 +123,13 @@ def main_output(main, arrays):
     return outs[0] if len(outs) == 1 else outs
 
 
+def gradient_output(main, arrays):
+    """A differentiated `main` (_tvm_gradient) on the inputs and cotangents: the gradients as NumPy, in order (its
+    first output, the differentiated sum's value, dropped; one gradient unwrapped, as main_output does)."""
+    outs = tuple(tvm_array(t) for t in output_tensors(main(*(tvm_tensor(a) for a in arrays)))[1:])
+    return outs[0] if len(outs) == 1 else outs
+
+
 def exposed_runner(model, example, decompose, dynamic=None):
     """The path's pipeline on `model` with every binding of main exposed (_relax_intermediates), compiled once.
 
@@ -146,21 +159,35 @@ class TvmPath(Path):
     packages = ("torch", "apache-tvm")
     warm_imports = ("torch", "torch.export", "tvm", "tvm.relax", "tvm.relax.frontend.torch", FRONTEND_MEMO)
     script_imports = "import tvm\nfrom tvm import relax\n"
-    pipeline = (symbolic_shapes, export_program, imported_module, decomposed, relax_ops, compiled_executable, vm_main, tvm_tensor,
-                tvm_array, output_tensors, main_output, returned_var, tensor_bindings, expose,
-                exposed_runner)
+    # The forward's functions, then the training flow's (_tvm_gradient), which a path that cannot train leaves out.
+    forward_pipeline = (is_backward, symbolic_shapes, export_program, symbolic_export, imported_module, decomposed,
+                        relax_ops, compiled_executable, vm_main, tvm_tensor, tvm_array, output_tensors, main_output,
+                        returned_var, tensor_bindings, expose, exposed_runner)
+    pipeline = forward_pipeline + (grad.vjp_target, grad.imported_target, grad.no_gradient_ops, grad.gradient_module,
+                                   gradient_output)
     takes_shared_export = True
     artifact_cacheable = True
     has_intermediates = True
     symbolic = "TVM SizeVars: from_exported_program of the symbolic torch.export (Dim), one Relax VM for every size"
     # The relax.transform pass applied before compile (a name), or "" for none.
     decompose = ""
+    trains = "relax.transform.Gradient of the norm's Relax import, without a decomposition"
 
     def script_calls(self) -> str:
+        training = f'''\
+    if is_backward(model):  # a gradient case: Relax's training flow on sum(out * cotangent)
+        mod = imported_target(export_program(vjp_target(model.forward_module, model.n_inputs), example),
+                              {self.decompose!r})
+        print("Relax ops differentiated:", ", ".join(relax_ops(mod)),
+              "; without a gradient:", no_gradient_ops(relax_ops(mod)))
+        mod = gradient_module(mod, model.n_inputs)
+        print("Relax ops of the gradient:", ", ".join(relax_ops(mod)))
+        return gradient_output(vm_main(compiled_executable(mod)), x)
+''' if self.trains else ""
         return f'''\
 def run_path(model, example, x):
     """{self.name}: {self.description}"""
-    mod = decomposed(imported_module(export_program(model, example, DYNAMIC)), {self.decompose!r})
+{training}    mod = decomposed(imported_module(export_program(model, example, DYNAMIC)), {self.decompose!r})
     print("Relax ops:", ", ".join(relax_ops(mod)))
     return main_output(vm_main(compiled_executable(mod)), x)
 
@@ -172,6 +199,9 @@ def intermediates(model, example, x):
 
     def intermediates(self, spec, module, example):
         """Every binding of main returned as an output, recompiled as `prepare` compiles (_relax_intermediates)."""
+        if is_backward(module):
+            raise IntermediatesUnavailable("the bindings of a differentiated main (relax.transform.Gradient's) "
+                                           "are not exposed")
         run = exposed_runner(module, example_args(example), self.decompose, dynamic_of(spec))
 
         def capture(x) -> Capture:
@@ -181,6 +211,8 @@ def intermediates(model, example, x):
         return capture
 
     def prepare(self, spec, module, example, exported=None) -> Prepared:
+        if is_backward(module):
+            return self._prepare_gradient(module, example_args(example))
         with stage("export"):
             ep = exported if exported is not None else export_program(module, example_args(example), dynamic_of(spec))
 
@@ -195,13 +227,32 @@ def intermediates(model, example, x):
         facts = {"tvm_decomposed": bool(self.decompose), "tvm_ops": ops, **symbolic_facts(spec, ep)}
         return Prepared(run_fn, facts, built=build)
 
+    def _prepare_gradient(self, module, example) -> Prepared:
+        """Relax's training flow (_tvm_gradient): the vjp target exported, imported with its parameters as
+        inputs, [decomposed], differentiated by relax.transform.Gradient, compiled. The joint graph the runner
+        shares is not this path's: TVM differentiates the forward itself."""
+        with stage("export"):
+            ep = export_program(grad.vjp_target(module.forward_module, module.n_inputs), example)
+        with stage("compile", step="import"):
+            mod = grad.imported_target(ep, self.decompose)
+            differentiated = relax_ops(mod)
+        with stage("compile", step="gradient"):
+            mod = grad.differentiated(mod, module.n_inputs, differentiated)
+            ops = relax_ops(mod)
+        with stage("compile"):
+            build = _compiled(ep, mod)
+            run_fn = _vm_runner(build.runnable, gradient_output)
+        facts = {"tvm_decomposed": bool(self.decompose), "tvm_gradient": "relax.transform.Gradient",
+                 "tvm_differentiated_ops": differentiated, "tvm_ops": ops}
+        return Prepared(run_fn, facts, built=build)
+
     def artifact(self, prepared: Prepared) -> bytes | None:
         """The shared library the executable was exported to (and run from), or None if it could not be linked."""
         return prepared.built.library if prepared.built is not None else None
 
     def restore(self, spec, data: bytes) -> Prepared:
         """The VM of a library `artifact` wrote, loaded with tvm.runtime.load_module."""
-        return Prepared(_vm_runner(_loaded(data)), {})
+        return Prepared(_vm_runner(_loaded(data), gradient_output if spec.grad else main_output), {})
 
 
 # The importer's module of an ExportedProgram the runner shared among the TVM
@@ -290,14 +341,15 @@ def _loaded(data: bytes):
         return tvm.runtime.load_module(lib)  # dlopen'ed: the file may go
 
 
-def _vm_runner(executable):
-    """run_fn of a Relax VM over `executable` (tvm.compile's, or a loaded library)."""
+def _vm_runner(executable, outputs=main_output):
+    """run_fn of a Relax VM over `executable` (tvm.compile's, or a loaded library); `outputs` reads a call's
+    outputs (main_output, or gradient_output for a differentiated main)."""
     main = vm_main(executable)
     lock = threading.Lock()  # a VM keeps per-call state; serialise calls if threads share it
 
     def run_fn(x: np.ndarray) -> np.ndarray:
         with lock:
-            return main_output(main, input_arrays(x))
+            return outputs(main, input_arrays(x))
 
     return run_fn
 
@@ -311,6 +363,7 @@ class TvmDecomposePath(TvmPath):
     description = ("torch.export -> from_exported_program -> DecomposeOpsForTraining -> "
                    "tvm.compile(target='llvm') -> Relax VM")
     decompose = "DecomposeOpsForTraining"
+    trains = "DecomposeOpsForTraining, then relax.transform.Gradient (TVM's training flow)"
 
 
 class TvmDecomposeInferencePath(TvmPath):
@@ -327,3 +380,7 @@ class TvmDecomposeInferencePath(TvmPath):
     description = ("torch.export -> from_exported_program -> DecomposeOpsForInference -> "
                    "tvm.compile(target='llvm') -> Relax VM")
     decompose = "DecomposeOpsForInference"
+    pipeline = TvmPath.forward_pipeline
+    trains = None
+    cannot_train = ("DecomposeOpsForInference is TVM's inference flow (batch_norm on its moving statistics); "
+                    "TVM's training flow is tvm-decompose's (DecomposeOpsForTraining, then Gradient)")

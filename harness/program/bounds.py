@@ -158,28 +158,36 @@ def reciprocal(a, ea):
     return z, np.where(ea == 0, 0.0, e)
 
 
-def by_slope(value, slope):
+def by_slope(value, slope, absolute=None):
     """The bound rule of an elementwise op f from its slope: (a, ea) -> (f(a), max|f'| on [a-ea, a+ea]·ea + C_FN·u32·|f(a)|).
 
     `slope(lo, hi)` is max |f'(t)| over [lo, hi] (elementwise arrays). The
-    C_FN term is the op's own float32 evaluation before its result rounds.
+    C_FN term is the op's own float32 evaluation before its result rounds;
+    `absolute(a)` adds to its |f(a)| where that evaluation errs relative to
+    something else (harness.program.calls' activations: x·(1 + erf) cancels
+    where the result is small, so it errs relative to |x|, not |f(x)|).
     """
     def bound(a, ea):
         z = value(a)
-        return z, _times(slope(a - ea, a + ea), ea) + C_FN * U32 * np.abs(z)
+        scale = np.abs(z) if absolute is None else np.abs(z) + absolute(a)
+        return z, _times(slope(a - ea, a + ea), ea) + C_FN * U32 * scale
     return bound
 
 
-def linear(a, ea, w, ew, b=None, eb=None):
-    """x @ W.T (+ b) over the last dim of x, accumulated in float32: as `reduction`'s sum of products.
+def matmul(a, ea, b, eb):
+    """a @ b (np.matmul's broadcasting): each output a dot product of length K = a.shape[-1] accumulated in
+    float32, as `reduction`'s sum of products. The products' errors propagate as |b|·e_a + |a|·e_b (+ e_a·e_b),
+    the sum as C_ACC·u32·√K·Σ|a_i b_i|."""
+    k = a.shape[-1]
+    z = np.matmul(a, b)
+    prop = np.matmul(ea, np.abs(b)) + np.matmul(np.abs(a), eb) + np.matmul(ea, eb)
+    return z, prop + C_ACC * U32 * math.sqrt(k) * np.matmul(np.abs(a), np.abs(b))
 
-    The products' errors propagate as |W|·e_x + |x|·e_W (+ e_x·e_W), the sum as
-    C_ACC·u32·√n·Σ|x_i W_ji|, n the input features; the bias's error adds.
-    """
-    n = a.shape[-1]
-    z = a @ w.T
-    prop = ea @ np.abs(w).T + np.abs(a) @ ew.T + ea @ ew.T
-    e = prop + C_ACC * U32 * math.sqrt(n) * (np.abs(a) @ np.abs(w).T)
+
+def linear(a, ea, w, ew, b=None, eb=None):
+    """x @ W.T (+ b) over the last dim of x: `matmul` with W.T (n, the input features, is K); the bias's error
+    adds."""
+    z, e = matmul(a, ea, w.T, ew.T)
     if b is not None:
         z, e = z + b, e + (0.0 if eb is None else eb)
     return z, e
@@ -217,6 +225,27 @@ def reduction(op: str, a, ea, axes: tuple[int, ...], correction):
     second = np.sum((ea + e_bar) ** 2, axis=axes, keepdims=True)
     delta = acc * s_abs / n
     return ss / dof, (first + second + acc * ss + n * delta * delta) / dof
+
+
+def centered_moment(op: str, t, et, em, axes: tuple[int, ...], dtype: str):
+    """The bound of a centred second moment a program writes out, Σ(T − M)² (`sum`) or its mean (`mean`) over
+    `axes`, M the keepdim mean of T over them (harness.program.statistics finds it), from T's bound `et` and
+    M's as computed `em` (accumulation, input errors and rounding), the deviations and squares in `dtype`.
+
+    Interval arithmetic through d = T − M, d², Σ carries M's error into every d_i as if independent,
+    2·Σ|d_i|·e_M; but the first-order term of M's error is −2·δ·Σd_i = 0 (Σd_i = 0 for the exact mean), so
+    only its square stays: with d̂_i = d_i + ε_i − δ (|ε_i| ≤ e_T,i, |δ| ≤ e_M),
+    Σd̂² − Σd² = 2Σd_i·ε_i + Σ(ε_i − δ)² ≤ Σ2|d_i|·e_T,i + Σ(e_T,i + e_M)²,
+    plus the roundings of d̂ and d̂² (u·|d̂| each, 3u·d̂² in all) and the float32 sum (C_ACC·u32·√n·Σd̂²),
+    |d̂_i| ≤ |d_i| + e_T,i + e_M. Relative to Σd², M's part is (e_M/σ)² ≈ (C_ACC·u32·√n·κ)² for κ = |M|/σ,
+    finite and small while C_ACC·u32·√n·κ < 1, where the interval's 2e_M/σ ≈ 2·C_ACC·u32·√n·κ reaches 1 first
+    (docs/tolerance.md, "A floor for infinite running bounds")."""
+    n = math.prod(t.shape[i] for i in axes) if axes else 1
+    dev = t - np.sum(t, axis=axes, keepdims=True) / n
+    reach = np.abs(dev) + et + em
+    e = (np.sum(2.0 * np.abs(dev) * et, axis=axes, keepdims=True) + np.sum((et + em) ** 2, axis=axes, keepdims=True)
+         + (C_ACC * U32 * math.sqrt(n) + 3.0 * unit_roundoff(dtype)) * np.sum(reach * reach, axis=axes, keepdims=True))
+    return e / n if op == "mean" else e
 
 
 def normalize(kind: str, a, ea, axes: tuple[int, ...], eps):

@@ -27,7 +27,9 @@ GELU_SLOPE = 1.13
 HARDSWISH_SLOPE = 1.5
 
 
-def _axis(d: int, rank: int, fail, what: str) -> int:
+def axis(d: int, rank: int, fail, what: str) -> int:
+    """Dim `d` of a tensor of `rank` as an index (torch's wrap-around); `fail` names an out-of-range one. The one
+    rule of every dim argument (ops.py's shape ops read it too)."""
     if not -max(rank, 1) <= d < max(rank, 1):
         fail(f"dim {d} is out of range for a tensor of rank {rank} in {what}")
     return d % max(rank, 1)
@@ -56,7 +58,7 @@ def matmul_shape(shapes, options, fail):
 
 def along_shape(shapes, options, fail, what="softmax"):
     (a,) = shapes
-    _axis(options["dim"], len(a), fail, what)
+    axis(options["dim"], len(a), fail, what)
     return a
 
 
@@ -196,23 +198,20 @@ def softmax(a, dim):
 
 # ------------------------------------------------------------------------------------- bound rules
 def _activation(value, slope, absolute):
-    """An activation computed in float32 before its result rounds: slope·e, plus C_FN·u32 relative to the
-    result and C_FN·u32·absolute(a): the forms x·(1 + erf), x·relu6(x + 3), exp(x) − 1 cancel where the
-    result is small, so there their float32 evaluation errs relative to |x| (or to 1), not to |f(x)|."""
+    """An activation computed in float32 before its result rounds (bounds.by_slope with a constant slope):
+    slope·e, plus C_FN·u32 relative to the result and C_FN·u32·absolute(a): the forms x·(1 + erf),
+    x·relu6(x + 3), exp(x) − 1 cancel where the result is small, so there their float32 evaluation errs
+    relative to |x| (or to 1), not to |f(x)|."""
     def bound(values, errs, options):
         (a,), (ea,) = values, errs
-        z = value(a, **options)
-        return z, slope * ea + bounds.C_FN * bounds.U32 * (np.abs(z) + absolute(a))
+        return bounds.by_slope(lambda t: value(t, **options), lambda lo, hi: slope, absolute)(a, ea)
     return bound
 
 
 def matmul_bound(values, errs, options):
-    """A dot product of length K per output, accumulated in float32: as bounds.linear."""
+    """A dot product of length K per output, accumulated in float32 (bounds.matmul)."""
     (a, b), (ea, eb) = values, errs
-    k = a.shape[-1]
-    z = np.matmul(a, b)
-    prop = np.matmul(ea, np.abs(b)) + np.matmul(np.abs(a), eb) + np.matmul(ea, eb)
-    return z, prop + bounds.C_ACC * bounds.U32 * math.sqrt(k) * np.matmul(np.abs(a), np.abs(b))
+    return bounds.matmul(a, ea, b, eb)
 
 
 def softmax_bound(values, errs, options):
@@ -300,50 +299,41 @@ def hardswish_bound():
 
 
 # ------------------------------------------------------------------------ repro stage code
-def stage_text(op: str, names: list[str], shapes: list[tuple], options: dict) -> str:
-    """The NumPy expression (FP64, no rounding) of a call op for the repro script's stage table; the script
-    imports numpy as np and torch (erf is torch's, in float64)."""
+# -- the repro stage table's NumPy text (FP64, no rounding) of the call ops whose text is computed; the others'
+# are templates in the op table (ops.py, Op.text). The script imports numpy as np and torch (erf is torch's).
+def gelu_text(names: list[str], shapes: list[tuple], options: dict) -> str:
     a = names[0]
-    if op == "matmul":
-        return f"np.matmul({a}, {names[1]})"
-    if op == "softmax":
-        d = options["dim"]
-        return (f"(lambda e: e / e.sum(axis={d}, keepdims=True))"
-                f"(np.exp({a} - {a}.max(axis={d}, keepdims=True)))")
-    if op == "cumsum":
-        return f"np.cumsum({a}, axis={options['dim']})"
-    if op == "gelu" and options["approximate"] == "tanh":
+    if options["approximate"] == "tanh":
         return f"0.5 * {a} * (1.0 + np.tanh({math.sqrt(2.0 / math.pi)!r} * ({a} + 0.044715 * {a} ** 3)))"
-    if op == "gelu":
-        return f"0.5 * {a} * (1.0 + torch.special.erf(torch.from_numpy({a} / np.sqrt(2.0))).numpy())"
-    if op == "elu":
-        return f"np.where({a} > 0, {a}, {float(options['alpha'])!r} * np.expm1(np.minimum({a}, 0.0)))"
-    if op == "hardswish":
-        return f"{a} * np.clip({a} + 3.0, 0.0, 6.0) / 6.0"
-    if op == "clamp":
-        return f"np.clip({a}, {options['min']!r}, {options['max']!r})"
-    if op == "ones_like":
-        return f"np.ones_like({a})"
-    shape = tuple(shapes[0])
-    if op == "interpolate":
-        out = interpolate_sizes(shape, options, _raise)
-        n = len(shape) - 2
-        scale = options["scale_factor"]
-        scales = _spatial(scale, n, "scale_factor", _raise) if scale is not None else (None,) * n
-        for k, (size, o, sc) in enumerate(zip(shape[2:], out, scales)):
-            a = f"np.take({a}, {nearest_index(size, o, sc).tolist()}, axis={2 + k})"
-        return a
-    n = int(op[-2])
-    kernel, stride, padding, out = pool_geometry(shape, options, n, _raise)
-    axes = tuple(range(len(shape) - n, len(shape)))
-    steps = ", ".join(["..."] + [f"::{s}" for s in stride] + [":"] * n)
-    pad = [(0, 0)] * (len(shape) - n) + [(p, p) for p in padding]
+    return f"0.5 * {a} * (1.0 + torch.special.erf(torch.from_numpy({a} / np.sqrt(2.0))).numpy())"
 
-    def windows(x, fill):
-        return (f"np.lib.stride_tricks.sliding_window_view(np.pad({x}, {pad}, constant_values={fill}), {kernel}, "
-                f"axis={axes})[{steps}].reshape({tuple(shape[:-n]) + out + (-1,)})")
-    if op.startswith("max"):
-        return f"{windows(a, '-np.inf')}.max(-1)"
-    if options["count_include_pad"]:
-        return f"{windows(a, 0.0)}.sum(-1) / {float(math.prod(kernel))!r}"
-    return f"{windows(a, 0.0)}.sum(-1) / {windows(f'np.ones({shape})', 0.0)}.sum(-1)"
+
+def interpolate_text(names: list[str], shapes: list[tuple], options: dict) -> str:
+    a, shape = names[0], tuple(shapes[0])
+    out = interpolate_sizes(shape, options, _raise)
+    n = len(shape) - 2
+    scale = options["scale_factor"]
+    scales = _spatial(scale, n, "scale_factor", _raise) if scale is not None else (None,) * n
+    for k, (size, o, sc) in enumerate(zip(shape[2:], out, scales)):
+        a = f"np.take({a}, {nearest_index(size, o, sc).tolist()}, axis={2 + k})"
+    return a
+
+
+def pool_text(kind: str, n: int):
+    """The text of an n-d pool ("avg" or "max"): its windows (np.pad, sliding_window_view), their max or mean."""
+    def text(names: list[str], shapes: list[tuple], options: dict) -> str:
+        a, shape = names[0], tuple(shapes[0])
+        kernel, stride, padding, out = pool_geometry(shape, options, n, _raise)
+        axes = tuple(range(len(shape) - n, len(shape)))
+        steps = ", ".join(["..."] + [f"::{s}" for s in stride] + [":"] * n)
+        pad = [(0, 0)] * (len(shape) - n) + [(p, p) for p in padding]
+
+        def windows(x, fill):
+            return (f"np.lib.stride_tricks.sliding_window_view(np.pad({x}, {pad}, constant_values={fill}), "
+                    f"{kernel}, axis={axes})[{steps}].reshape({tuple(shape[:-n]) + out + (-1,)})")
+        if kind == "max":
+            return f"{windows(a, '-np.inf')}.max(-1)"
+        if options["count_include_pad"]:
+            return f"{windows(a, 0.0)}.sum(-1) / {float(math.prod(kernel))!r}"
+        return f"{windows(a, 0.0)}.sum(-1) / {windows(f'np.ones({shape})', 0.0)}.sum(-1)"
+    return text

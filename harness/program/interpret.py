@@ -18,7 +18,7 @@ import numpy as np
 
 from harness.core.dtypes import name_of, ulp
 from harness.core.eps import torch_norm_eps
-from harness.program import bounds, ops
+from harness.program import bounds, ops, statistics
 from harness.program.typecheck import (
     TensorType,
     binary_type,
@@ -185,14 +185,29 @@ class Fp64Walker(Walker):
             z, e = entry.bound(v.value, v.err)
         return self._emit(op, z, e, v.dtype, v.rows)
 
+    def run(self, program: Program):
+        self.statistics = statistics.of(program)
+        self.centering = {}  # a centering mean's value number -> (axes, T, M) as this walk evaluated them
+        return super().run(program)
+
     def reduce(self, node, v):
         axes, n, shape = reduce_axes(node, self._type(v), self.line)
         with np.errstate(all="ignore"):
             z, e = bounds.reduction(node.op, v.value, v.err, axes, node.correction)
+            moment = self.statistics.second(node)
+            formed = self.centering.get(moment.mean) if moment is not None and moment.centered else None
+            if formed is not None and formed[0] == axes and formed[1].value.shape == v.value.shape:
+                # a centred moment: M's error enters to second order only (bounds.centered_moment), both bounds hold
+                e = np.minimum(e, bounds.centered_moment(node.op, formed[1].value, formed[1].err, formed[2].err,
+                                                         axes, v.dtype))
         kept = z.shape  # keepdims
         rows = _Rows(self._next(), np.arange(int(np.prod(kept))).reshape(kept).reshape(shape), n)
         z, e = z.reshape(shape), e.reshape(shape)
-        return self._emit(node.op, z, e, v.dtype, rows)
+        out = self._emit(node.op, z, e, v.dtype, rows)
+        center = self.statistics.mean(node)
+        if center is not None:
+            self.centering[center] = (axes, v, out)
+        return out
 
     def shape_op(self, op, v, args):
         """Exact: values, bounds and row ids go through the same NumPy call (no stage: nothing is computed)."""

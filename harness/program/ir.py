@@ -9,8 +9,9 @@ program layer needs to know about a case.
 from __future__ import annotations
 
 import keyword
+import operator
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass
 
 from harness.core.dtypes import DTYPES
 from harness.core.eps import TORCH_NORM_EPS
@@ -223,6 +224,34 @@ class Program:
     def output_names(self) -> tuple[str, ...]:
         """Each output's name: the name it returns (`return y, r`), else its position ("0", "1", ...)."""
         return output_names(self.statements[-1].values)
+
+
+def is_node(value) -> bool:
+    """Whether `value` is an IR node (an instance of one of the dataclasses above)."""
+    return is_dataclass(value) and not isinstance(value, type)
+
+
+def children(node):
+    """The IR nodes `node` holds directly, in field order (a tuple field's in order)."""
+    if is_node(node):
+        for f in fields(node):
+            value = getattr(node, f.name)
+            for item in value if isinstance(value, tuple) else (value,):
+                if is_node(item):
+                    yield item
+
+
+def squared(node, same=operator.eq):
+    """B when `node` squares B: B ** 2, B.square(), or B * B (both sides `same`: equal trees by default); else
+    None. What a mean of squares is taken of, for the statistics a program names and the benchmark's rewrites."""
+    if isinstance(node, BinOp):
+        if node.op == "pow" and isinstance(node.right, Number) and node.right.value == 2:
+            return node.left
+        if node.op == "mul" and same(node.left, node.right):
+            return node.left
+    if isinstance(node, Unary) and node.op == "square":
+        return node.operand
+    return None
 
 
 def output_names(values) -> tuple[str, ...]:

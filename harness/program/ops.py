@@ -32,13 +32,16 @@ class Op:
     kind: str                       # unary binary reduce norm cast shape cat linear call
     value: Callable | None = None   # NumPy form: arrays (any float dtype) -> array
     bound: Callable | None = None   # (value, err, ...) -> (FP64 value, propagated err), bounds.py
-    torch: str | None = None        # the torch callable of the program module ("torch.rsqrt")
+    torch: str | None = None        # the torch callable of the program module ("torch.rsqrt"); a call op's takes
+                                    # its operands, then its options as keywords
     functions: tuple[str, ...] = ()  # torch.NAME / F.NAME spellings (without the prefix)
     method: bool = False            # t.NAME(...) spells it too
     exact: bool = False             # its result is not rounded (abs, shape ops)
     aten: tuple[str, ...] = ()      # ATen ops (packet names) that compute it
-    compiled: tuple[str, ...] = ()  # other names compiled graphs give it (Relax, ONNX, ...)
-    text: str = ""                  # NumPy expression of the repro stage code, "{a}" the operand
+    compiled: tuple[str, ...] = ()  # other names compiled graphs give it (Relax, ONNX, OpenVINO's op types, ...)
+    # NumPy expression of the repro stage code: a template ("{a}" the operand; a call's "{b}" its second and its
+    # options by name), or for a call op whose text is computed, text(names, shapes, options) (calls.py)
+    text: str | Callable = ""
     op_class: str = "elementwise"   # elementwise reduce norm cast layout (attribution's pairing classes)
     shape_rule: Callable | None = None  # shape ops: (shape, args, fail) -> result shape
     apply: Callable | None = None   # shape ops: (array, args) -> array (values and bounds alike)
@@ -100,12 +103,6 @@ def _binary(name, value, bound, operator, aten, compiled=()) -> Op:
 
 
 # -- shape ops: exact, so values and bounds go through the same NumPy call ----------------------------
-def _dim(d, rank, fail, what):
-    if not -max(rank, 1) <= d < max(rank, 1):
-        fail(f"dim {d} is out of range for a tensor of rank {rank} in {what}")
-    return d % max(rank, 1)
-
-
 def _unsqueeze_shape(shape, args, fail):
     (d,) = args
     rank = len(shape) + 1
@@ -118,7 +115,7 @@ def _unsqueeze_shape(shape, args, fail):
 def _squeeze_dims(shape, args, fail):
     if not args:
         return tuple(i for i, n in enumerate(shape) if n == 1)
-    return tuple(i for i in {_dim(d, len(shape), fail, "squeeze") for d in args} if shape[i] == 1)
+    return tuple(i for i in {calls.axis(d, len(shape), fail, "squeeze") for d in args} if shape[i] == 1)
 
 
 def _squeeze_shape(shape, args, fail):
@@ -161,14 +158,14 @@ def _expand_shape(shape, args, fail):
 
 
 def _permute_shape(shape, args, fail):
-    dims = [_dim(d, len(shape), fail, "permute") for d in args]
+    dims = [calls.axis(d, len(shape), fail, "permute") for d in args]
     if len(dims) != len(shape) or sorted(dims) != list(range(len(shape))):
         fail(f"permute {list(args)} is not a permutation of the {len(shape)} dims")
     return tuple(shape[d] for d in dims)
 
 
 def _transpose_shape(shape, args, fail):
-    a, b = (_dim(d, len(shape), fail, "transpose") for d in args)
+    a, b = (calls.axis(d, len(shape), fail, "transpose") for d in args)
     out = list(shape)
     out[a], out[b] = out[b], out[a]
     return tuple(out)
@@ -176,7 +173,7 @@ def _transpose_shape(shape, args, fail):
 
 def _narrow_shape(shape, args, fail):
     dim, start, length = args
-    d = _dim(dim, len(shape), fail, "narrow")
+    d = calls.axis(dim, len(shape), fail, "narrow")
     if start < 0:
         start += shape[d]
     if not (0 <= start and length >= 0 and start + length <= shape[d]):
@@ -241,42 +238,47 @@ def _views_shape(shape, args, fail):
 TABLE: tuple[Op, ...] = (
     # elementwise, one operand
     _unary("rsqrt", lambda a: 1.0 / np.sqrt(a), bounds.rsqrt, text="1.0 / np.sqrt({a})"),
-    _unary("sqrt", np.sqrt, bounds.sqrt, text="np.sqrt({a})"),
-    _unary("abs", np.abs, None, text="np.abs({a})", exact=True, compiled=("absolute",)),
+    _unary("sqrt", np.sqrt, bounds.sqrt, text="np.sqrt({a})", compiled=("Sqrt",)),
+    _unary("abs", np.abs, None, text="np.abs({a})", exact=True, compiled=("absolute", "Abs")),
     _unary("square", np.square, bounds.square, text="{a} * {a}"),
     _unary("reciprocal", np.reciprocal, bounds.reciprocal, text="1.0 / {a}"),
     _unary("silu", _silu, bounds.by_slope(_silu, _silu_slope), text="{a} / (1.0 + np.exp(-{a}))",
            torch="torch.nn.functional.silu", functions=("nn.functional.silu",), method=False,
-           compiled=("swish",)),
-    _unary("sigmoid", _sigmoid, bounds.by_slope(_sigmoid, _sigmoid_slope), text="1.0 / (1.0 + np.exp(-{a}))"),
+           compiled=("swish", "Swish")),
+    _unary("sigmoid", _sigmoid, bounds.by_slope(_sigmoid, _sigmoid_slope), text="1.0 / (1.0 + np.exp(-{a}))",
+           compiled=("Sigmoid",)),
     # max(a, 0) is exact and 1-Lipschitz: the operand's bound carries over unchanged
-    _unary("relu", lambda a: np.maximum(a, 0.0), None, text="np.maximum({a}, 0.0)", exact=True),
+    _unary("relu", lambda a: np.maximum(a, 0.0), None, text="np.maximum({a}, 0.0)", exact=True,
+           compiled=("Relu",)),
     # elementwise, two operands (operators: `**` is also .pow(K) and torch.pow)
-    _binary("add", np.add, bounds.add, "+", ("add",)),
+    _binary("add", np.add, bounds.add, "+", ("add",), ("Add",)),
     _binary("sub", np.subtract, lambda a, ea, b, eb: bounds.add(a, ea, b, eb, -1.0), "-", ("sub", "rsub"),
-            ("subtract",)),
-    _binary("mul", np.multiply, bounds.mul, "*", ("mul",), ("multiply",)),
-    _binary("div", np.divide, bounds.div, "/", ("div",), ("divide",)),
-    _binary("pow", np.power, None, "**", ("pow",), ("power",)),
-    Op("neg", "neg", np.negative, None, None, (), False, True, ("neg",), ("negative",), "-{a}"),
+            ("subtract", "Subtract")),
+    _binary("mul", np.multiply, bounds.mul, "*", ("mul",), ("multiply", "Multiply")),
+    _binary("div", np.divide, bounds.div, "/", ("div",), ("divide", "Divide")),
+    _binary("pow", np.power, None, "**", ("pow",), ("power", "Power", "SquaredDifference")),
+    Op("neg", "neg", np.negative, None, None, (), False, True, ("neg",), ("negative", "Negative"), "-{a}"),
     # reductions (dims, keepdim; var: correction)
-    Op("mean", "reduce", np.mean, None, None, ("mean",), True, aten=("mean",), text="mean", op_class="reduce"),
-    Op("sum", "reduce", np.sum, None, None, ("sum",), True, aten=("sum",), text="sum", op_class="reduce"),
+    Op("mean", "reduce", np.mean, None, None, ("mean",), True, aten=("mean",), compiled=("ReduceMean",), text="mean",
+       op_class="reduce"),
+    Op("sum", "reduce", np.sum, None, None, ("sum",), True, aten=("sum",), compiled=("ReduceSum",), text="sum",
+       op_class="reduce"),
     Op("var", "reduce", np.var, None, None, ("var",), True, aten=("var",), compiled=("variance", "var_mean"),
        text="var", op_class="reduce"),
-    # F.* norms (statistics in float32 on CPU)
+    # F.* norms (statistics in float32 on CPU); OpenVINO's MVN is a layer norm without its affine, its RMS an
+    # RMSNorm with its weight
     Op("layer_norm", "norm", functions=("nn.functional.layer_norm",), aten=("layer_norm", "native_layer_norm"),
-       op_class="norm", signature=("input", "normalized_shape", "weight", "bias", "eps")),
+       compiled=("MVN",), op_class="norm", signature=("input", "normalized_shape", "weight", "bias", "eps")),
     Op("rms_norm", "norm", functions=("nn.functional.rms_norm",), aten=("rms_norm", "_fused_rms_norm"),
-       op_class="norm", signature=("input", "normalized_shape", "weight", "eps")),
+       compiled=("RMS",), op_class="norm", signature=("input", "normalized_shape", "weight", "eps")),
     Op("group_norm", "norm", functions=("nn.functional.group_norm",), aten=("group_norm", "native_group_norm"),
-       op_class="norm", signature=("input", "num_groups", "weight", "bias", "eps")),
+       compiled=("GroupNormalization",), op_class="norm", signature=("input", "num_groups", "weight", "bias", "eps")),
     # x @ W.T + b: a float32-accumulated dot product per output element
     Op("linear", "linear", functions=("nn.functional.linear",), aten=("linear", "addmm", "mm", "matmul"),
-       compiled=("matmul", "dense"), op_class="reduce", signature=("input", "weight", "bias")),
+       compiled=("matmul", "dense", "MatMul"), op_class="reduce", signature=("input", "weight", "bias")),
     # dtype conversions (exact where the target holds every value of the source)
     Op("cast", "cast", aten=("_to_copy", "to", "type_as", "_to_dim_order_copy"),
-       compiled=("astype", "convert_element_type"), op_class="cast", text="{a}.copy()"),
+       compiled=("astype", "convert_element_type", "Convert"), op_class="cast", text="{a}.copy()"),
     # shape ops: exact, not computations (attribution's pairing drops them)
     _shape("unsqueeze", _unsqueeze_shape, lambda a, args: np.expand_dims(a, args[0]), aten=("unsqueeze",),
            functions=("unsqueeze",), text="{a}.reshape({shape})"),
@@ -308,8 +310,9 @@ TABLE: tuple[Op, ...] = (
 
 
 def _call(name, shape_rule, bound, *, operands=("input",), options=(), functions=(), method=False, exact=False,
-          aten=(), compiled=(), text="", op_class="elementwise", rows="keep", value=None, extra=None) -> Op:
-    return Op(name, "call", value, bound, None, functions, method, exact, aten or (name,), compiled, text, op_class,
+          aten=(), compiled=(), text="", op_class="elementwise", rows="keep", value=None, extra=None,
+          torch=None) -> Op:
+    return Op(name, "call", value, bound, torch, functions, method, exact, aten or (name,), compiled, text, op_class,
               shape_rule, None, operands, extra or {}, options, rows)
 
 
@@ -329,7 +332,8 @@ def _pool(kind: str, n: int) -> Op:
                             Option("return_indices", "choice", False, choices=(False,)))
         bound, op_class, exact = calls.max_pool_bound(n), "reduce", True
         aten = (f"max_pool{n}d", f"max_pool{n}d_with_indices")
-    return _call(f"{kind}_pool{n}d", calls.pool_shape(n), bound, options=options,
+    return _call(f"{kind}_pool{n}d", calls.pool_shape(n), bound, options=options, text=calls.pool_text(kind, n),
+                 torch=f"torch.nn.functional.{kind}_pool{n}d",
                  functions=(f"nn.functional.{kind}_pool{n}d",), exact=exact, aten=aten, op_class=op_class,
                  rows="none", extra={"spatial": n, "pool": kind})
 
@@ -337,33 +341,41 @@ def _pool(kind: str, n: int) -> Op:
 CALLS: tuple[Op, ...] = (
     # a @ b: a float32-accumulated dot product of length K per output, as linear's
     _call("matmul", calls.matmul_shape, calls.matmul_bound, operands=("input", "other"), functions=("matmul",),
-          method=True, aten=("matmul", "mm", "bmm"), op_class="reduce", rows="none", extra={"operator": "@"}),
+          method=True, aten=("matmul", "mm", "bmm"), op_class="reduce", rows="none", extra={"operator": "@"},
+          torch="operator.matmul",
+          text="np.matmul({a}, {b})"),
     _call("softmax", calls.along_shape, calls.softmax_bound, options=_DIM,
           functions=("softmax", "nn.functional.softmax"), method=True, aten=("softmax", "_softmax", "_safe_softmax"),
-          op_class="reduce", rows="along", value=calls.softmax),
+          op_class="reduce", rows="along", value=calls.softmax, torch="torch.nn.functional.softmax",
+          text="(lambda e: e / e.sum(axis={dim}, keepdims=True))(np.exp({a} - {a}.max(axis={dim}, keepdims=True)))"),
     _call("cumsum", lambda s, o, f: calls.along_shape(s, o, f, "cumsum"), calls.cumsum_bound, options=_DIM,
-          functions=("cumsum",), method=True, op_class="reduce", rows="along"),
+          functions=("cumsum",), method=True, op_class="reduce", rows="along", text="np.cumsum({a}, axis={dim})",
+          torch="torch.cumsum"),
     _call("gelu", calls.same_shape, calls.gelu_bound(),
           options=(Option("approximate", "choice", "none", choices=("none", "tanh")),),
-          functions=("nn.functional.gelu",), value=calls.gelu),
+          functions=("nn.functional.gelu",), value=calls.gelu, text=calls.gelu_text, torch="torch.nn.functional.gelu"),
     _call("elu", calls.same_shape, calls.elu_bound(), options=(Option("alpha", "number", 1.0),),
-          functions=("nn.functional.elu",), value=calls.elu),
+          functions=("nn.functional.elu",), value=calls.elu, torch="torch.nn.functional.elu",
+          text="np.where({a} > 0, {a}, {alpha!r} * np.expm1(np.minimum({a}, 0.0)))"),
     _call("hardswish", calls.same_shape, calls.hardswish_bound(), functions=("nn.functional.hardswish",),
-          value=calls.hardswish),
+          value=calls.hardswish, text="{a} * np.clip({a} + 3.0, 0.0, 6.0) / 6.0",
+          torch="torch.nn.functional.hardswish"),
     _pool("avg", 1), _pool("avg", 2), _pool("max", 1), _pool("max", 2),
     # nearest interpolation: a gather, exact
     _call("interpolate", calls.interpolate_shape, calls.interpolate_bound,
           options=(Option("size", "ints", None), Option("scale_factor", "numbers", None),
                    Option("mode", "choice", "nearest", choices=("nearest",))),
-          functions=("nn.functional.interpolate",), exact=True,
+          functions=("nn.functional.interpolate",), exact=True, text=calls.interpolate_text,
+          torch="torch.nn.functional.interpolate",
           aten=("upsample_nearest1d", "upsample_nearest2d", "upsample_nearest3d"), op_class="layout", rows="none"),
     # clamp(min, max): exact (the result is the input or a bound)
     _call("clamp", calls.same_shape, calls.clamp_bound,
           options=(Option("min", "number", None), Option("max", "number", None)), functions=("clamp",),
-          method=True, exact=True, aten=("clamp", "clamp_min", "clamp_max", "clip")),
+          method=True, exact=True, aten=("clamp", "clamp_min", "clamp_max", "clip"),
+          text="np.clip({a}, {min!r}, {max!r})", torch="torch.clamp"),
     # ones of a tensor's shape and dtype (a mask of all-valid elements): exact, computes nothing from values
     _call("ones_like", calls.same_shape, calls.ones_bound, functions=("ones_like",), exact=True, op_class="layout",
-          rows="none"),
+          rows="none", text="np.ones_like({a})", torch="torch.ones_like"),
 )
 TABLE = TABLE + CALLS
 
@@ -396,14 +408,8 @@ NORM_PARTS = {"mean": "mean", "centered": "sub", "variance": "var", "var_eps": "
 _NOT_COMPUTED = ("expand_dims", "permute_dims", "broadcast_to", "flatten", "_assert_tensor_metadata", "getitem")
 
 
-# OpenVINO's op types (its opset's CamelCase names, which the OpenVINO paths' intermediates carry) and the op
-# each computes: MVN is a layer norm without its affine, RMS an RMSNorm with its weight.
-OPENVINO_TYPES = {"ReduceMean": "mean", "ReduceSum": "sum", "Power": "pow", "SquaredDifference": "pow",
-                  "Multiply": "mul", "Divide": "div", "Add": "add", "Subtract": "sub", "Sqrt": "sqrt",
-                  "Negative": "neg", "Abs": "abs", "Sigmoid": "sigmoid", "Swish": "silu", "Relu": "relu",
-                  "Convert": "cast", "MatMul": "linear", "MVN": "layer_norm", "RMS": "rms_norm",
-                  "GroupNormalization": "group_norm"}
-# OpenVINO's op types that move values without computing them.
+# OpenVINO's op types (its opset's CamelCase names, which the OpenVINO paths' intermediates carry) that move
+# values without computing them; those that compute are in their ops' `compiled` names.
 OPENVINO_LAYOUT = ("Reshape", "Squeeze", "Unsqueeze", "Transpose", "Broadcast", "Concat", "StridedSlice", "Slice",
                    "Gather", "Split", "VariadicSplit")
 
@@ -417,8 +423,6 @@ def _canonical_names() -> dict[str, str]:
         canonical = {"square": "pow", "matmul": "linear"}.get(op.name, op.name)
         for name in (op.name, *op.aten, *op.compiled):
             names.setdefault(name, canonical)
-    for name, canonical in OPENVINO_TYPES.items():
-        names.setdefault(name, canonical)
     return names
 
 

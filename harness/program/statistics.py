@@ -32,7 +32,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from harness.program.ir import Assign, BinOp, Name, Number, Program, Reduce, Unary
+from harness.program.ir import Assign, BinOp, Name, Program, Reduce, children, squared
 
 
 @dataclass(frozen=True)
@@ -96,32 +96,17 @@ def _resolve(node, defs: dict):
 
 
 def _square_base(node, defs: dict, values: _Values):
-    """(D, its defs) where node is D ** 2, D * D (the same D) or D.square(); else None."""
+    """(D, its defs) where node is D ** 2, D * D (the same D, by value number) or D.square(); else None."""
     node, defs = _resolve(node, defs)
-    if isinstance(node, BinOp):
-        if node.op == "pow" and isinstance(node.right, Number) and node.right.value == 2:
-            return node.left, defs
-        if node.op == "mul" and values.number(node.left, defs) == values.number(node.right, defs):
-            return node.left, defs
-    if isinstance(node, Unary) and node.op == "square":
-        return node.operand, defs
-    return None
-
-
-def _children(node):
-    if dataclasses.is_dataclass(node):
-        for f in dataclasses.fields(node):
-            value = getattr(node, f.name)
-            for item in value if isinstance(value, tuple) else (value,):
-                if dataclasses.is_dataclass(item):
-                    yield item
+    base = squared(node, lambda a, b: values.number(a, defs) == values.number(b, defs))
+    return None if base is None else (base, defs)
 
 
 def _reductions(node):
     """Every Reduce node in `node`'s tree."""
     if isinstance(node, Reduce):
         yield node
-    for child in _children(node):
+    for child in children(node):
         yield from _reductions(child)
 
 

@@ -49,35 +49,9 @@ _SHAPE = {
 }
 
 
-def _pool(kind, n):
-    function = getattr(F, f"{kind}_pool{n}d")
-
-    def call(t, o):
-        stride = o["stride"] if o["stride"] is not None else None
-        if kind == "avg":
-            return function(t, o["kernel_size"], stride, o["padding"], count_include_pad=o["count_include_pad"])
-        return function(t, o["kernel_size"], stride, o["padding"])
-    return call
-
-
-def _interpolate(t, o):
-    scale = o["scale_factor"]
-    return F.interpolate(t, size=o["size"], scale_factor=scale, mode="nearest")
-
-
-# a call op as the model code writes it (operator.matmul is `a @ b`)
-_CALL = {
-    "matmul": lambda ts, o: ts[0] @ ts[1],
-    "softmax": lambda ts, o: F.softmax(ts[0], dim=o["dim"]),
-    "cumsum": lambda ts, o: torch.cumsum(ts[0], dim=o["dim"]),
-    "gelu": lambda ts, o: F.gelu(ts[0], approximate=o["approximate"]),
-    "elu": lambda ts, o: F.elu(ts[0], alpha=o["alpha"]),
-    "hardswish": lambda ts, o: F.hardswish(ts[0]),
-    **{f"{k}_pool{n}d": (lambda f: lambda ts, o: f(ts[0], o))(_pool(k, n)) for k in ("avg", "max") for n in (1, 2)},
-    "interpolate": lambda ts, o: _interpolate(ts[0], o),
-    "clamp": lambda ts, o: torch.clamp(ts[0], min=o["min"], max=o["max"]),
-    "ones_like": lambda ts, o: torch.ones_like(ts[0]),
-}
+# a call op's torch callable (the op table's `torch`: `a @ b` is operator.matmul), resolved once; it takes the
+# operands, then the op's options as keywords (each spelled as torch's parameter)
+_CALL = {name: _resolve(ops.get(name).torch) for name in ops.CALL}
 
 
 class TorchWalker(Walker):
@@ -133,7 +107,7 @@ class TorchWalker(Walker):
         return F.linear(t, weight, bias)
 
     def call(self, op, ts, options):
-        return _CALL[op](ts, options)
+        return _CALL[op](*ts, **{o.name: options[o.name] for o in ops.get(op).options})
 
     def norm(self, node, t, normalized_shape, groups, weight, bias, eps):
         if node.kind == "layer_norm":

@@ -20,8 +20,10 @@ stays short. An entry may name CPU features its failure comes with (`"cpu":
 machine that has one of them; elsewhere the execution is judged as if it were
 not listed, and a record that names no CPU may pass or fail as listed. `--update` rewrites
 the baseline from the results, keeping the upstream report, reason, flaky
-mark and CPU features of every entry that stays, and every entry whose CPU
-features the results' machine lacks. An execution of several outputs is
+mark and CPU features of every entry that stays with its verdict, and every
+entry whose CPU features the results' machine lacks; an entry whose verdict
+changed is re-triaged (its upstream and reason from the triage rules, as a
+new failure's) and listed. An execution of several outputs is
 judged by its worst verdict; its entry also names the outputs expected to fail
 (`"outputs": {"0": "dtype_mismatch"}`, written by `--update`), and other failing
 outputs are a NEW_FAIL. Old files (without "flaky", "cpu" or "outputs") load
@@ -295,13 +297,60 @@ def classify(records: list[dict], baseline: dict[tuple[str, str], BaselineEntry]
     return rows
 
 
-def updated(records: list[dict], baseline: dict[tuple[str, str], BaselineEntry]) -> dict[tuple[str, str], BaselineEntry]:
-    """The baseline the results call for: every failing execution, old upstream and reason kept.
+@dataclass(frozen=True)
+class Retriage:
+    """An entry whose verdict changed under `--update`, and what the triage rules made of it."""
 
-    A failure new to the baseline takes its upstream report, reason and CPU
-    features from the triage rules (cases/triage.py), or is marked "untriaged".
+    old: BaselineEntry
+    new: BaselineEntry
+    matched: bool  # a triage rule matched the new failure (else its reason is marked untriaged)
+
+    @property
+    def line(self) -> str:
+        """One line for the update's output: the execution, old verdict -> new, the new upstream and reason."""
+        how = "" if self.matched else " (no triage rule matches: upstream kept, reason marked untriaged)"
+        return (f"re-triaged {self.new.path} {case_label(self.new.case, self.new.case_id)}: {self.old.verdict} -> "
+                f"{self.new.verdict}: {self.new.upstream}: {self.new.reason}{how}")
+
+
+@dataclass(frozen=True)
+class Update:
+    """What `--update` makes of a baseline: the new entries, and those re-triaged because their verdict changed."""
+
+    entries: dict[tuple[str, str], BaselineEntry]
+    retriaged: tuple[Retriage, ...]
+
+
+def _untriaged(r: dict) -> str:
+    """The reason of a failure no triage rule matches (an edit by hand is due)."""
+    return one_line(f"untriaged: {r['verdict']}: {r.get('message') or ''}")
+
+
+def _retriaged(r: dict, old: BaselineEntry) -> tuple[str, str, tuple[str, ...], bool]:
+    """(upstream, reason, cpu, matched) of an entry whose verdict changed: the first matching triage rule's, else
+    the old upstream and CPU features kept with the reason marked untriaged (the old reason said why the old
+    verdict came; it is kept after "was", unless it was untriaged itself)."""
+    rule = rule_of(r)
+    if rule:
+        return rule.upstream, rule.reason, rule.cpu, True
+    if old.reason.startswith("untriaged:"):
+        return old.upstream, _untriaged(r), old.cpu, False
+    return old.upstream, f"untriaged: now {r['verdict']}, was {old.verdict}: {old.reason}", old.cpu, False
+
+
+def update(records: list[dict], baseline: dict[tuple[str, str], BaselineEntry]) -> Update:
+    """The baseline the results call for: every failing execution, its entry's upstream and reason kept while its
+    verdict stays.
+
+    A failure new to the baseline, and an entry whose verdict changed (a
+    re-triage), take their upstream report, reason and CPU features from the
+    triage rules (cases/triage.py); a new failure no rule matches is marked
+    "untriaged" with upstream "new", a changed entry keeps its upstream and
+    its reason is marked "untriaged" (`_retriaged`). Flaky entries, and
+    entries of CPUs the results were not run on, are kept as they are.
     """
     out: dict[tuple[str, str], BaselineEntry] = {}
+    retriaged: list[Retriage] = []
     for r in records:
         key = (r["case_id"], r["path"])
         old = baseline.get(key)
@@ -317,19 +366,25 @@ def updated(records: list[dict], baseline: dict[tuple[str, str], BaselineEntry])
             out.pop(key, None)
             continue
         case = CaseSpec.from_dict(r["case"]).to_dict()
-        upstream = old.upstream if old else "new"
-        cpu = old.cpu if old else ()
-        if old:
-            reason = old.reason
+        matched = None
+        if old and old.verdict == r["verdict"]:
+            upstream, reason, cpu = old.upstream, old.reason, old.cpu
+        elif old:
+            upstream, reason, cpu, matched = _retriaged(r, old)
+        elif rule := rule_of(r):
+            upstream, reason, cpu = rule.upstream, rule.reason, rule.cpu
         else:
-            rule = rule_of(r)
-            if rule:
-                upstream, reason, cpu = rule.upstream, rule.reason, rule.cpu
-            else:
-                reason = one_line(f"untriaged: {r['verdict']}: {r.get('message') or ''}")
+            upstream, reason, cpu = "new", _untriaged(r), ()
         out[key] = BaselineEntry(r["case_id"], r["path"], r["verdict"], upstream, reason, case, cpu=cpu,
                                  outputs=failing_outputs(r) or None)
-    return out
+        if matched is not None:
+            retriaged.append(Retriage(old, out[key], matched))
+    return Update(out, tuple(sorted(retriaged, key=lambda t: _entry_order(t.new))))
+
+
+def updated(records: list[dict], baseline: dict[tuple[str, str], BaselineEntry]) -> dict[tuple[str, str], BaselineEntry]:
+    """The entries of `update` (the new baseline alone)."""
+    return update(records, baseline).entries
 
 
 # -- the table ---------------------------------------------------------------

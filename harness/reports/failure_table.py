@@ -14,7 +14,7 @@ from collections import Counter
 from harness.core.verdicts import Verdict
 from harness.reports.baseline import case_label
 from harness.reports.families import Family, family_label, family_of, family_slug, verdict_shown
-from harness.reports.known import Known, badness, fmt
+from harness.reports.known import Known, badness, fmt, output_views
 
 FILTERS = ("path", "pattern", "dtype", "verdict", "family")
 # (header, sort key type); err/bound sorts as a number, missing values last.
@@ -116,6 +116,11 @@ def _options(name: str, values: list[tuple[str, str]]) -> str:
     return (f'<label>{name} <select id="filter-{name}"><option value="">all</option>{opts}</select></label> ')
 
 
+def outputs_html(r) -> str:
+    """Each output's score of an execution of several, one line each under its worst ("" for one output)."""
+    return "".join(f'<br><span class="output">{html.escape(o.text)}</span>' for o in output_views(r))
+
+
 def failure_table(records: list[dict], known: Known, groups: list[Family]) -> str:
     """The filter controls, the table of every failing execution (worst first) and its script."""
     e = html.escape
@@ -137,7 +142,8 @@ def failure_table(records: list[dict], known: Known, groups: list[Family]) -> st
         rows.append(f"<tr {data}><td>{e(r['path'])}</td><td>{e(r['case']['pattern'])}</td>"
                     f"<td>{e(r['case']['dtype'])}</td><td>{e(verdict_shown(r))}</td>"
                     f"<td>{e(labels.get(slug, slug))}</td><td>{e(case_label(r['case'], r['case_id']))}</td>"
-                    f'<td data-sort="{"" if ratio is None else repr(float(ratio))}">{fmt(ratio, ".3g")}</td>'
+                    f'<td data-sort="{"" if ratio is None else repr(float(ratio))}">{fmt(ratio, ".3g")}'
+                    f"{outputs_html(r)}</td>"
                     f'<td class="{status}">{e(status)}</td></tr>')
     controls = "".join(
         _options(k, [(v, labels.get(v, v) if k == "family" else f"{v} ({n})")

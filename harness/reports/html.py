@@ -14,8 +14,9 @@ from collections import Counter
 from harness.attribution.describe import family_stage_text, first_stage_text
 from harness.core.verdicts import VERDICTS, Status
 from harness.reports import baseline as gate
-from harness.reports.failure_table import failure_table
+from harness.reports.failure_table import failure_table, outputs_html
 from harness.reports.families import Family, elements, families
+from harness.reports.model_view import model_html
 from harness.reports.zoo_view import zoo_html
 from harness.reports.known import (
     Known,
@@ -37,6 +38,8 @@ td,th{border:1px solid #ccc;padding:3px 8px;text-align:left;vertical-align:top;f
 th{background:#eee}#failures th{cursor:pointer}pre{white-space:pre-wrap;margin:0;font-size:12px}img{max-width:100%}
 .filters label{margin-right:1em}.filters select{max-width:28em}
 .NEW_FAIL,.FIXED{color:#b00;font-weight:bold}.XFAIL,.FLAKY{color:#a60}.PASS{color:#070}"""
+# the per-output lines' style, only on a page that has them (a page of one-output records is what it was)
+_OUTPUT_CSS = ".output{font-size:12px;color:#444}"
 
 
 def _img(b64: str | None, alt: str) -> str:
@@ -96,7 +99,8 @@ def report_html(records: list[dict], title: str = "normdiff results", *, out_dir
     groups = families(records, known)
     top = worst(records, known)
     parts = [f"<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>{e(title)}</title>"
-             f"<style>{_CSS}</style></head><body>", f"<h1>{e(title)}</h1>"]
+             f"<style>{_CSS}{_OUTPUT_CSS if any(r.get('outputs') for r in records) else ''}</style></head><body>",
+             f"<h1>{e(title)}</h1>"]
     parts.append(f"<p>{len(records)} executions of {len({r['case_id'] for r in records})} cases on "
                  f"{len(paths)} paths: " + e(", ".join(f"{counts[v]} {v}" for v in VERDICTS if counts[v])) + ".</p>")
     if records:
@@ -116,6 +120,7 @@ def report_html(records: list[dict], title: str = "normdiff results", *, out_dir
         parts.append(f"<tr><td>{e(p)}</td>" + "".join(f"<td>{c[v] or ''}</td>" for v in VERDICTS) + "</tr>")
     parts.append("</table>")
     parts.append(zoo_html(records, paths))
+    parts.append(model_html(records))
     parts.append("<h2>Pass rate per path over the recorded runs</h2>" + pass_rate_table(history, paths))
 
     if records:
@@ -132,7 +137,7 @@ def report_html(records: list[dict], title: str = "normdiff results", *, out_dir
             status = known.status(r) if baseline is not None else ""
             parts.append(
                 f"<tr><td>{n}</td><td>{e(r['path'])}</td><td>{e(r['verdict'])}</td>"
-                f"<td>{fmt(r.get('max_err_over_tol'))}</td><td>{fmt(r.get('max_ulp'))}</td>"
+                f"<td>{fmt(r.get('max_err_over_tol'))}{outputs_html(r)}</td><td>{fmt(r.get('max_ulp'))}</td>"
                 f"<td>{e(first_stage_text(r))}</td>"
                 f'<td class="{status}">{e(known.note(r))}</td><td>{e(r.get("message") or "")}</td>'
                 f"<td><pre>{e(spec_lines(r['case']))}</pre><pre>{e(repro_command(out_dir, r))}</pre></td></tr>")

@@ -3,7 +3,9 @@
 CI reporters show suites as groups, so a family (an upstream report or a
 triage reason) is a suite: twenty executions of apache/tvm#20909 read as one
 group, not twenty unrelated failures. Passing executions are in the last
-suite, "passing". Known failures are skipped with their report.
+suite, "passing". Known failures are skipped with their report. An execution
+of several outputs stays one testcase (as the gate judges it) with one
+property per output: its verdict and error over its bound.
 """
 from __future__ import annotations
 
@@ -15,7 +17,7 @@ from harness.core.records import one_line
 from harness.core.verdicts import NO_OUTPUT, Status, Verdict
 from harness.reports.baseline import case_label
 from harness.reports.families import families
-from harness.reports.known import Known, paths_of, repro_command
+from harness.reports.known import Known, output_views, paths_of, repro_command
 
 _TOTALS = ("tests", "failures", "errors", "skipped")
 
@@ -24,15 +26,18 @@ def _testcase(suite, r: dict, known: Known, out_dir: str, family: str | None, to
     tc = ET.SubElement(suite, "testcase", classname=f"normdiff.{r['path']}",
                        name=case_label(r["case"], r["case_id"]), time=f"{r.get('seconds') or 0.0:.3f}")
     props = ET.SubElement(tc, "properties")
+    each = output_views(r)  # several outputs: one property per output, its verdict and error over its bound
     for name, value in (("case_id", r["case_id"]), ("path", r["path"]), ("verdict", r["verdict"]),
+                        ("verdict_output", r.get("verdict_output") if each else None),
+                        *((f"output {o.name}", o.score) for o in each),
                         ("family", family), ("spec", json.dumps(r["case"]))):
         if value is not None:
             ET.SubElement(props, "property", name=name, value=value)
     totals["tests"] += 1
     status = known.status(r)
     entry = known.entry(r)
-    detail = (f"{r.get('message', '')}\nspec: {json.dumps(r['case'])}\n"
-              f"reproduce: {repro_command(out_dir, r)}\n")
+    detail = (f"{r.get('message', '')}\n" + "".join(f"output {o.text}\n" for o in each)
+              + f"spec: {json.dumps(r['case'])}\nreproduce: {repro_command(out_dir, r)}\n")
     if status == Status.XFAIL:
         ET.SubElement(tc, "skipped", type="xfail", message=f"known failure ({entry.upstream}): {entry.reason}")
         totals["skipped"] += 1

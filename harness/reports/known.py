@@ -1,9 +1,10 @@
-"""The baseline as every report reads it: each record's status, its note, the worst cases."""
+"""The baseline as every report reads it: each record's status, its note, the worst cases; each output's score."""
 from __future__ import annotations
 
 import json
 import os
 from collections import defaultdict
+from typing import NamedTuple
 
 from harness.core.verdicts import VERDICTS, Status, Verdict
 from harness.reports import baseline as gate
@@ -91,3 +92,39 @@ def cells(records: list[dict]) -> dict[tuple[str, str, str], list[dict]]:
     for r in records:
         cells[(r["case"]["pattern"], r["case"]["dtype"], r["path"])].append(r)
     return cells
+
+
+class OutputView(NamedTuple):
+    """One output of an execution of several (a record's `outputs`, docs/contracts.md §4) as the reports show it."""
+    name: str
+    verdict: str
+    max_err_over_tol: float | None
+    max_abs_err: float | None
+    max_ulp: float | None
+
+    @property
+    def score(self) -> str:
+        """"VERDICT, Rx the bound": the output's one score, short enough for a table cell."""
+        return f"{self.verdict}, {fmt(self.max_err_over_tol, '.3g')}x the bound"
+
+    @property
+    def text(self) -> str:
+        return f"{self.name}: {self.score}"
+
+
+def output_views(r) -> list[OutputView]:
+    """Each output of an execution of several, in order; [] for one output (its record's own keys are its score),
+    so a report of one-output records reads as before. Any number of outputs: a program's `return a, b`, a
+    gradient case's d_x, d_weight, d_bias."""
+    outputs = r.get("outputs")
+    if not isinstance(outputs, list) or len(outputs) < 2:
+        return []
+    return [OutputView(str(o.get("name")), str(o.get("verdict") or "-"), o.get("max_err_over_tol"),
+                       o.get("max_abs_err"), o.get("max_ulp")) for o in outputs]
+
+
+def ratio_text(r, spec: str = ".3g") -> str:
+    """A record's error over its bound: the worst output's, then each output's score for several."""
+    each = output_views(r)
+    worst = fmt(r.get("max_err_over_tol"), spec)
+    return worst + (" (" + "; ".join(o.text for o in each) + ")" if each else "")

@@ -17,7 +17,9 @@ from harness.reports.known import (
     badness,
     cells,
     fmt,
+    output_views,
     paths_of,
+    ratio_text,
     repro_command,
     sort_key,
     worst,
@@ -104,6 +106,8 @@ def summary_markdown(records: list[dict], title: str = "normdiff results", *, ou
                   f"{fmt(r.get('max_err_over_tol'))}x the bound; eager's {fmt(r.get('eager_max_abs_err'))}; "
                   f"out dtype {r.get('out_dtype')} (expected {r.get('expected_dtype')})"
                   + (f", stage {r['stage']}" if r.get("stage") else "")]
+        lines += [f"- output {o.name}: {o.verdict}, max abs err {fmt(o.max_abs_err)} ({fmt(o.max_ulp)} ulp), "
+                  f"{fmt(o.max_err_over_tol)}x the bound" for o in output_views(r)]  # several outputs: each
         if first_stage_text(r):
             lines.append(f"- first stage over its bound: {first_stage_text(r)}")
         if r.get("static_control"):
@@ -122,7 +126,7 @@ def summary_markdown(records: list[dict], title: str = "normdiff results", *, ou
         for r in listed:
             note = known.status(r) if baseline is not None else ""
             lines.append(f"| {r['path']} | {case_label(r['case'], r['case_id'])} | {verdict_shown(r)} | "
-                         f"{fmt(r.get('max_err_over_tol'), '.3g')} | {_cell(family_label(*family_of(r, known)))} | "
+                         f"{_cell(ratio_text(r))} | {_cell(family_label(*family_of(r, known)))} | "
                          f"{note} |")
         if len(failing) > len(listed):
             lines.append(f"\n… and {len(failing) - len(listed)} more in results.jsonl.")

@@ -1,6 +1,7 @@
-"""The short script's check (harness.repro.short_script): normdiff's decision, restated in NumPy.
+"""The check every script normdiff writes pastes (the full script, a program's and a module case's, the short
+script of a report): normdiff's decision, restated in NumPy, one `check` per output of a case of several.
 
-A report's script must fail exactly where normdiff's verdict does, and pass
+A script must fail exactly where normdiff's verdict does, and pass
 on a correct output; a plain `|out - ref| <= ATOL + RTOL*|ref|` over the
 whole case cannot: its envelope is up to 2x looser than the bound (an ULP is
 a step function of |ref|), and it knows nothing of the witness rule
@@ -10,7 +11,7 @@ float32 witnesses' there, and more than the floor). So the check is the
 rule itself, on normdiff's rows:
 
 * a catalog norm's bound in its closed form, from the reference's own terms
-  (z, kappa, w, b: harness.repro.script.reference_code(terms=True)): the
+  (z, kappa, w, b: harness.repro.script.reference_code): the
   per-element terms (C_OUT ULPs of the output, the statistics' rounding)
   and the unit |w|(kappa + |z|);
 * a program's running bound (normdiff's interpreter derives it op by op:
@@ -61,7 +62,18 @@ def literal(values, name: str, comment: str, column: bool = False) -> str:
         return f"# {comment}\n{one}"
     body = textwrap.fill(", ".join(text), WIDTH - 4, initial_indent="    ",
                          subsequent_indent="    ", break_long_words=False)
-    return f"# {comment}\n{name} = np.array([\n{body}]){tail}"
+    common = max(set(text), key=text.count)  # most rows often share one value (the floor): it, then the others
+    rows = [i for i, t in enumerate(text) if t != common]
+    index = f"{name}[{rows}{', 0' if column else ''}] = "
+    others = index + ", ".join(text[i] for i in rows) + "," * (len(rows) == 1)
+    if len(others) > WIDTH:
+        others = index + "(\n" + textwrap.fill(", ".join(text[i] for i in rows) + ",", WIDTH - 4, initial_indent="    ",
+                                               subsequent_indent="    ", break_long_words=False) + ")"
+    array = f"# {comment}\n{name} = np.array([\n{body}]){tail}"
+    if len(rows) <= len(text) // 4 and len(index) + 1 <= WIDTH and others.count("\n") + 1 < array.count("\n"):
+        shape = f"({len(text)}, 1)" if column else str(len(text))
+        return f"{name} = np.full({shape}, {common})  # {comment}\n{others}"
+    return array
 
 
 def rows_view(spec: CaseSpec, ref: Reference) -> str:
@@ -113,22 +125,27 @@ def _catalog_unit(ref: Reference, rounding: str) -> list[str]:
             f"  # {C_OUT:g} ulp of {rounding} (the output), {C_ROUND:g} u of {ref.stat_dtype} (the statistics)"]
 
 
-def check_code(spec: CaseSpec, ref: Reference, path: str, expected: str) -> str:
-    """Code defining `rows` and `check(out, eager)`: 1 where normdiff's verdict on `out` fails, else 0.
+def check_code(spec: CaseSpec, ref: Reference, path: str, expected: str, output: int | None = None,
+               name: str | None = None) -> str:
+    """Code defining `check(out, eager)`: 1 where normdiff's verdict on `out` fails (its shape, its dtype, a row
+    beyond the rule), else 0, printing the errors and the rows failing. Every script normdiff writes pastes it
+    (the full and module scripts, the short script): one decision, the comparator's.
 
-    `expected` is the expression of the dtype `out` must have (eager's, or torch's promotion for eager)."""
+    `ref` is the reference of the output checked; `expected` the expression of the dtype `out` must have
+    (eager's, or torch's promotion for eager). For output `output` of several (named `name`), the function is
+    `check_OUTPUT(out, eager, ref=ref[OUTPUT])`: that output's thresholds and reference, the script's `ref`
+    being the tuple of the outputs' references."""
     rounding = narrowest(ref.rounding_dtype, ref.out_dtype)
     compiled = path != "eager"
     program = ref.bound is not None
-    lines = ["# -- normdiff's check (harness/oracle/compare.py), per normalization row, with the thresholds it "
-             "derived here", f"rows = lambda a: {rows_view(spec, ref)}", _ulp(rounding)]
+    lines = [f"rows = lambda a: {rows_view(spec, ref)}", _ulp(rounding)]
     allowed = witness_allowance(ref, rounding) if compiled else None
     lines += _program_unit(ref, rounding, allowed is not None) if program else _catalog_unit(ref, rounding)
     if allowed is not None:
         lines.append(literal(allowed, "ALLOWED", f"per row, per unit: {EAGER_MULTIPLIER:g}x what normdiff's float32 "
                              "witnesses (correct implementations) err there, at least the floor"))
-        rule = [f"    excess = lambda e: np.where(e > pe, (e - pe) / unit, 0.0).max(1)  # beyond pe, per unit",
-                f"    over = excess(err) > np.maximum({EAGER_MULTIPLIER:g} * excess(eager_err), ALLOWED)"]
+        rule = ["excess = lambda e: np.where(e > pe, (e - pe) / unit, 0.0).max(1)  # beyond pe, per unit",
+                f"over = excess(err) > np.maximum({EAGER_MULTIPLIER:g} * excess(eager_err), ALLOWED)"]
     else:
         if program:
             lines.append(f"tol = {C_IMPL:g} * ulp(rows(np.abs(ref)) * {1 + 2 * unit_roundoff(rounding)!r}) + unit"
@@ -137,13 +154,18 @@ def check_code(spec: CaseSpec, ref: Reference, path: str, expected: str) -> str:
             acc = C_ACC * unit_roundoff("float32") * math.sqrt(ref.row_len)
             lines.append(f"tol = pe + {acc!r} * unit  # the bound: pe plus float32 sums over {ref.row_len} elements")
         eager_share = f"np.maximum(1.0, {EAGER_MULTIPLIER:g} * ratio(eager_err))" if compiled else "1.0"
-        rule = ["    ratio = lambda e: (e / tol).max(1)  # in units of the bound",
-                f"    over = ratio(err) > {eager_share}" + (f"  # over it and {EAGER_MULTIPLIER:g}x eager's" if compiled else "")]
-    lines += ["", "", "def check(out, eager):",
-              "    err, eager_err = (rows(np.nan_to_num(np.abs(a.astype(np.float64) - ref), nan=np.inf))"
+        rule = ["ratio = lambda e: (e / tol).max(1)  # in units of the bound",
+                f"over = ratio(err) > {eager_share}" + (f"  # over it and {EAGER_MULTIPLIER:g}x eager's" if compiled else "")]
+    label = "" if name is None else f"output {name}: "
+    lines += [f'if out.shape != ref.shape: return print(f"{label}{path} output shape {{out.shape}}, expected '
+              '{ref.shape}") or 1  # shape_mismatch',
+              "err, eager_err = (rows(np.nan_to_num(np.abs(a.astype(np.float64) - ref), nan=np.inf))"
               " for a in (out, eager))  # NaN: no bound holds it",
               *rule,
-              f'    print(f"max abs error: {path} {{err.max():.6g}}, eager {{eager_err.max():.6g}}; rows failing: '
+              f'print(f"{label}max abs error: {path} {{err.max():.6g}}, eager {{eager_err.max():.6g}}; rows failing: '
               f'{{over.sum()}} of {{over.size}}; dtype {{out.dtype}}, expected {{{expected}}}")',
-              f"    return 1 if over.any() or out.dtype != {expected} else 0"]
-    return "\n".join(lines) + "\n"
+              f"return 1 if over.any() or out.dtype != {expected} else 0"]
+    head = "def check(out, eager):" if output is None else f"def check_{output}(out, eager, ref=ref[{output}]):"
+    about = ("# -- normdiff's check (its comparator's rule), per normalization row, with the thresholds it "
+             "derived here" + ("" if name is None else f": output {name}"))
+    return "\n".join([about, head, textwrap.indent("\n".join(lines), "    ")]) + "\n"

@@ -103,6 +103,8 @@ def _model_code(spec, resolved) -> str:
     lines += ["", "with torch.random.fork_rng(devices=[]):  # a constructor that draws draws normdiff's values",
               "    torch.manual_seed(SEED)", f"    model = {name}({kwargs})",
               f"model = model.to(torch.{spec.weight_dtype}).eval()"]
+    if spec.instance is not None:  # one norm instance of a whole model (normdiff model)
+        lines.append(f"model = model.get_submodule({spec.instance!r})  # the instance under test")
     lines.append("STATE = {**dict(model.named_parameters()), **dict(model.named_buffers())}")
     kind = spec.params_dict["kind"]
     shapes = [(prog, tuple(shape)) for prog, _, shape in resolved.params]

@@ -134,8 +134,7 @@ def style_model_code(spec: CaseSpec) -> str:
     names = list(make_inputs(spec).params)
     params = [(n, PROGRAM_NAMES[n]) for n in names]
     arg = STYLE_INPUTS.get((spec.pattern, spec.style), "x")
-    lines = [f"# -- the model: the {spec.style} style ({STYLE_MODELS[spec.style]}), normdiff's program for it",
-             "#    as the module's forward"]
+    lines = [f"# -- the model: the {spec.style} style ({STYLE_MODELS[spec.style]}), normdiff's program as its forward"]
     lines += _module("Norm", f"{spec.pattern}, {spec.style} style: {STYLE_MODELS[spec.style]}, line by line.",
                      params, arg, source)
     given = "{" + ", ".join(f"{n!r}: {n}" for n in names) + "}"
@@ -148,8 +147,8 @@ def reference_subclass_code(spec: CaseSpec) -> str:
     program with every rounding it writes mapped to float64, run on float64 copies."""
     params = "{" + ", ".join(f"{n!r}: {n}.astype(np.float64)" for n, _ in spec.param_shapes) + "}"
     args = ", ".join(f"to_torch({a}.astype(np.float64))" for a in program_args(spec).split(", "))
-    lines = ["# -- the FP64 reference: the program on float64 copies of the rounded inputs, each dtype it rounds",
-             "#    to mapped to float64 (its exact mathematics)", "class Program64(Program):"]
+    lines = ["# -- the FP64 reference: the program on float64 copies of the inputs, each dtype it rounds to float64",
+             "class Program64(Program):"]
     lines += _forward(_program_params(spec), program_args(spec), float64_source(spec.program))
     lines += ["", "", f"ref = to_numpy(Program64({params}, {float(spec.eps)!r})({args}))"]
     return "\n".join(lines) + "\n"

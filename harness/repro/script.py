@@ -7,9 +7,8 @@ the bytes normdiff draws is embedded and checked; a kind without a recipe here
 is embedded as its bytes); the model is the module normdiff builds
 (harness/oracle/modules.py): a catalog layer_norm/rms_norm style's program
 as its forward, torch's own module for the other norms; the FP64
-reference is plain NumPy; the tolerance is normdiff's for the case and path
-(harness/oracle/compare.py: the bound, or for a compiled path the measured
-one) turned into `ATOL + RTOL * |ref|`.
+reference is plain NumPy; the check is normdiff's own rule for the case and
+path (harness.repro.check_code, the one check every script pastes).
 """
 from __future__ import annotations
 
@@ -17,6 +16,7 @@ import base64
 import hashlib
 import json
 import math
+import os
 import textwrap
 import types
 from string import Template
@@ -25,15 +25,15 @@ import ml_dtypes
 import numpy as np
 
 from harness import paths
-from harness.core.dtypes import np_dtype, unit_roundoff
+from harness.paths.base import pasted
+from harness.core.dtypes import np_dtype
 from harness.spec import CaseSpec
-from harness.oracle.compare import (C_ACC, C_OUT, C_ROUND, EAGER_MULTIPLIER, FLOOR, measured_tolerance,
-                                    tolerance, witness_units)
+from harness.spec.keys import CAPTURED
 from harness.oracle.inputs import channel_axis, make_inputs
 from harness.oracle.reference import reference
 from harness.oracle.twins import TWIN_PATTERNS
 from harness.repro import pieces as T
-from harness.repro.check_code import up
+from harness.repro.check_code import check_code
 from harness.repro.stage_table import stage_section
 from harness.repro import program_script as P
 
@@ -54,6 +54,8 @@ def draw_input(spec: CaseSpec, p: dict, stream, name: str, rounded: np.ndarray, 
 
     `rounded` is the input as normdiff rounds it: a kind without a recipe here embeds its bytes.
     """
+    if p["kind"] == CAPTURED:
+        return captured_input(name, p["sha256"])
     shape = tuple(shape or spec.shape)
     if shape != tuple(spec.shape):  # the kinds that read the case's shape read this input's
         spec = types.SimpleNamespace(shape=shape, dtype=str(rounded.dtype), pattern=spec.pattern)
@@ -104,6 +106,23 @@ def draw_input(spec: CaseSpec, p: dict, stream, name: str, rounded: np.ndarray, 
             + "), dtype=DTYPE).astype(np.float64)")
 
 
+def captured_input(name: str, hexd: str) -> str:
+    """Code setting NAME64 from a captured tensor's bytes (`normdiff model`): the file beside the script
+    (captured/HEX.bin, where `repro -o` copies it), else where normdiff stored it."""
+    from harness.core.captured import SUFFIX, find
+
+    try:
+        stored = os.path.abspath(find(hexd))
+    except LookupError:
+        stored = ""
+    return (f"_captured = [os.path.join(os.path.dirname(os.path.realpath(__file__)) if '__file__' in globals() "
+            f"else os.getcwd(), 'captured', '{hexd}{SUFFIX}'), {stored!r}]\n"
+            "_captured = next((c for c in _captured if c and os.path.exists(c)), _captured[0])\n"
+            "with open(_captured, 'rb') as _fh:  # the input the model gave this norm, captured bit for bit\n"
+            f"    {name}64 = np.frombuffer(_fh.read(), dtype=DTYPE).astype(np.float64)\n"
+            f"assert hashlib.sha256(np.asarray({name}64, dtype=DTYPE).tobytes()).hexdigest() == '{hexd}'")
+
+
 def _draw_x(spec: CaseSpec) -> str:
     """Code setting x64 as harness.oracle.inputs.draw_x does."""
     return draw_input(spec, spec.input_dict, 0, "x", make_inputs(spec).x)
@@ -129,10 +148,11 @@ def _draw_params(spec: CaseSpec) -> str:
         "running_mean": ("np.zeros({c})", "g.normal(0.0, 1.0, {c})"),
         "running_var": ("np.ones({c})", "g.uniform(0.5, 2.0, {c})"),
     }
-    lines = [] if ones else ["g = rng(1)"]
-    for name in _param_names(spec):
+    names = _param_names(spec)
+    lines = [] if ones or len(names) == 1 else ["g = rng(1)"]  # the parameters draw in order from one stream
+    for name in names:
         expr = draws[name][0 if ones else 1].format(c=channels)
-        lines.append(f"{name} = {expr}.astype(WEIGHT_DTYPE)")
+        lines.append(f"{name} = {expr if len(names) > 1 else expr.replace('g.', 'rng(1).')}.astype(WEIGHT_DTYPE)")
     return "\n".join(lines)
 
 
@@ -184,53 +204,62 @@ def model_code(spec: CaseSpec) -> str:
     if spec.pattern in TWIN_PATTERNS:
         return P.style_model_code(spec)
     names = _param_names(spec)
-    lines = ["# -- the model: torch's own module", f"model = {_nn_module(spec)}"]
-    if names:
+    lines = ["# -- the model: torch's own module", f"model = {_nn_module(spec)}.eval()"]
+    if len(names) > 2:  # each parameter and buffer its array's bits, in a loop
+        pairs = ", ".join(f"{n}={n}" for n in names)
+        lines += ["with torch.no_grad():", f"    for name, a in dict({pairs}).items():",
+                  "        getattr(model, name).copy_(to_torch(a))"]
+    elif names:
         lines.append("with torch.no_grad():")
         lines += [f"    model.{n}.copy_(to_torch({n}))" for n in names]
-    lines.append("model.eval()")
     return "\n".join(lines) + "\n"
+
+
+def backward_code(spec: CaseSpec) -> str:
+    """A gradient case's model: the norm's module wrapped in its Backward (harness/oracle/backward.py, pasted by
+    its source with torch's joint graph, which a path's export_program takes for it), called on the inputs then
+    the cotangents, as every path is (docs/gradients.md)."""
+    from harness.oracle import backward
+
+    n_inputs = 1 + len(_extra_names(spec))
+    return ("# -- the backward: what every path compiles for a gradient case (normdiff's Backward and joint_graph)\n"
+            + pasted((backward.floating_parameters, backward.Backward, backward.joint_graph))
+            + f"\n\n\nmodel = Backward(model, {n_inputs})  # forward(*inputs, *cotangents) -> the gradients\n")
 
 
 # -- the reference ------------------------------------------------------------------
 
-def reference_code(spec: CaseSpec, terms: bool = False, torch_init: bool = False) -> str:
-    """Code defining `ref`: normdiff's FP64 reference in plain NumPy (a program: in float64 torch). With
-    `terms` (a catalog norm, for the short script), top-level statements that also define what normdiff's
-    bound reads (harness.oracle.reference.Reference): the normalized value `z`, the row's conditioning
-    `kappa` = rms(x)/sqrt(var+eps), the effective weight `w` and the bias `b`, each broadcastable to the
-    output; `torch_init`: the parameters are torch's own init (weight 1, bias 0), not arrays of the script."""
+def reference_code(spec: CaseSpec, torch_init: bool = False) -> str:
+    """Code defining `ref`: normdiff's FP64 reference in plain NumPy (a program: in float64 torch). A catalog
+    norm's, as top-level statements that also define what normdiff's bound reads (the check,
+    harness.repro.check_code; harness.oracle.reference.Reference): the normalized value `z`, the row's
+    conditioning `kappa` = rms(x)/sqrt(var+eps), the effective weight `w` and the bias `b`, each broadcastable
+    to the output; `torch_init`: the parameters are torch's own init (weight 1, bias 0), not arrays of the
+    script."""
     if spec.program is not None:
         return P.reference_code(spec)
     shape = spec.shape
     eps = _f(spec.eps)
-    lines = ["# -- the FP64 reference: the norm's exact mathematics on the rounded inputs",
-             "def reference():", "    X = x.astype(np.float64)"]
+    lines = ["X = x.astype(np.float64)"]
     if spec.pattern == "layer_norm":
-        lines += ["    mean = X.mean(-1, keepdims=True)",
-                  "    var = ((X - mean) ** 2).mean(-1, keepdims=True)",
-                  f"    z = (X - mean) / np.sqrt(var + {eps})"]
+        lines += ["mean = X.mean(-1, keepdims=True)", "var = ((X - mean) ** 2).mean(-1, keepdims=True)",
+                  f"z = (X - mean) / np.sqrt(var + {eps})"]
         kappa = f"np.sqrt((X ** 2).mean(-1, keepdims=True)) / np.sqrt(var + {eps})"
     elif spec.pattern == "rms_norm":
-        if terms:
-            lines += ["    var = (X ** 2).mean(-1, keepdims=True)", f"    z = X / np.sqrt(var + {eps})"]
-        else:
-            lines += [f"    z = X / np.sqrt((X ** 2).mean(-1, keepdims=True) + {eps})"]
+        lines += ["var = (X ** 2).mean(-1, keepdims=True)", f"z = X / np.sqrt(var + {eps})"]
         kappa = f"np.sqrt(var) / np.sqrt(var + {eps})"
     elif spec.pattern in ("group_norm", "instance_norm"):
         groups = spec.groups if spec.pattern == "group_norm" else shape[1]
-        lines += [f"    G = X.reshape({shape[0]}, {groups}, -1)  # one row per (sample, group)",
-                  "    mean = G.mean(-1, keepdims=True)",
-                  "    var = ((G - mean) ** 2).mean(-1, keepdims=True)",
-                  f"    z = ((G - mean) / np.sqrt(var + {eps})).reshape(SHAPE)"]
+        lines += [f"G = X.reshape({shape[0]}, {groups}, -1)  # one row per (sample, group)",
+                  "mean = G.mean(-1, keepdims=True)", "var = ((G - mean) ** 2).mean(-1, keepdims=True)",
+                  f"z = ((G - mean) / np.sqrt(var + {eps})).reshape(SHAPE)"]
         kappa = (f"np.broadcast_to(np.sqrt((G ** 2).mean(-1, keepdims=True)) / np.sqrt(var + {eps}), "
                  "G.shape).reshape(SHAPE)")
     else:  # batch_norm in eval mode: the running statistics
         view = tuple(shape[1] if i == 1 else 1 for i in range(len(shape)))
         others = tuple(i for i in range(len(shape)) if i != 1)
-        lines += [f"    mean = running_mean.astype(np.float64).reshape({view})",
-                  f"    var = running_var.astype(np.float64).reshape({view})",
-                  f"    z = (X - mean) / np.sqrt(var + {eps})"]
+        lines += [f"mean = running_mean.astype(np.float64).reshape({view})",
+                  f"var = running_var.astype(np.float64).reshape({view})", f"z = (X - mean) / np.sqrt(var + {eps})"]
         kappa = f"np.sqrt((X ** 2).mean({others}, keepdims=True)) / np.sqrt(var + {eps})"
     per_channel = spec.pattern not in ("layer_norm", "rms_norm")
     view = tuple(shape[1] if i == 1 else 1 for i in range(len(shape)))
@@ -240,65 +269,12 @@ def reference_code(spec: CaseSpec, terms: bool = False, torch_init: bool = False
         w = f"weight.astype(np.float64){shaped}"
         w = f"(1.0 + {w})" if spec.style == "gemma" else w
     b = f"bias.astype(np.float64){shaped}" if spec.affine == "weight_bias" else "0.0"
-    if terms:
-        if torch_init and spec.affine != "none":
-            w, b = "1.0", "0.0" if spec.affine == "weight_bias" else b
-        body = [line[4:] for line in lines[2:]] + [
-            f"kappa = {kappa}  # the row's conditioning: rms(x) / sqrt(var + eps)",
-            f"w, b = {w}, {b}" + ("  # torch's init" if torch_init else ""), "ref = z * w + b"]
-        return "\n".join(["# -- the FP64 reference: the norm's exact mathematics on the rounded inputs, and its bound's terms",
-                          *body]) + "\n"
-    out = "z" if w == "1.0" else f"z * {w}"
-    if b != "0.0":
-        out += f" + {b}"
-    lines += [f"    return {out}", "", "", "ref = reference()"]
-    return "\n".join(lines) + "\n"
-
-
-# -- the tolerance ----------------------------------------------------------------
-
-def plain_tolerance(spec: CaseSpec, compiled: bool = False, ref=None) -> tuple[float, float, str]:
-    """(rtol, atol, note): ATOL + RTOL*|ref| is at least normdiff's tolerance at every element.
-
-    RTOL carries the terms that scale with the output (C_OUT ulps of the
-    rounding dtype and the statistics error times |z|); ATOL the rest, as the
-    largest excess of the tolerance over RTOL*|ref| anywhere in the case. A
-    compiled path on a catalog norm is held to the measured tolerance
-    (compare.measured_tolerance: 2x what correct float32 implementations
-    achieve on these rows); eager, programs and batch_norm eval to the bound.
-    """
-    ref = ref if ref is not None else reference(spec, make_inputs(spec))  # a module case's: its lifted program's
-    r = ref.rounding_dtype
-    u_r = unit_roundoff(r)
-    if ref.bound is not None:  # a program: RTOL from where the tolerance is relative, ATOL the rest
-        measured = measured_tolerance(ref, r) if compiled else None
-        bound = measured if measured is not None else tolerance(ref, r)
-        big = np.abs(ref.out) >= np.median(np.abs(ref.out))
-        rtol = up(float(np.max(bound[big] / np.abs(ref.out[big]))) if big.any() and np.all(ref.out[big])
-                         else C_OUT * u_r)
-        atol = up(float(max(0.0, (bound - rtol * np.abs(ref.out)).max())))
-        if measured is not None:
-            return rtol, atol, (f"normdiff's tolerance for a compiled path on this program: {C_OUT:g} ulp of the "
-                                f"output, plus {EAGER_MULTIPLIER:g}x what its witnesses (correct float32 "
-                                "implementations of the program) err on these rows")
-        return rtol, atol, (f"normdiff's bound for this program: each of its roundings and its float32 "
-                            f"accumulations over {ref.row_len} elements, carried to the output")
-    measured = measured_tolerance(ref, r) if compiled else None
-    acc = C_ACC * unit_roundoff("float32") * math.sqrt(ref.row_len)
-    if measured is not None:
-        acc = max(FLOOR * acc, EAGER_MULTIPLIER * float(witness_units(ref).min()))
-    u_eff = C_ROUND * unit_roundoff(ref.stat_dtype) + acc
-    rtol = up(C_OUT * u_r * (1 + 2 * u_r) + u_eff)
-    excess = (tolerance(ref, r) if measured is None else measured) - rtol * np.abs(ref.out)
-    atol = up(float(max(0.0, excess.max())))
-    if measured is not None:
-        note = (f"normdiff's tolerance for a compiled path: {C_OUT:g} ulp of {r} for rounding the output, "
-                f"plus {EAGER_MULTIPLIER:g}x the accumulation error correct float32 implementations "
-                f"(sequential two-pass, sequential Welford, pairwise two-pass) make on these rows")
-    else:
-        note = (f"normdiff's bound: {C_OUT:g} ulp of {r} for rounding the output, plus "
-                f"statistics in {ref.stat_dtype} accumulated over {ref.row_len} elements")
-    return rtol, atol, note
+    if torch_init and spec.affine != "none":
+        w, b = "1.0", "0.0" if spec.affine == "weight_bias" else b
+    lines += [f"kappa = {kappa}  # the row's conditioning: rms(x) / sqrt(var + eps)",
+              f"w, b = {w}, {b}" + ("  # torch's init" if torch_init else ""), "ref = z * w + b"]
+    return "\n".join(["# -- the FP64 reference: the norm's exact mathematics on the rounded inputs, and its bound's terms",
+                      *lines]) + "\n"
 
 
 # -- the script -------------------------------------------------------------------------
@@ -352,33 +328,30 @@ def _header(spec: CaseSpec, path: str, description: str, library: str | None,
     return Template(T.HEADER).substitute(title=_clean(title), body=_clean("\n".join(parts)))
 
 
-def _rows_view(spec: CaseSpec) -> str:
-    """The expression viewing `a` as the normalization rows harness.oracle.reference scores by."""
-    shape = spec.shape
-    if spec.program is not None:
-        return "np.asarray(a).reshape(1, -1)  # a program: the whole output at once"
-    if spec.pattern in ("layer_norm", "rms_norm"):
-        return f"np.asarray(a).reshape(-1, {shape[-1]})"
-    if spec.pattern in ("group_norm", "instance_norm"):
-        groups = spec.groups if spec.pattern == "group_norm" else shape[1]
-        return f"np.asarray(a).reshape({shape[0] * groups}, -1)  # one row per (sample, group)"
-    return "np.moveaxis(np.asarray(a), 1, 0).reshape(a.shape[1], -1)  # batch_norm: one row per channel"
+def check_section(spec: CaseSpec, path: str, ref) -> tuple[str, dict]:
+    """(normdiff's check for the case, the fields of T.MAIN or T.MAIN_SEVERAL): `check(out, eager)`, or for a
+    case of several outputs one `check_K` per output, each with its own reference and thresholds
+    (harness.repro.check_code: the one check every script pastes)."""
+    eager = path == "eager"
+    if not ref.outputs:
+        return check_code(spec, ref, path, "EXPECTED_DTYPE" if eager else "eager.dtype"), {}
+    checks = [check_code(spec, r, path, f"EXPECTED_DTYPE[{k}]" if eager else "eager.dtype", k, name)
+              for k, (r, name) in enumerate(zip(ref.each, ref.output_names))]
+    names = "(" + ", ".join(f"check_{k}" for k in range(len(checks))) + ",)"
+    return "\n\n".join(checks), dict(names=repr(ref.output_names), checks=names)
 
 
 def report_code(spec: CaseSpec, path: str, runner, ref, libraries: tuple) -> str:
-    """The report and check piece: the output's tolerance and check, or each output's (T.REPORT_SEVERAL) for a
-    case of several outputs, each held to its own reference and tolerance."""
-    tolerances = [plain_tolerance(spec, compiled=path != "eager", ref=r) for r in ref.each]
-    fields = dict(rows_view=_rows_view(spec), path=path, is_eager=str(path == "eager"), libraries=repr(libraries),
-                  case_repr=repr(str(spec)), description_repr=repr(runner.description), layout=repr(spec.layout))
-    if not ref.outputs:
-        rtol, atol, note = tolerances[0]
-        return Template(T.REPORT).substitute(tolerance_note=note, expected_dtype=f"np.dtype({_NP[ref.out_dtype]})",
-                                             rtol=repr(rtol), atol=repr(atol), **fields)
-    return Template(T.REPORT_SEVERAL).substitute(
-        tolerance_note=f"per output; {tolerances[0][2]}", names=repr(ref.output_names),
-        expected_dtype="(" + ", ".join(f"np.dtype({_NP[r.out_dtype]})" for r in ref.each) + ",)",
-        rtol=repr(tuple(t[0] for t in tolerances)), atol=repr(tuple(t[1] for t in tolerances)), **fields)
+    """The report and check piece: normdiff's check (check_section) and the main that prints what a maintainer
+    asks for first and exits 1 where the check fails (or the path raises)."""
+    check, several = check_section(spec, path, ref)
+    expected = ("(" + ", ".join(f"np.dtype({_NP[r.out_dtype]})" for r in ref.each) + ",)" if several
+                else f"np.dtype({_NP[ref.out_dtype]})")
+    head = Template(T.REPORT).substitute(path=path, is_eager=str(path == "eager"), expected_dtype=expected,
+                                         libraries=repr(libraries), check=check.strip("\n"))
+    main = Template(T.MAIN_SEVERAL if several else T.MAIN).substitute(
+        case_repr=repr(str(spec)), description_repr=repr(runner.description), layout=repr(spec.layout), **several)
+    return head + "\n\n" + main
 
 
 def render(spec: CaseSpec, path: str, *, bug=None, recorded: str | None = None) -> str:
@@ -389,7 +362,7 @@ def render(spec: CaseSpec, path: str, *, bug=None, recorded: str | None = None) 
     library = ", ".join(others) or None
     ref = reference(spec, make_inputs(spec))
 
-    model = model_code(spec)
+    model = model_code(spec) + ("\n\n" + backward_code(spec) if spec.grad else "")
     code_imports = T.IMPORTS + "from torch import nn\n"
     if "F." in model:
         code_imports += "import torch.nn.functional as F\n"
@@ -398,8 +371,8 @@ def render(spec: CaseSpec, path: str, *, bug=None, recorded: str | None = None) 
     libraries = tuple(dict.fromkeys(("torch", *others, "numpy", "ml_dtypes")))
     report = report_code(spec, path, runner, ref, libraries)
     # A path that exposes its intermediates (declared: its script defines `intermediates`) gets the stage table
-    # (docs/attribution.md), for a case of one output.
-    stages = stage_section(spec) if runner.has_intermediates and not ref.outputs else None
+    # (docs/attribution.md), for a case of one output or of several.
+    stages = stage_section(spec) if runner.has_intermediates else None
     sections = [
         _header(spec, path, description, library, bug, recorded),
         code_imports, T.CONVERSIONS, input_code(spec), model, reference_code(spec), path_part,

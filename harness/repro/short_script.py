@@ -16,9 +16,13 @@ what the case uses, built from the same pieces:
 * the path's own calls: its `script_code` (its pipeline pasted by source),
   pruned to what `run_path` reaches, the pasted functions without their
   docstrings (the full script keeps them);
+* normdiff's conversions without the branches the case never takes, and no
+  blank lines (sections are marked by their `# --` lines): a report's script
+  is read whole, at most 100 lines (tests/repro/test_short_script.py);
 * the FP64 reference (harness.repro.script.reference_code, with the terms
-  its bound reads) and normdiff's check itself (harness.repro.check_code):
-  its rows, its bound, the witnesses' allowance per row, the dtype.
+  its bound reads) and normdiff's check itself (harness.repro.check_code, as
+  the full script's): its rows, its bound, the witnesses' allowance per row,
+  the shape and the dtype; one check per output of a case of several.
 
 It exits 1 while the bug is present (a failed check, or the path raising),
 0 once it is fixed. Its output lines are the report's "Output" section, and
@@ -79,13 +83,16 @@ def _params(spec: CaseSpec) -> str:
     params = spec.params_dict
     kind, values = params["kind"], params.get("values") or {}
     lines, drew = [], False
+    one = sum(n in ("w", "b", "s") for n, _ in spec.param_shapes) == 1  # one draw from the stream: no `g`
     for name, shape in spec.param_shapes:
         shape = tuple(shape)
         if kind in ("ones", "fill"):
             lines.append(f"{name} = np.full({shape}, {S._f(values.get(name, ones_value(name)))}).astype(WEIGHT_DTYPE)")
             continue
         n = math.prod(shape)
-        if name in ("w", "b", "s"):
+        if name in ("w", "b", "s") and one:
+            source = "rng(1)"
+        elif name in ("w", "b", "s"):
             if not drew:
                 lines.append("g = rng(1)  # w, b and s draw in that order from the parameters' stream")
                 drew = True
@@ -134,8 +141,8 @@ def _inputs(spec: CaseSpec) -> str:
         lines.append(f'assert hashlib.sha256(b"".join(a.tobytes() for a in ({arrays},))).hexdigest() == (\n'
                      f'    "{S._digest(spec, params)}"), '
                      '"the inputs differ from normdiff\'s"')
-        lines[2:2] = [f"SEED = {spec.seed}", "", "", _RNG, "", "",
-                      "rng = lambda stream, name=None: _rng(SEED, stream, name)  # the case's streams"]
+        lines[2:2] = [_RNG, "", "", f"rng = lambda stream, name=None: _rng({spec.seed}, stream, name)  # the case's "
+                      f"streams (seed {spec.seed})"]
     lines.append(f"INPUTS = ({', '.join(['x', *S._extra_names(spec)])},)")
     return "\n".join(lines) + "\n"
 
@@ -158,11 +165,40 @@ def _plain(spec: CaseSpec) -> bool:
     return "bfloat16" not in dtypes and spec.layout == "contiguous"
 
 
-def _conversions(spec: CaseSpec) -> str:
-    """normdiff's conversions (pasted by source), to_torch without the branches the case never takes: a plain
-    case's comes to torch.from_numpy, a contiguous one's has no layout."""
+# to_numpy where no tensor is bfloat16: harness.core.tensors.to_numpy without that branch; for a case of one output
+# without `single` (a path returning more is a shape mismatch, and fails here too). Tests hold them to the bits.
+_TO_NUMPY = ('def to_numpy(t) -> np.ndarray:  # no bfloat16 here: torch\'s own .numpy()\n'
+             "    t = single(t)\n"
+             "    return tuple(map(to_numpy, t)) if isinstance(t, (list, tuple)) else t.detach().cpu().contiguous().numpy().copy()\n")
+_TO_NUMPY_ONE = ("def to_numpy(t) -> np.ndarray:  # one output (alone in a list or not), its bits\n"
+                 "    return to_numpy(t[0]) if isinstance(t, (list, tuple)) and len(t) == 1 else "
+                 "t.detach().cpu().contiguous().numpy().copy()\n")
+_TO_NUMPY_ONE_BFLOAT16 = ("def to_numpy(t) -> np.ndarray:  # one output (alone in a list or not), its bits: bfloat16 "
+                          "as its 16-bit words\n"
+                          "    if isinstance(t, (list, tuple)) and len(t) == 1:\n"
+                          "        return to_numpy(t[0])\n"
+                          "    t = t.detach().cpu().contiguous()\n"
+                          "    return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16).copy() if t.dtype == "
+                          "torch.bfloat16 else t.numpy().copy()\n")
+
+
+def _no_bfloat16(spec: CaseSpec, ref) -> bool:
+    """Whether no tensor of the case is bfloat16: its inputs, its outputs, none its program writes."""
+    dtypes = {spec.dtype, spec.weight_dtype, *(extra_type(spec, n)[1] for n in spec.inputs_dict),
+              *(r.out_dtype for r in ref.each)}
+    return "bfloat16" not in dtypes and "bfloat16" not in (spec.program or "")
+
+
+def _conversions(spec: CaseSpec, ref) -> str:
+    """normdiff's conversions (pasted by source), without the branches the case never takes: to_torch of a
+    plain case comes to torch.from_numpy, a contiguous one's has no layout; to_numpy without bfloat16 to
+    torch's own .numpy()."""
+    text, no_bfloat16 = T.CONVERSIONS, _no_bfloat16(spec, ref)
+    if no_bfloat16 or not ref.outputs:
+        short = _TO_NUMPY if ref.outputs else _TO_NUMPY_ONE if no_bfloat16 else _TO_NUMPY_ONE_BFLOAT16
+        text = text.replace(inspect.getsource(tensors.to_numpy), short)
     if spec.layout != "contiguous":
-        return T.CONVERSIONS
+        return text
     to_torch = inspect.getsource(tensors.to_torch)
     if _plain(spec):
         short = ('def to_torch(x: np.ndarray, layout: str = "contiguous"):  # no bfloat16 and no layout here\n'
@@ -172,7 +208,7 @@ def _conversions(spec: CaseSpec) -> str:
                  "    if x.dtype == np.dtype(ml_dtypes.bfloat16):\n"
                  "        return torch.from_numpy(np.ascontiguousarray(x).view(np.int16).copy()).view(torch.bfloat16)\n"
                  "    return torch.from_numpy(np.ascontiguousarray(x).copy())\n")
-    return T.CONVERSIONS.replace(to_torch, short)
+    return text.replace(to_torch, short)
 
 
 def _reference(spec: CaseSpec) -> str:
@@ -180,7 +216,7 @@ def _reference(spec: CaseSpec) -> str:
     where the program rounds to no dtype of its own (its float64 copy would be the same text), else as a
     subclass of it whose forward is that copy."""
     if spec.program is None:
-        return S.reference_code(spec, terms=True, torch_init=_torch_init(spec))
+        return S.reference_code(spec, torch_init=_torch_init(spec))
     if P.rounds(spec.program):
         return P.reference_subclass_code(spec)
     params = "{" + ", ".join(f"{n!r}: {n}.astype(np.float64)" for n, _ in spec.param_shapes) + "}"
@@ -189,9 +225,8 @@ def _reference(spec: CaseSpec) -> str:
             f"ref = to_numpy(Program({params}, {float(spec.eps)!r})({args}))\n")
 
 
-def _check(spec: CaseSpec, path: str) -> str:
+def _check(spec: CaseSpec, path: str, ref) -> str:
     """Code running eager and the path and exiting 1 where normdiff's check fails (harness.repro.check_code)."""
-    ref = reference(spec, make_inputs(spec))
     if ref.outputs:
         return _check_each(spec, path, ref)
     expected = f"np.dtype({S._NP[ref.out_dtype]})" if path == "eager" else "eager.dtype"
@@ -210,29 +245,21 @@ def _check(spec: CaseSpec, path: str) -> str:
 
 
 def _check_each(spec: CaseSpec, path: str, ref) -> str:
-    """_check for a case of several outputs: each output against its own reference and tolerance, in turn."""
-    tolerances = [S.plain_tolerance(spec, compiled=path != "eager", ref=r) for r in ref.each]
-    expected = "eager.dtype" if path != "eager" else "EXPECTED"
+    """_check for a case of several outputs: each output held to its own `check_K` (its reference, its
+    thresholds: harness.repro.check_code, as the full script's), in turn."""
+    checks = [check_code(spec, r, path, "eager.dtype" if path != "eager" else f"np.dtype({S._NP[r.out_dtype]})", k, name)
+              for k, (r, name) in enumerate(zip(ref.each, ref.output_names))]
     first = f"[float(v) for v in {{}}.reshape(-1)[:{FIRST}]]"
-    view = S._rows_view(spec)
-    lines = [f"NAMES = {ref.output_names!r}  # the outputs, each with normdiff's tolerance |out - ref| <= ATOL + RTOL * |ref|",
-             f"RTOLS, ATOLS = {tuple(t[0] for t in tolerances)!r}, {tuple(t[1] for t in tolerances)!r}",
-             "EXPECTEDS = (" + ", ".join(f"np.dtype({S._NP[r.out_dtype]})" for r in ref.each) + ",)",
-             f"example = tuple(to_torch(a, {spec.layout!r}) for a in INPUTS)", "with torch.no_grad():",
-             "    eagers = to_numpy(model(*example))", "outs = run_path(model, example, INPUTS)",
-             f"rows = lambda a: {view}", "failing = len(outs) != len(NAMES)",
-             "for name, ref, eager, out, RTOL, ATOL, EXPECTED in zip(NAMES, refs, eagers, outs, RTOLS, ATOLS, EXPECTEDS):",
-             f'    print(f"output {{name}}: expected (FP64 reference):", {first.format("ref")})',
+    lines = [*checks, f"example = tuple(to_torch(a, {spec.layout!r}) for a in INPUTS)", "with torch.no_grad():",
+             "    eagers = to_numpy(model(*example))", RUN, "outs = out if isinstance(out, tuple) else (out,)",
+             f"CHECKS = ({', '.join(f'check_{k}' for k in range(len(checks)))},)",
+             f"for name, r, eager, out in zip({ref.output_names!r}, ref, eagers, outs):",
+             f'    print(f"output {{name}}: expected (FP64 reference):", {first.format("r")})',
              f'    print(f"output {{name}}: eager ({{eager.dtype}}):", {first.format("eager")})',
              f'    print(f"output {{name}}: {path} ({{out.dtype}}):", {first.format("out")})',
-             "    err, eager_err = (np.abs(a.astype(np.float64) - ref) for a in (out, eager))",
-             "    tol = ATOL + RTOL * np.abs(ref)",
-             "    over = rows(~(err <= tol)).any(1) & ~(rows(err / tol).max(1) <= 2 * rows(eager_err / tol).max(1))",
-             f'    print(f"output {{name}}: max abs error: {path} {{err.max():.6g}}, eager {{eager_err.max():.6g}}; rows '
-             f'failing: {{over.sum()}} of {{over.size}}; dtype {{out.dtype}}, expected {{{expected}}}")',
-             f"    failing = failing or bool(over.any()) or out.dtype != {expected}",
-             "raise SystemExit(1 if failing else 0)"]
-    return "refs = ref  # one per output\n" + "\n".join(lines) + "\n"
+             "failing = [check(out, eager) for check, out, eager in zip(CHECKS, outs, eagers)]",
+             "raise SystemExit(1 if len(outs) != len(CHECKS) or any(failing) else 0)"]
+    return "\n".join(lines) + "\n"
 
 
 def _compact(code: str, imports: str = "") -> str:
@@ -253,6 +280,40 @@ def _compact(code: str, imports: str = "") -> str:
         drop.update(n.lineno for n in node.body if isinstance(n, (ast.Import, ast.ImportFrom)) and ast.unparse(n) in top)
         drop.update(i for i in range(node.lineno, node.end_lineno + 1) if not lines[i - 1].strip())
     return "\n".join(line for i, line in enumerate(lines, 1) if i not in drop)
+
+
+def _asks_backward(test: ast.AST) -> bool:
+    """A test that holds only for a gradient case: is_backward(…), alone or in an `and`."""
+    calls = [test] if not isinstance(test, ast.BoolOp) or not isinstance(test.op, ast.And) else test.values
+    return any(isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id == "is_backward" for c in calls)
+
+
+def forward_only(code: str) -> str:
+    """`code` without the branches a forward case never takes (`if is_backward(model): …` with no else): a
+    path's pipeline runs gradient cases too, and a forward case's short script has no line of them."""
+    lines = code.split("\n")
+    drop: set[int] = set()
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.If) and not node.orelse and _asks_backward(node.test):
+            drop.update(range(node.lineno, node.end_lineno + 1))
+    return "\n".join(line for i, line in enumerate(lines, 1) if i not in drop)
+
+
+def static_only(code: str) -> str:
+    """`code` without its symbolic branches, for a static case (DYNAMIC is None): every `if` testing the name
+    `dynamic` without an else (the pipeline keeps what only a symbolic compile runs in such blocks), and every
+    `with` of the size-oblivious tracing (a re-trace that keeps a symbolic range) left for its body; prune then
+    drops what they alone called (symbolic_export, marked_dynamic, partial_shapes…)."""
+    lines = code.split("\n")
+    drop: set[int] = set()
+    dedent: set[int] = set()
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.If) and not node.orelse and "dynamic" in _used(node.test):
+            drop.update(range(node.lineno, node.end_lineno + 1))
+        elif isinstance(node, ast.With) and all("backed_size_oblivious" in ast.unparse(w) for w in node.items):
+            drop.update(range(node.lineno, node.body[0].lineno))
+            dedent.update(range(node.body[0].lineno, node.end_lineno + 1))
+    return "\n".join(line[4:] if i in dedent else line for i, line in enumerate(lines, 1) if i not in drop)
 
 
 def _used(node: ast.AST) -> set[str]:
@@ -281,6 +342,12 @@ def prune(code: str) -> str:
     return re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip("\n") + "\n"
 
 
+def tight(code: str) -> str:
+    """`code` without blank lines: a short script is read top to bottom, its sections marked by their `# --`
+    lines (every line counts: a report's script is at most a screenful, the seed's 60 lines)."""
+    return "\n".join(line for line in code.split("\n") if line.strip()) + "\n"
+
+
 def _imports(body: str, library: str) -> str:
     used = _used(ast.parse(body))
     lines = [line for name, line in _IMPORTS if name in used]
@@ -290,19 +357,24 @@ def _imports(body: str, library: str) -> str:
 def render_short(spec: CaseSpec, path: str, title: str) -> str:
     """The short script reproducing `spec` on `path` (KeyError for an unknown path)."""
     runner = paths.get(path)
+    ref = reference(spec, make_inputs(spec))
     model = _torch_module(spec) or S.model_code(spec)
     if not model.startswith("#"):  # torch's own module: the comment beside it
         first, _, rest = model.partition("\n")
         model = f"{first}  # the model: torch's own module\n{rest}"
-    reference_code, path_code, check = _reference(spec), S.path_code(spec, runner), _check(spec, path)
+    # a static case's calls pass None where a symbolic one's pass DYNAMIC (no line of its own here)
+    path_code = S.path_code(spec, runner) if spec.dynamic else runner.script_code().replace("DYNAMIC", "None")
+    reference_code, check = _reference(spec), _check(spec, path, ref)
+    if not spec.grad:
+        path_code = forward_only(path_code)
     if _plain(spec):  # to_torch comes to torch.from_numpy here (the path's own calls keep theirs)
         model, reference_code = (re.sub(r"\bto_torch\(", "torch.from_numpy(", c) for c in (model, reference_code))
     inputs = _inline_types(_inputs(spec), "\n".join((model, reference_code, path_code, check)))
     body = "\n\n".join(part.strip("\n") for part in (
-        _conversions(spec), inputs, model, reference_code,
+        _conversions(spec, ref), inputs, model, reference_code,
         "# -- the path's own calls (normdiff's harness/paths/, pasted)\n" + path_code, check))
-    body = prune(_compact(body, runner.script_imports))
-    head = (f'#!/usr/bin/env python3\n"""{S._clean(title)}\nExits 1 while the bug is present, 0 once it is fixed '
+    body = tight(prune(_compact(body if spec.dynamic else static_only(body), runner.script_imports)))
+    head = (f'#!/usr/bin/env python3\n"""{S._clean(title)}: exits 1 while the bug is present, 0 once it is fixed '
             '(written by normdiff repro --report)."""\n')
     return head + _imports(body, runner.script_imports).rstrip("\n") + "\n\n" + body
 

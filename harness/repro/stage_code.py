@@ -8,7 +8,7 @@ against evaluate_expanded's, so the script's stages are normdiff's.
 """
 from __future__ import annotations
 
-from harness.program import calls, ops
+from harness.program import ops
 from harness.core.eps import torch_norm_eps
 from harness.program.typecheck import (TensorType, binary_type, call_type, cat_type, linear_type, norm_info,
                                    reduce_axes, shape_result)
@@ -101,7 +101,10 @@ class StageCodeWalker(Walker):
 
     def call(self, op, vs, options):
         t = call_type(op, [self._t(v) for v in vs], options, self.line)
-        expr = calls.stage_text(op, [v.name for v in vs], [v.shape for v in vs], options)
+        text = ops.get(op).text
+        names = [v.name for v in vs]
+        expr = (text(names, [v.shape for v in vs], options) if callable(text)
+                else text.format(a=names[0], b=names[-1], **options))
         return self.emit(op, expr, t.shape, t.dtype)
 
     def reduce(self, node, v):

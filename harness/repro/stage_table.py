@@ -100,7 +100,9 @@ def print_stage_table(model, example, x, out, dtype_problem):
             first = (label, dtype, program_dtype, ratio)
         mark = "  <- over its bound" if over else ""
         print(f"  {label:34s} {op:10s} {dtype:9s} {program_dtype:9s} {ratio:10.3g}  {name} = {inter_op}{mark}")
-    same = rerun is not None and rerun.dtype == out.dtype and rerun.shape == out.shape and rerun.tobytes() == out.tobytes()
+    flat = lambda a: a if isinstance(a, tuple) else (a,)  # a case of several outputs: each of them
+    same = rerun is not None and len(flat(rerun)) == len(flat(out)) and all(
+        r.dtype == o.dtype and r.shape == o.shape and r.tobytes() == o.tobytes() for r, o in zip(flat(rerun), flat(out)))
     if not same:
         print("  (approximate: the run with its intermediates exposed does not give the path's output bit for bit)")
     if first is None:

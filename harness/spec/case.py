@@ -18,11 +18,12 @@ from harness.core.dtypes import DTYPES
 from harness.core.eps import spec_eps
 from harness.spec.keys import (
     AFFINES, CASTS, INPUT_KINDS, KEYS, LAYOUTS, PARAM_KINDS, PATTERNS, PROGRAM_KEYS, STYLES, RANGES,
-    SpecError, choice, fail, integer, kinded, number,
+    SpecError, choice, fail, integer, kinded, number, x_input,
 )
 from harness.spec.mode_keys import MODE_KEYS, dynamic_keys, grad_keys, mode_dict
 from harness.spec.module_keys import (
-    MODULE_KEYS, MODULE_PARAM_KINDS, UNSAID_PATTERN, check_module_raw, class_name, init_json, module_inputs,
+    MODULE_KEYS, MODULE_PARAM_KINDS, UNSAID_PATTERN, check_module_raw, class_name, init_json, instance_path,
+    module_inputs,
 )
 from harness.spec.program_keys import _program, parsed_program, program_params
 
@@ -67,6 +68,7 @@ class CaseSpec:
     param_shapes: tuple[tuple[str, tuple[int, ...]], ...] = ()     # every parameter the program reads
     cls: str | None = None   # a module case (docs/contracts.md §8): "package.module:ClassName", its `class` key
     init: str | None = None  # a module case: the constructor's keyword arguments, canonical JSON
+    instance: str | None = None  # a module case: the submodule of the built model under test (its module path)
     # the mode keys (harness.spec.mode_keys): the backward asked for, its cotangent; the dims compiled symbolic
     grad: bool = False
     cotangent: tuple[tuple[str, Any], ...] = ()
@@ -93,6 +95,8 @@ class CaseSpec:
         style = choice("style", raw.get("style", "program" if is_program else "module"), tuple(STYLES))
         if is_program != (style == "program"):
             fail("style", "'program' is the style of a case that gives a program, and only of one")
+        if "instance" in raw:
+            fail("instance", "only a module case (with a 'class' key) names an instance of its model")
         for key in ("inputs", "param_shapes"):
             if key in raw and not is_program:
                 fail(key, "only a program case (with a 'program' key) takes it")
@@ -154,7 +158,7 @@ class CaseSpec:
         if not is_program and pattern == "instance_norm" and spatial < 2:
             fail("shape", "instance_norm needs more than one spatial element (torch refuses)")
 
-        inp = kinded("input", raw.get("input", {"kind": "normal"}), INPUT_KINDS, RANGES)
+        inp = x_input("input", raw.get("input", {"kind": "normal"}))
         params = program_params(raw.get("params", {"kind": "ones"})) if is_program else \
             kinded("params", raw.get("params", {"kind": "ones"}), PARAM_KINDS)
         seed = _seed(raw.get("seed", 0))
@@ -191,7 +195,7 @@ class CaseSpec:
         layout = choice("layout", raw.get("layout", "contiguous"), LAYOUTS)
         if layout == "channels_last" and len(shape) != 4:
             fail("layout", f"channels_last needs a 4-D shape, got {len(shape)}-D")
-        inp = kinded("input", raw.get("input", {"kind": "normal"}), INPUT_KINDS, RANGES)
+        inp = x_input("input", raw.get("input", {"kind": "normal"}))
         params = kinded("params", raw.get("params", {"kind": "init"}), MODULE_PARAM_KINDS)
         seed = _seed(raw.get("seed", 0))
         grad, cotangent = grad_keys(raw)
@@ -199,7 +203,8 @@ class CaseSpec:
         return cls(pattern=pattern, style=style, dtype=dtype, weight_dtype=weight_dtype, cast=None, shape=shape,
                    layout=layout, affine="none", eps=0.0, groups=1, input=tuple(inp.items()),
                    params=tuple(params.items()), seed=seed, inputs=module_inputs(raw.get("inputs", {})),
-                   cls=class_name(raw["class"]), init=init_json(raw.get("init", {})), grad=grad,
+                   cls=class_name(raw["class"]), init=init_json(raw.get("init", {})),
+                   instance=instance_path(raw["instance"]) if "instance" in raw else None, grad=grad,
                    cotangent=cotangent, dynamic=dynamic, dynamic_max=dynamic_max)
 
     @classmethod
@@ -248,10 +253,12 @@ class CaseSpec:
                    "layout": self.layout, "input": dict(self.input), "params": self.params_dict, "seed": self.seed}
             if self.inputs:
                 out["inputs"] = self.inputs_dict
+            if self.instance is not None:  # only when given: every other module case keeps its case_id
+                out["instance"] = self.instance
             return {**out, **self.mode_dict}
         out: dict[str, Any] = {}
         for f in fields(self):
-            if f.name in ("cls", "init") or f.name in MODE_KEYS:
+            if f.name in ("cls", "init", "instance") or f.name in MODE_KEYS:
                 continue
             value = getattr(self, f.name)
             if f.name in PROGRAM_KEYS and self.program is None:
@@ -345,10 +352,10 @@ class CaseSpec:
     def __str__(self) -> str:
         inp = self.input_dict
         kind = inp.pop("kind")
-        detail = ",".join(f"{k}={v:g}" for k, v in inp.items())
+        detail = ",".join(f"{k}={v[:12]}" if isinstance(v, str) else f"{k}={v:g}" for k, v in inp.items())
         parts = [self.pattern, self.style, self.dtype]
         if self.is_module:
-            parts[1] = self.cls.rpartition(":")[2]
+            parts[1] = self.cls.rpartition(":")[2] + (f"[{self.instance}]" if self.instance else "")
         if self.program is not None:
             parts[1] = f"program[{hashlib.sha256(self.program.encode()).hexdigest()[:6]}]"
         if self.weight_dtype != self.dtype:

@@ -123,6 +123,24 @@ RANGES: dict[str, dict[str, tuple[float, float]]] = {
 }
 
 
+# The input kind of a tensor captured from a whole model's run (`normdiff model`, docs/models.md): not drawn but
+# read from the store by its content hash (harness.core.captured); the spec's shape and dtype are the tensor's.
+CAPTURED = "captured"
+
+
+def x_input(key: str, value: Any) -> dict:
+    """x's input object: an input kind of INPUT_KINDS, or {"kind": "captured", "sha256": 64 hex digits}."""
+    if isinstance(value, dict) and value.get("kind") == CAPTURED:
+        for name in value:
+            if name not in ("kind", "sha256"):
+                fail(f"{key}.{name}", "unknown parameter for kind 'captured' (known: sha256)")
+        hexd = value.get("sha256")
+        if not isinstance(hexd, str) or len(hexd) != 64 or any(c not in "0123456789abcdef" for c in hexd):
+            fail(f"{key}.sha256", f"expected the 64 lowercase hex digits of the tensor's SHA-256, got {hexd!r}")
+        return {"kind": CAPTURED, "sha256": hexd}
+    return kinded(key, value, INPUT_KINDS, RANGES)
+
+
 def dims_list(key: str, value: Any) -> tuple[int, ...]:
     """A non-empty list of positive ints (a shape), at most 16M elements."""
     if not isinstance(value, list) or not value or any(isinstance(d, bool) or not isinstance(d, int) or d < 1

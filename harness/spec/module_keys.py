@@ -14,7 +14,7 @@ from typing import Any
 
 from harness.spec.keys import fail, identifier, input_object
 
-MODULE_KEYS = ("class", "init")
+MODULE_KEYS = ("class", "init", "instance")
 # params kinds of a module case: `init` keeps the constructor's values; `ones`/`normal` redraw every
 # floating parameter and buffer (harness.oracle.inputs.draw_named_params)
 MODULE_PARAM_KINDS: dict[str, dict[str, float]] = {"init": {}, "ones": {}, "normal": {}}
@@ -31,6 +31,13 @@ def class_name(value: Any) -> str:
     """`package.module:ClassName` (a nested class as Outer.Inner)."""
     if not isinstance(value, str) or not CLASS_RE.match(value):
         fail("class", f"expected \"package.module:ClassName\", got {value!r}")
+    return value
+
+
+def instance_path(value: Any) -> str:
+    """A submodule's path in the built model, as `named_modules()` names it (`model.layers.1.input_layernorm`)."""
+    if not isinstance(value, str) or not re.match(r"^\w+(?:\.\w+)*$", value):
+        fail("instance", f"expected a module path like \"model.layers.1.input_layernorm\", got {value!r}")
     return value
 
 

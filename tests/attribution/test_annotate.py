@@ -81,6 +81,32 @@ def test_eager_pairs_every_stage_with_its_own_op_within_its_bound(raw):
     assert "bit-identical" in result.note
 
 
+FUSED_ADD = {"pattern": "rms_norm", "dtype": "bfloat16", "shape": [4, 64], "params": {"kind": "normal"},
+             "inputs": {"r": {"kind": "normal"}},
+             "program": "h = x.float() + r.float()\nv = h.pow(2).mean(-1, keepdim=True)\n"
+                        "normed = (h * torch.rsqrt(v + eps)).to(x.dtype) * w\nreturn normed, h.to(x.dtype)"}
+
+
+def test_each_output_of_a_program_of_several_anchors_its_own_stage():
+    """`return normed, h.to(x.dtype)`: the program's last stage is the second output's cast, not the first
+    output; each output's stage pairs with the node the graph returns for it (eager: every stage its own node,
+    within its bound), where anchoring the last stage to the first output put the cast 369x over its bound."""
+    from harness.attribution.stages import program_stages
+
+    spec = CaseSpec.from_dict(FUSED_ADD)
+    _, inputs, out = _run(Executor(), spec, "eager")
+    assert isinstance(out, tuple) and len(out) == 2
+    stages = program_stages(spec, inputs)
+    assert [(s.label, s.returns) for s in stages if s.returns is not None] == [("normed:mul#2", 0), ("return:cast", 1)]
+    result = attribute(spec, paths.get("eager"), inputs, out, "inaccurate")
+    by_stage = {e["stage"]: e for e in result.stages}
+    assert set(by_stage) == {s.label for s in stages}
+    assert by_stage["normed:mul#2"]["node"] == "mul_1 = aten.mul.Tensor"
+    assert by_stage["return:cast"]["node"].endswith("aten.to.dtype") and by_stage["return:cast"]["dtype"] == "bfloat16"
+    assert all(e["node"] is not None and not e["over"] for e in result.stages)
+    assert result.first_stage_over is None and "bit-identical" in result.note
+
+
 def test_eager_layer_norm_in_float32_exposes_its_kernels_statistics():
     """F.layer_norm is one node; native_layer_norm (the same kernel) returns its float32 mean and rstd."""
     spec = CaseSpec.from_dict({"pattern": "layer_norm", "dtype": "float32", "shape": [4, 256],

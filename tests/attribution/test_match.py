@@ -6,7 +6,7 @@ import pytest
 
 from harness.attribution.capture import Capture, Intermediate
 from harness.attribution.match import MAX_REL, align, canonical, err_over_bound, pair_weight
-from harness.attribution.score import changes_of, entries, first_stage_over
+from harness.attribution.score import changes_of, entries, first_stage_over, returned
 from harness.attribution.stages import ProgramStage
 
 
@@ -102,6 +102,40 @@ def test_entries_and_the_first_stage_over():
     assert first_stage_over(out, "dtype_mismatch") == "h:mul"  # float16 where the program has float32
     assert first_stage_over(out[2:], "dtype_mismatch") == "return:cast"
     assert first_stage_over(out[:1], "inaccurate") is None
+
+
+def test_each_output_is_the_last_intermediate_with_its_bits():
+    """The reader names the first output; the others (and the first, where a reader names none, as TVM's tuple
+    return) are found by the exact bits the re-run returned, the last such intermediate winning."""
+    a, b = np.arange(4, dtype=np.float16), np.arange(4, dtype=np.float16) * 2
+    values = [b, a, b.astype(np.float32), b.copy()]  # the float32 copy has b's values, not its bits
+    inters = [Intermediate(f"v{i}", "aten.mul.Tensor", str(v.dtype), v) for i, v in enumerate(values)]
+    assert returned(Capture(inters, 1, (a, b), "test")) == [1, 3]
+    assert returned(Capture(inters, None, (a, b), "test")) == [1, 3]
+    assert returned(Capture(inters, 1, (a, b + 1), "test")) == [1, None]  # not among them: not anchored
+    assert returned(Capture(inters, 1, a, "test")) == [1]  # one output: the reader's index alone
+
+
+def test_several_anchors_replace_the_last_stage_s():
+    """`return y, r` computed r last: each output's stage is anchored to its own intermediate, the rest aligned."""
+    stages = [("mul", np.ones(4)), ("cast", np.ones(4)), ("add", np.ones(4))]  # y = mul (output 0), r = add then cast
+    inters = [("mul", np.ones(4)), ("add", np.ones(4)), ("cast", np.ones(4))]
+    assert align(stages, inters, 0) == {2: 0, 0: 1, 1: 2}  # the last stage anchored to the first output: all askew
+    assert align(stages, inters, 0, anchors={0: 0, 1: 2}) == {0: 0, 1: 2, 2: 1}
+    assert align(stages, inters, None) == align(stages, inters, None, anchors={})
+
+
+def test_entries_anchor_each_output_s_stage_to_the_value_the_graph_returns_for_it():
+    two = np.array([2.0, 4.0], np.float32)
+    stages = [_stage("y:mul", "mul", "float32", [2.0, 4.0], 1e-6)._replace(returns=0),
+              _stage("h:add", "add", "float32", [3.0, 5.0], 1e-6),
+              _stage("return:cast", "cast", "float32", [3.0, 5.0], 1e-6)._replace(returns=1)]
+    h = np.array([3.0, 5.0], np.float32)
+    inters = [Intermediate("m", "aten.mul.Tensor", "float32", two), Intermediate("a", "aten.add.Tensor", "float32", h),
+              Intermediate("c", "aten._to_copy.default", "float32", h.copy())]
+    out = entries(stages, Capture(inters, 0, (two, h), "test"), approximate=False)
+    assert [e["node"] for e in out] == ["m = aten.mul.Tensor", "a = aten.add.Tensor", "c = aten._to_copy.default"]
+    assert not any(e["over"] for e in out)
 
 
 def test_a_rerun_that_differs_makes_the_attribution_approximate():

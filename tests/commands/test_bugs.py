@@ -87,14 +87,16 @@ def test_bugs_unknown_id_is_one_line_exit_2(cli_here):
 
 
 # One entry of each kind: a catalog seed reproduced, one fixed upstream, an error, a program (a near miss)
-# and a module case of the zoo (skipped without transformers). Every entry is checked by `make bugs`
-# and by the workflow's zoo job (`normdiff bugs --check`): here a sample keeps `make test` short.
+# and a module case of the zoo (skipped without transformers). Every entry, with its scripts, is checked by
+# `make bugs` and by the workflow's zoo job (`normdiff bugs --check`): here a sample keeps `make test` short,
+# and the scripts run for one entry only (test_bugs_check_runs_an_entrys_full_and_short_script).
 SAMPLE = ("tvm-20909", "tvm-19592", "tvm-new-bf16-layer-norm", "executorch-24428-near-miss", "onnxruntime-22557-silu-gate")
 
 
 @pytest.mark.slow
 def test_bugs_check_behaves_as_recorded_on_one_entry_of_each_kind(cli, tmp_path):
-    proc = cli("bugs", "--check", "--jobs", "2", "--out", str(tmp_path), *[a for i in SAMPLE for a in ("--id", i)])
+    proc = cli("bugs", "--check", "--no-scripts", "--jobs", "2", "--out", str(tmp_path),
+               *[a for i in SAMPLE for a in ("--id", i)])
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     from harness.commands.bugs import missing
 
@@ -108,6 +110,30 @@ def test_bugs_check_behaves_as_recorded_on_one_entry_of_each_kind(cli, tmp_path)
     seed = bugs.get("tvm-20909").specs[0]
     rec = next(r for r in records if r["case_id"] == seed.case_id and r["path"] == "tvm-decompose")
     assert rec["verdict"] == "inaccurate" and rec["max_abs_err"] == pytest.approx(0.4141, abs=1e-3)
+
+
+@pytest.mark.slow
+def test_bugs_check_runs_an_entrys_full_and_short_script(cli, tmp_path):
+    """Both scripts of the seed, in one fresh interpreter: each exits 1, as the entry is recorded, and they stay
+    in --out's scripts/ beside their output."""
+    proc = cli("bugs", "--check", "--jobs", "1", "--id", "tvm-20909", "--out", str(tmp_path))
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    assert re.search(r"^tvm-20909\s+reproduced\s+\(as recorded\)\s+scripts: full exits 1, short exits 1$",
+                     proc.stdout, re.M), proc.stdout
+    assert "and so do their full and short scripts" in proc.stderr
+    scripts = tmp_path / "scripts"
+    assert sorted(os.listdir(scripts)) == ["tvm-20909-full.py", "tvm-20909-full.py.out", "tvm-20909-short.py",
+                                           "tvm-20909-short.py.out"]
+    assert "FAIL: rows beyond normdiff's check" in (scripts / "tvm-20909-full.py.out").read_text()
+    assert "rows failing: 1 of 1" in (scripts / "tvm-20909-short.py.out").read_text()
+
+
+def test_an_entry_whose_scripts_do_not_exit_as_recorded_is_said_and_counts():
+    from harness.commands.bugs import _scripts_note
+
+    assert _scripts_note((1, 1, 1)) == ("scripts: full exits 1, short exits 1", True)
+    assert _scripts_note((0, 1, 1)) == ("scripts: full exits 0, short exits 1 (recorded: 1)", False)
+    assert _scripts_note(None)[1] is False
 
 
 def test_a_symbolic_entry_holds_each_check_to_its_scope(monkeypatch):

@@ -6,7 +6,7 @@ import pytest
 
 from harness import paths
 from harness.core.records import Record, dumps
-from harness.core.verdicts import SCORED, Verdict
+from harness.core.verdicts import SCORED, Verdict, worst
 from harness.spec import CaseSpec
 
 # vLLM's fused residual add + RMSNorm (tests/user_norms.py): forward(x, residual) -> (normed, x + residual), the sum
@@ -30,7 +30,7 @@ def test_a_module_returning_two_tensors_gets_two_scores_on_every_path_and_the_wo
     assert [s.name for s in record.scores] == ["0", "1"], record.message  # named by position in the forward
     verdicts = [s.verdict for s in record.scores]
     assert record.verdict == min(verdicts, key=SCORED.index)  # the worse of the two
-    assert record.verdict_output == record.scores[record.worst].name and record.score.verdict == record.verdict
+    assert record.verdict_output == record.scores[worst(record.scores)].name and record.score.verdict == record.verdict
     assert record.to_dict()["verdict_output"] == record.verdict_output and len(record.to_dict()["outputs"]) == 2
     if path.startswith("executorch-recompose"):  # the rebuilt float32 norm: the normalized output only
         assert verdicts == [Verdict.DTYPE_MISMATCH, Verdict.PASS] and record.verdict_output == "0"

@@ -47,3 +47,17 @@ def test_inputs_must_name_the_forwards_parameters():
     adaptive = build(spec("user_norms:AdaptiveLayerNorm", init={"dim": 32, "cond_dim": 8}))
     with pytest.raises(ModuleSpecError, match="forward requires 'cond'"):
         forward_names(adaptive, spec("user_norms:AdaptiveLayerNorm"))
+
+
+def test_an_instance_is_the_submodule_of_the_model_built_as_the_model_is():
+    """A norm instance of a whole model (docs/models.md): the model built (a factory too), moved, then taken apart."""
+    raw = {"class": "user_models:tiny_mixer", "init": {"width": 8}, "dtype": "float16", "shape": [2, 4, 8]}
+    norm = build(CaseSpec.from_dict({**raw, "instance": "norm_in"}))
+    assert isinstance(norm, torch.nn.LayerNorm) and norm.weight.dtype == torch.float16
+    proj = build(CaseSpec.from_dict({**raw, "instance": "proj"}), factory=True)
+    again = build(CaseSpec.from_dict({**raw, "instance": "proj"}))
+    assert torch.equal(proj.weight, again.weight)  # the model's seeded draw: the same weights every time
+    with pytest.raises(ModuleSpecError, match="has no submodule 'nowhere'"):
+        build(CaseSpec.from_dict({**raw, "instance": "nowhere"}))
+    with pytest.raises(ModuleSpecError, match="not a torch.nn.Module subclass"):
+        build(CaseSpec.from_dict(raw))  # a factory only for a whole model or an instance of one

@@ -1,5 +1,6 @@
 """Inputs and parameters: drawn in float64, rounded, bit-identical everywhere; each input kind has the
 property it is documented to stress, in the dtypes it targets; a program's extra inputs draw from their own streams."""
+import dataclasses
 import hashlib
 import subprocess
 import sys
@@ -210,3 +211,23 @@ def test_a_long_row_over_65504_elements_overflows_a_float16_count():
     ref = reference(spec, make_inputs(spec))
     with np.errstate(over="ignore"):
         assert ref.row_len > FP16_MAX and np.isinf(np.float16(ref.row_len))
+
+
+def test_cotangents_draw_from_their_own_stream_one_per_output_after_the_inputs():
+    from harness.oracle.inputs import draw_cotangents
+
+    spec = CaseSpec.from_dict({"pattern": "layer_norm", "dtype": "bfloat16", "shape": [4, 16], "grad": True,
+                               "cotangent": {"kind": "uniform", "low": -2.0, "high": 2.0}})
+    types = (((4, 16), "bfloat16"), ((4, 16), "float32"))
+    first, second = draw_cotangents(spec, types)
+    assert first.dtype == ml_dtypes.bfloat16 and second.dtype == np.float32 and first.shape == (4, 16)
+    assert np.all(np.abs(second) <= 2.0) and not np.array_equal(first.astype(np.float32), second)
+    again = draw_cotangents(spec, types)
+    assert all(np.array_equal(a, b) for a, b in zip(again, (first, second)))  # deterministic
+    inputs = make_inputs(spec)
+    forward = make_inputs(CaseSpec.from_dict({k: v for k, v in spec.to_dict().items()
+                                              if k not in ("grad", "cotangent")}))
+    assert np.array_equal(inputs.x, forward.x)  # the input's stream is untouched
+    with_cotangents = dataclasses.replace(inputs, cotangents=(first,))
+    x, dy = with_cotangents.run_arg  # the cotangents after the inputs
+    assert x is inputs.x and dy is first and with_cotangents.forward_arg == (inputs.x,)

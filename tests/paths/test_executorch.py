@@ -284,3 +284,44 @@ def test_xnnpack_float16_linear_sums_in_float16_exactly_where_the_cpu_has_avx512
         assert ulps > 4, ulps     # 14.2 ulps of the largest output here: 4096 float16 roundings
     else:
         assert ulps <= 1, ulps    # a float32 sum rounded once to float16
+
+
+def test_torchs_joint_graph_trains_through_the_portable_runtime_and_the_rewrite():
+    """A float16 layer norm's gradients on rows of 32 (below the rows of 256 where the optimized native_layer_norm
+    misreads float16: its forward finding, which the joint graph recomputes): to_edge decomposes
+    native_layer_norm_backward into float32 ATen ops; the capture rewrite keeps it whole."""
+    from helpers import grad_case, grad_error
+
+    from harness.paths.base import export_program
+
+    spec, build, example, x, expected = grad_case(
+        {"pattern": "layer_norm", "dtype": "float16", "shape": [8, 32], "params": {"kind": "normal"}})
+    ep = export_program(build(), example)  # the runner's shared export: torch's joint graph
+    op = "aten.native_layer_norm_backward.default"
+    for name, kept in (("executorch", []), ("executorch-recompose-capture", [op])):
+        prepared = paths.get(name).prepare(spec, build(), example, exported=ep)
+        out = prepared.run(x)
+        assert [str(o.dtype) for o in out] == ["float16"] * 3, name
+        assert max(grad_error(out, expected)) < 2e-3, name  # float16 results of float32 math, each rounded once
+        assert prepared.facts["joint_backward_ops"] == [op] and prepared.facts["backward_kept"] == kept, name
+        if name == "executorch":  # decomposed into: the sums over the rows, in float32
+            assert "aten.sum.dim_IntList" in prepared.facts["edge_ops"]
+
+
+def test_a_symbolic_dim_keeps_its_range_through_to_edge_from_a_size_1_example():
+    """to_edge re-traces the program: from a size-1 example it narrowed the range to [1, 2] (the runtime then
+    refused every larger input); export_program traces at 2 and edge_program re-traces size-oblivious."""
+    import torch
+
+    from harness.paths.base import export_program, symbolic_range
+    from harness.paths.executorch import edge_program
+    from harness.paths.executorch_recompose import edge_rewritten
+
+    norm = torch.nn.LayerNorm(16).eval()
+    ep = export_program(norm, (torch.randn(1, 16),), ((0,), 4096))
+    assert symbolic_range(ep) == [1, 4096]
+    assert symbolic_range(edge_program(ep).exported_program()) == [1, 4096]
+    graph_module, _, _ = edge_rewritten(ep, False)
+    x = torch.randn(5, 16)  # the rewritten edge graph runs a size other than its example's
+    out = graph_module(x)
+    assert torch.allclose(out[0] if isinstance(out, (list, tuple)) else out, norm(x).detach(), atol=1e-6)

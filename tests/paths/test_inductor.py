@@ -171,3 +171,37 @@ def test_a_traced_artifact_still_runs_after_a_precompile_reset_dynamo():
     whole = paths.get("inductor").prepare(spec, build_module(spec, inputs.params), example)
     assert whole.facts["inductor_precompiled"] == "miss" and broken.facts["inductor_precompiled"] == "off"
     np.testing.assert_array_equal(broken.run(inputs.x).view(np.uint16), first.view(np.uint16))
+
+
+def test_a_gradient_case_runs_autograd_through_the_compiled_forward():
+    """AOTAutograd compiles the forward and the backward (two Inductor graphs for the one Dynamo graph); runs
+    after another prepare reset Dynamo compile it again, with the same result."""
+    from helpers import grad_case, grad_error
+
+    spec, build, example, x, expected = grad_case(
+        {"pattern": "layer_norm", "dtype": "float16", "shape": [8, 32], "params": {"kind": "normal"}})
+    path = paths.get("inductor")
+    prepared = path.prepare(spec, build(), example)
+    out = prepared.run(x)
+    assert [(o.shape, str(o.dtype)) for o in out] == [((8, 32), "float16"), ((32,), "float16"), ((32,), "float16")]
+    assert max(grad_error(out, expected)) < 2e-3
+    facts = prepared.facts
+    assert facts["inductor_backward"] == "compiled (AOTAutograd)" and facts["inductor_compiled_graphs"] == 2
+    # Inductor's decomposition table decomposes the backward op before its kernels
+    assert facts["joint_backward_ops"] == ["aten.native_layer_norm_backward.default"] and facts["backward_kept"] == []
+    assert facts["inductor_precompiled"] == "off" and path.artifact(prepared) is None  # not kept: compiled at its call
+
+
+def test_a_symbolic_compile_from_a_size_1_example_serves_every_size_and_counts_its_compiles():
+    """mark_dynamic alone refuses a size-1 example (0/1 specialisation); compiled size-oblivious, one graph serves
+    1, 5 and 300 rows, and the fact `compiles`, read after the runs, says so."""
+    raw = {"pattern": "layer_norm", "dtype": "float32", "shape": [1, 16], "dynamic": [0]}
+    _, prepared = _prepare(raw, "inductor")
+    for rows in (1, 5, 300):
+        spec = CaseSpec.from_dict({**raw, "shape": [rows, 16]})
+        inputs = make_inputs(spec)
+        module = build_module(spec, inputs.params)
+        with torch.no_grad():
+            eager = module(to_torch(inputs.x, spec.layout)).numpy()
+        np.testing.assert_allclose(prepared.run(inputs.x), eager, rtol=1e-5, atol=1e-5)
+    assert prepared.facts["compiles"] == 1

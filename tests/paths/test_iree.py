@@ -109,3 +109,18 @@ def test_repro_script_of_the_seed_exits_1(cli_here, tmp_path):
     run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert run.returncode == 1, run.stdout[-2000:] + run.stderr[-2000:]
     assert "reduction accumulator dtypes after torch-mlir: f16" in run.stdout
+
+
+def test_torchs_joint_graph_compiles_as_an_inference_graph():
+    from helpers import grad_case, grad_error
+
+    from harness import paths
+    from harness.paths.base import export_program
+
+    spec, build, example, x, expected = grad_case(
+        {"pattern": "layer_norm", "dtype": "float16", "shape": [8, 32], "params": {"kind": "normal"}})
+    prepared = paths.get("iree").prepare(spec, build(), example, exported=export_program(build(), example))
+    out = prepared.run(x)
+    assert [str(o.dtype) for o in out] == ["float16"] * 3 and max(grad_error(out, expected)) < 2e-3
+    assert prepared.facts["joint_backward_ops"] == ["aten.native_layer_norm_backward.default"]
+    assert prepared.facts["iree_reduction_dtypes"] == ["f32"]

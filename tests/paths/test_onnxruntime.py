@@ -207,3 +207,18 @@ def test_the_two_paths_share_one_export_of_the_runners_program_and_leave_it_unch
     assert plain.built == alone.built and plain.facts["onnx_ops"] == fused.facts["onnx_ops"] and fused.facts["ort_ops"]
     assert (ep.graph_module.code, str(ep.graph_signature)) == before[:2]
     assert all(torch.equal(ep.state_dict[k], v) for k, v in before[2].items())
+
+
+def test_torchs_joint_graph_exports_to_onnx_and_runs():
+    """float32: the joint graph's ONNX model runs (float16's does not load: see docs/gradients.md)."""
+    from helpers import grad_case, grad_error
+
+    from harness.paths.base import export_program
+
+    spec, build, example, x, expected = grad_case(
+        {"pattern": "layer_norm", "dtype": "float32", "shape": [8, 32], "params": {"kind": "normal"}})
+    prepared = paths.get("onnxruntime").prepare(spec, build(), example, exported=export_program(build(), example))
+    out = prepared.run(x)
+    assert [str(o.dtype) for o in out] == ["float32"] * 3 and max(grad_error(out, expected)) < 1e-5
+    assert prepared.facts["joint_backward_ops"] == ["aten.native_layer_norm_backward.default"]
+    assert "LayerNormalization" in prepared.facts["onnx_ops"]  # the forward; its backward exported as plain ops

@@ -156,6 +156,41 @@ def test_a_bfloat16_layer_norm_stores_its_mvn_output_in_bfloat16_before_the_affi
     assert not normalize["approximate"]
 
 
+FUSED_ADD = {"pattern": "rms_norm", "dtype": "bfloat16", "shape": [4, 64], "params": {"kind": "normal"},
+             "inputs": {"r": {"kind": "normal"}},
+             "program": "h = x.float() + r.float()\nv = h.pow(2).mean(-1, keepdim=True)\n"
+                        "normed = (h * torch.rsqrt(v + eps)).to(x.dtype) * w\nreturn normed, h.to(x.dtype)"}
+
+
+def test_each_output_of_a_program_of_two_is_read_and_pairs_with_its_own_stage():
+    """`return normed, h.to(x.dtype)`: both outputs are read from the model's own Results (not only the first),
+    in the model's order, and each anchors its own stage; before, the residual's cast was paired with the
+    normed output's node (370x its bound on a passing case)."""
+    from harness.attribution import attribute
+    from harness.core.verdicts import Verdict
+    from harness.paths.base import input_arrays
+
+    spec = CaseSpec.from_dict(FUSED_ADD)
+    inputs = make_inputs(spec)
+    runner = paths.get("openvino")
+    example = tuple(to_torch(a, spec.layout) for a in input_arrays(inputs.run_arg))
+    out = runner.prepare(spec, build_module(spec, inputs.params), example).run(inputs.run_arg)
+    assert isinstance(out, tuple) and len(out) == 2
+    capture = runner.intermediates(spec, build_module(spec, inputs.params), example)(inputs.run_arg)
+    names = [it.name for it in capture.intermediates]
+    assert capture.intermediates[capture.output].name == "aten::mul/Multiply_1" and names[-1] == "aten::mul/Multiply_1"
+    for value, it in zip(out, [capture.intermediates[capture.output], capture.intermediates[0]]):
+        assert it.value.dtype == value.dtype == ml_dtypes.bfloat16 and it.value.tobytes() == value.tobytes()
+    assert capture.intermediates[0].name == "aten::to/Convert_2"  # h.to(x.dtype): the second output, its own Result
+    found = attribute(spec, runner, inputs, out, Verdict.INACCURATE)
+    by_stage = {e["stage"]: e for e in found.stages}
+    assert by_stage["normed:mul#2"]["node"] == "aten::mul/Multiply_1 = Multiply"
+    assert by_stage["return:cast"]["node"] == "aten::to/Convert_2 = Convert"
+    for stage in ("normed:mul#2", "return:cast"):  # the case passes: each output within its bound
+        assert by_stage[stage]["dtype"] == "bfloat16" and by_stage[stage]["max_err_over_tol"] < 1.0
+    assert not any(e["approximate"] for e in found.stages) and "bit-identical" in found.note
+
+
 def test_a_result_on_a_fused_node_changes_what_the_plugin_computes():
     """Why fused nodes are not read: a Result on the Qwen RMSNorm's pow splits the plugin's fused reduction into
     more nodes (a separate float32 chain computing what the fused one computes), while a Result on the weight
@@ -193,3 +228,16 @@ def test_the_repro_scripts_stage_table_reads_what_attribution_reads(capsys):
     printed = capsys.readouterr().out
     assert "first stage over its bound: return:cast (computed in bfloat16" in printed
     assert "OpenVINO nodes the CPU plugin fused (not read" in printed and "approximate" not in printed
+
+
+def test_a_gradient_case_converts_torchs_joint_graph_which_openvino_refuses_today():
+    """OpenVINO 2026.4's frontend takes aten.native_layer_norm as one output, so the joint graph's reads of its
+    mean and rstd (the backward's inputs) fail to convert: an `error` at export naming getitem, not a crash."""
+    from helpers import grad_case
+
+    from harness.paths.base import StageError
+
+    spec, build, example, _, _ = grad_case({"pattern": "layer_norm", "dtype": "float32", "shape": [4, 16]})
+    with pytest.raises(StageError, match="getitem") as info:
+        paths.get("openvino").prepare(spec, build(), example)
+    assert info.value.stage == "export"

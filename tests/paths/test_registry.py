@@ -90,6 +90,21 @@ def test_normdiff_paths_lists_every_path_with_versions(cli):
     assert "apache-tvm 0.27.0.post1" in proc.stdout and "executorch 1.5.1" in proc.stdout
 
 
+def test_every_path_says_how_it_trains_and_normdiff_paths_prints_it(cli):
+    from harness.commands.paths import describe
+
+    rows = {r["name"]: r for r in describe()}
+    for name in paths.default_names():
+        path = paths.get(name)
+        assert (path.trains is None) == (name == "tvm-decompose-inference"), name  # every other built-in trains
+        assert (path.trains or path.cannot_train) and "\n" not in (path.trains or path.cannot_train), name
+        assert rows[name]["trains"] == path.trains and rows[name]["cannot_train"] == path.cannot_train
+    proc = cli("paths")
+    assert proc.returncode == 0, proc.stderr
+    assert f"trains: {paths.get('tvm-decompose').trains}" in proc.stdout
+    assert f"trains: cannot train: {paths.get('tvm-decompose-inference').cannot_train}" in proc.stdout
+
+
 def test_an_out_of_tree_path_joins_through_the_environment(cli):
     env = {"NORMDIFF_EXTRA_PATHS": "abort=tests.crashy_paths:AbortPath"}
     proc = cli("paths", env=env)

@@ -126,6 +126,27 @@ def test_manual_float16_mean_accumulation_is_covered(arrays, eager):
         assert np.all(np.isfinite(ev.bound)) and np.all(np.abs(got - ev.out) <= ev.bound)
 
 
+WRITTEN_OUT = ("h = x.to(torch.float32)\nm = h.mean(-1, keepdim=True)\nd = h - m\n"
+               "v = (d * d).mean(-1, keepdim=True)\nreturn (d * torch.rsqrt(v + eps)).to(x.dtype)")
+
+
+def test_a_centred_moment_takes_its_means_error_to_second_order(arrays, eager):
+    """(h - m) ** 2 averaged: m's error cancels to first order (its deviations sum to 0), so on a float32 row of
+    1024 at kappa = |mean|/std = 80,000 (the mean's bound 0.6 std) the variance stays bounded away from 0 and
+    the row keeps a finite bound (bounds.centered_moment; the interval through h - m alone reached 0 there),
+    one that eager's own error still respects."""
+    case = ProgramCase("float32", (4, 1024))
+    a = arrays(case, seed=12, offset=8e4)
+    program = parse(WRITTEN_OUT, case=case)
+    ev = evaluate(program, case, a)
+    m, v = (next(s for s in ev.stages if (s.name, s.op) == key) for key in (("m", "mean"), ("v", "mean")))
+    assert np.all(m.err > 0.5 * np.sqrt(v.value))  # the mean may be off by half a standard deviation
+    assert np.all(v.err < 0.5 * v.value)  # its square, not its double, reaches the variance
+    assert np.all(np.isfinite(ev.bound))
+    got, _ = eager(program, case, a)
+    assert np.all(np.abs(got - ev.out) <= ev.bound)
+
+
 def test_float16_accumulation_of_a_sum_is_caught(arrays):
     case = ProgramCase("float16", (2, 4096))
     a = arrays(case, seed=12, offset=0.3, std=0.03)
@@ -242,3 +263,16 @@ def test_each_output_has_its_own_value_bound_and_rows_and_eager_is_within_each(d
         assert g.dtype == np_dtype(e.out_dtype) and np.all(np.abs(g.astype(np.float64) - e.out) <= e.bound)
     witnessed = witness_outputs(program, case, a)  # each witness gives every output
     assert witnessed and all(isinstance(y, tuple) and len(y) == 2 for _, y in witnessed)
+
+
+def test_a_sum_over_the_rows_has_a_bound_that_grows_with_the_row_count():
+    """A weight gradient sums over every row (dim 0): its accumulation term C_ACC·u32·√n·Σ|a| grows as n^1.5 for
+    terms of one size, faster than the sum itself (√n for random signs), as a float32 sum's error can."""
+    program = parse("return (x.float() * y.float()).sum(0)", inputs=("x", "y"))
+    bounds_of = []
+    for rows in (256, 4096):
+        rng = np.random.default_rng(0)
+        arrays = {"x": rng.normal(size=(rows, 64)).astype(np.float32), "y": rng.normal(size=(rows, 64)).astype(np.float32)}
+        ev = evaluate(program, ProgramCase("float32", (rows, 64), extra_inputs=("y",)), arrays)
+        bounds_of.append(np.median(ev.bound))
+    assert bounds_of[1] > 40 * bounds_of[0]  # 16x the rows: 16 x sqrt(16) = 64x, less the output's rounding

@@ -5,7 +5,9 @@ from dataclasses import replace
 
 import pytest
 
+from cases.triage import triage
 from harness.reports import baseline as gate
+from harness.spec import CaseSpec
 from helpers import ROOT, SPECS, entry, record, write_baseline, write_results  # noqa: F401
 
 def table_rows(stdout):
@@ -87,19 +89,24 @@ def test_update_keeps_reasons_and_then_the_gate_passes(cli_here, tmp_path):
     results = write_results(tmp_path, RESULTS)
     r = cli_here("gate", results, "--baseline", base, "--update")
     assert r.returncode == 0, r.stderr
-    assert "1 added, 2 removed, 1 with a new verdict" in r.stderr
+    assert "1 added, 2 removed, 1 re-triaged with a new verdict, 1 of them matched by no triage rule" in r.stderr
     text = (tmp_path / "baseline.json").read_text()
     entries = {(e.case_id, e.path): e for e in gate.parse_baseline(text).values()}
     assert set(entries) == {(SPECS[n].case_id, p) for n, p in
                             (("b", "tvm-decompose"), ("c", "executorch-recompose"), ("d", "tvm"))}
     kept = entries[(SPECS["b"].case_id, "tvm-decompose")]
     assert (kept.verdict, kept.upstream, kept.reason) == ("inaccurate", "apache/tvm#20909", "float16 reduction buffers")
-    changed = entries[(SPECS["d"].case_id, "tvm")]
-    assert (changed.verdict, changed.upstream, changed.reason) == ("error", "new", "power on bfloat16")
+    changed = entries[(SPECS["d"].case_id, "tvm")]  # no rule knows it: the old reason kept, marked untriaged
+    assert (changed.verdict, changed.upstream, changed.reason) == (
+        "error", "new", "untriaged: now error, was inaccurate: power on bfloat16")
+    assert r.stdout.splitlines() == [f"re-triaged tvm {gate.case_label(changed.case, changed.case_id)}: inaccurate -> "
+                                     f"error: new: {changed.reason} (no triage rule matches: upstream kept, reason "
+                                     "marked untriaged)"]
     added = entries[(SPECS["c"].case_id, "executorch-recompose")]
     assert added.upstream == "new" and added.reason.startswith("untriaged: inaccurate")
-    # the written file is the canonical form, so an update with nothing new changes no byte
-    assert cli_here("gate", results, "--baseline", base, "--update").returncode == 0
+    # the written file is the canonical form, so an update with nothing new changes no byte (and re-triages none)
+    again = cli_here("gate", results, "--baseline", base, "--update")
+    assert again.returncode == 0 and again.stdout == "" and "0 re-triaged" in again.stderr
     assert (tmp_path / "baseline.json").read_text() == text == gate.dump_baseline(entries)
     assert cli_here("gate", results, "--baseline", base).returncode == 0
 
@@ -357,3 +364,46 @@ def test_an_execution_of_several_outputs_is_known_by_the_outputs_that_fail(capsy
     code, out, _ = gate_in_process(capsys, write_results(tmp_path, [records[0], worse]), "--baseline",
                                    str(tmp_path / "old.json"))
     assert code == 0 and "1 XFAIL" in out
+
+
+def test_update_re_triages_an_entry_whose_verdict_changed_from_the_rules(capsys, tmp_path):
+    """A changed verdict takes the first matching triage rule's upstream and reason (cases/triage.py), printed one
+    line per entry; an unchanged verdict keeps its hand-written reason, even where a rule would say otherwise."""
+    base = write_baseline(tmp_path, [
+        entry("b", "tvm-decompose", "nonfinite", "new", "NaN once, by hand"),            # now inaccurate: a rule's
+        entry("b", "tvm", "inaccurate", "new", "untriaged: inaccurate: 3x the bound"),   # untriaged before and after
+        entry("c", "executorch-recompose", "dtype_mismatch", "new", "kept: same verdict")])
+    results = write_results(tmp_path, [record("b", "tvm-decompose", "inaccurate"),
+                                       record("b", "tvm", "crash", "worker died (SIGSEGV)"),
+                                       record("c", "executorch-recompose", "dtype_mismatch")])
+    code, out, err = gate_in_process(capsys, results, "--baseline", base, "--update")
+    assert code == 0 and "2 re-triaged with a new verdict, 1 of them matched by no triage rule" in err[-1]
+    by_path = {e.path: e for e in gate.load_baseline(base).values()}
+    ruled = by_path["tvm-decompose"]
+    assert (ruled.verdict, ruled.upstream) == ("inaccurate", "apache/tvm#20909")
+    assert ruled.reason.startswith("DecomposeOpsForTraining splits layer_norm")
+    assert by_path["tvm"].reason == "untriaged: crash: worker died (SIGSEGV)"  # no "was untriaged: …" nesting
+    assert by_path["executorch-recompose"].reason == "kept: same verdict"
+    lines = out.splitlines()
+    label = gate.case_label(ruled.case, ruled.case_id)
+    assert lines == [f"re-triaged tvm {label}: inaccurate -> crash: new: untriaged: crash: worker died (SIGSEGV) "
+                     "(no triage rule matches: upstream kept, reason marked untriaged)",
+                     f"re-triaged tvm-decompose {label}: nonfinite -> inaccurate: apache/tvm#20909: {ruled.reason}"]
+
+
+def test_update_re_triages_a_real_record_whose_verdict_changed(capsys, tmp_path, execute_cached):
+    """A real execution: the fused residual RMSNorm on executorch-recompose, listed with another verdict, is
+    re-triaged to RecomposeRmsNorm's report; the entry keeps the outputs that fail."""
+    real = execute_cached(FUSED_ADD, "executorch-recompose").to_dict()
+    assert real["verdict"] == "dtype_mismatch"
+    spec = CaseSpec.from_dict(FUSED_ADD)
+    listed = {"case_id": spec.case_id, "path": "executorch-recompose", "verdict": "inaccurate", "upstream": "new",
+              "reason": "wrong values, by hand", "case": spec.to_dict()}
+    base = write_baseline(tmp_path, [listed])
+    code, out, _ = gate_in_process(capsys, write_results(tmp_path, [real]), "--baseline", base, "--update")
+    (known,) = gate.load_baseline(base).values()
+    assert code == 0 and (known.verdict, known.upstream) == ("dtype_mismatch", "pytorch/executorch#24428")
+    assert known.reason == triage(real)[1] and known.outputs == {"normed": "dtype_mismatch"}
+    assert out == (f"re-triaged executorch-recompose {gate.case_label(known.case, known.case_id)}: inaccurate -> "
+                   f"dtype_mismatch: pytorch/executorch#24428: {known.reason}\n")
+    assert gate_in_process(capsys, write_results(tmp_path, [real]), "--baseline", base)[0] == 0

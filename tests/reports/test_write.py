@@ -177,3 +177,64 @@ def test_real_run_on_the_tvm_seed_reports_and_gates(cli, tmp_path):
     base.write_text(json.dumps({"format": "normdiff-baseline", "version": 1, "entries": []}))
     bad = cli("gate", "nightly/results.jsonl", "--baseline", "reports/baseline.json", cwd=str(tmp_path))
     assert bad.returncode == 1 and seed_id in bad.stderr and "NEW_FAIL tvm-decompose" in bad.stderr
+
+
+def _several(name, path, scores):
+    """A record of several outputs as the runner writes it: each output's score in `outputs`, the worst one's flat
+    (docs/contracts.md §4). `scores` is [(output name, verdict, max_err_over_tol)] in order."""
+    rec = record(name, path, "pass")
+    outputs = [{"name": n, "verdict": v, "message": f"{v}, {ratio}x", "max_abs_err": ratio / 100, "max_rel_err": None,
+                "max_ulp": ratio * 4, "worst_row": 0, "out_dtype": rec["out_dtype"], "max_err_over_tol": ratio,
+                "unstable": False, "rows_over": int(ratio > 1)} for n, v, ratio in scores]
+    worst = max(outputs, key=lambda o: (o["verdict"] != "pass", o["max_err_over_tol"]))
+    return {**rec, "verdict": worst["verdict"], "message": f"output {worst['name']}: {worst['message']}",
+            "max_err_over_tol": worst["max_err_over_tol"], "max_ulp": worst["max_ulp"],
+            "outputs": outputs, "verdict_output": worst["name"]}
+
+
+def test_each_output_of_a_case_of_several_has_its_score_in_every_report(tmp_path):
+    """A program's `return normed, h` and a gradient case's d_x, d_weight, d_bias: summary.md, junit.xml and
+    report.html give each output its verdict and error over its bound; one-output records read as before."""
+    records, baseline = hand_made()
+    two = _several("c", "tvm", [("normed", "inaccurate", 250.0), ("h", "pass", 0.25)])
+    three = _several("a", "inductor", [("d_x", "pass", 0.5), ("d_weight", "inaccurate", 12.0), ("d_bias", "pass", 0.0)])
+    out = str(tmp_path / "out")
+    write_reports(records + [two, three], out, baseline=baseline)
+    texts = {"normed": "normed: inaccurate, 250x the bound", "h": "h: pass, 0.25x the bound",
+             "d_x": "d_x: pass, 0.5x the bound", "d_weight": "d_weight: inaccurate, 12x the bound",
+             "d_bias": "d_bias: pass, 0x the bound"}
+
+    summary = open(os.path.join(out, "summary.md"), encoding="utf-8").read()
+    assert "- output normed: inaccurate, max abs err 2.5 (1000 ulp), 250x the bound" in summary
+    assert "- output h: pass, max abs err 0.0025 (1 ulp), 0.25x the bound" in summary
+    assert "- output d_bias: pass, max abs err 0 (0 ulp), 0x the bound" in summary
+    table = summary.split("## All failing executions", 1)[1]
+    (row,) = [line for line in table.splitlines() if "| inductor |" in line]
+    assert f"| 12 ({texts['d_x']}; {texts['d_weight']}; {texts['d_bias']}) |" in row
+    (row,) = [line for line in table.splitlines() if f"| executorch | {gate.case_label(SPECS['c'].to_dict(), SPECS['c'].case_id)}" in line]
+    assert "| 250 |" in row  # a one-output record: its error over its bound alone, as before
+    assert summary.count("- output ") == 5
+
+    suite = ET.parse(os.path.join(out, "junit.xml")).getroot()
+    props = {(tc.get("classname"), tc.find("properties/property[@name='case_id']").get("value")):
+             {p.get("name"): p.get("value") for p in tc.iter("property")} for tc in suite.iter("testcase")}
+    gradient = props[("normdiff.inductor", SPECS["a"].case_id)]
+    assert {k: v for k, v in gradient.items() if k.startswith("output ")} == {
+        "output d_x": "pass, 0.5x the bound", "output d_weight": "inaccurate, 12x the bound",
+        "output d_bias": "pass, 0x the bound"}
+    assert gradient["verdict_output"] == "d_weight"
+    assert props[("normdiff.tvm", SPECS["c"].case_id)]["output normed"] == "inaccurate, 250x the bound"
+    (failure,) = [tc.find("failure") for tc in suite.iter("testcase") if tc.get("classname") == "normdiff.inductor"
+                  and tc.find("failure") is not None]
+    assert all(f"output {t}\n" in failure.text for k, t in texts.items() if k.startswith("d_"))
+    one = [tc for tc in suite.iter("testcase") if tc.get("classname") == "normdiff.executorch"]
+    assert one and not any(p.get("name").startswith(("output ", "verdict_output")) for tc in one
+                           for p in tc.iter("property"))
+
+    page = open(os.path.join(out, "report.html"), encoding="utf-8").read()
+    _, visible = parse_html(page)
+    for text in texts.values():
+        assert f'<span class="output">{text}</span>' in page and text in visible
+    assert page.count(f'<span class="output">{texts["d_weight"]}</span>') == 2  # the worst cases and the failures
+    rows = [line for line in page.splitlines() if line.startswith("<tr data-path=\"inductor\"")]
+    assert len(rows) == 1 and 'data-sort="12.0"' in rows[0]  # sorted by the worst output's

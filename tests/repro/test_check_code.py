@@ -15,6 +15,7 @@ import os
 import subprocess
 import sys
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -37,6 +38,14 @@ def test_up_never_rounds_below_and_literal_keeps_one_number_for_equal_rows():
     assert literal([0.25, 0.25], "A", "why") == "A = 0.25  # why"
     assert literal([0.25, 0.5], "A", "why", column=True) == "# why\nA = np.array([0.25, 0.5])[:, None]"
     assert literal([0.25, 0.5] * 20, "A", "why").startswith("# why\nA = np.array([\n    0.25, 0.5, 0.25,")
+    # most rows at one value (the floor): that value, then the few others
+    floor = [0.0837] * 40
+    floor[3], floor[30] = 0.143, 0.1
+    text = literal(floor, "A", "why")
+    assert text == "A = np.full(40, 0.0837)  # why\nA[[3, 30]] = 0.143, 0.1"
+    namespace = {"np": np}
+    exec(text, namespace)  # noqa: S102 - the generated literal under test
+    assert namespace["A"].tolist() == floor
 
 
 def _candidates(spec, ref) -> list[np.ndarray]:
@@ -82,3 +91,44 @@ def test_the_scripts_check_passes_correct_outputs_and_decides_as_normdiff(tmp_pa
     correct = 2 + (len(ref.witness_outputs()) if ref.witness_outputs else 0)  # eager, the rounded reference, witnesses
     assert decisions[:correct] == [0] * correct
     assert decisions[-1] == 1 and 0 in decisions[correct:]  # a small push passes, a large one fails
+
+
+FUSED_ADD = {"pattern": "rms_norm", "dtype": "bfloat16", "shape": [4, 64], "params": {"kind": "normal"},
+             "inputs": {"r": {"kind": "normal"}},
+             "program": "h = x.float() + r.float()\nv = h.pow(2).mean(-1, keepdim=True)\n"
+                        "normed = (h * torch.rsqrt(v + eps)).to(x.dtype) * w\nreturn normed, h.to(x.dtype)"}
+
+
+def test_a_case_of_several_outputs_holds_each_to_its_own_check(tmp_path):
+    """`return normed, h`: check_0 and check_1, each with its output's reference and thresholds, decide as
+    compare.score does on that output (harness.oracle.outputs.score_each scores each so)."""
+    from harness.spec import CaseSpec
+
+    spec = CaseSpec.from_dict(FUSED_ADD)
+    ref = reference(spec, make_inputs(spec))
+    script = render_short(spec, "executorch-recompose", "two outputs")
+    head, run, _ = script.partition(RUN)
+    assert run and "def check_0(out, eager, ref=ref[0]):" in head and "def check_1(out, eager, ref=ref[1]):" in head
+    files = {}
+    for k, r in enumerate(ref.each):
+        for i, out in enumerate(_candidates(spec, r)):
+            files[(k, i)] = str(tmp_path / f"out{k}_{i}.npy")
+            np.save(files[(k, i)], out.view(np.uint16))  # bfloat16 as its bits (.npy has no bfloat16)
+    tail = ("for k, e in enumerate(eagers):\n    np.save(f'{EAGER}{k}.npy', e.view(np.uint16))\n"
+            "for (k, i), f in FILES.items():\n"
+            "    print('decision', k, i, (check_0, check_1)[k](np.load(f).view(eagers[k].dtype), eagers[k]))\n")
+    text = head + f"EAGER, FILES = {str(tmp_path / 'eager')!r}, {files!r}\n" + tail
+    (tmp_path / "check.py").write_text(text, encoding="utf-8")
+    done = subprocess.run([sys.executable, "check.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "PYTHONPATH": ""})
+    assert done.returncode == 0, done.stderr[-2000:]
+    decisions = {(int(k), int(i)): int(d) for _, k, i, d in
+                 (line.split() for line in done.stdout.splitlines() if line.startswith("decision "))}
+    assert set(decisions) == set(files)
+    bits = lambda f: np.load(f).view(ml_dtypes.bfloat16)
+    for (k, i), f in files.items():
+        verdict = score(bits(f), ref.each[k], bits(tmp_path / f"eager{k}.npy")).verdict
+        assert decisions[(k, i)] == int(verdict != Verdict.PASS), (k, i)
+    last = max(i for _, i in files)
+    assert {decisions[(k, 0)] for k in range(2)} == {0}  # each rounded reference passes its own check
+    assert {decisions[(k, last)] for k in range(2)} == {1}  # and 64x its tolerance off fails it

@@ -1,7 +1,9 @@
 """Strategies over norm programs: valid by construction, shrinking toward the canonical norm."""
 from __future__ import annotations
 
+import importlib
 import json
+import sys
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -121,6 +123,42 @@ def test_the_same_seed_draws_the_same_batches():
     first = draws("normdiff-fuzz:5:0")
     assert first == draws("normdiff-fuzz:5:0") and first != draws("normdiff-fuzz:6:0")
     assert sum(len(ids) for _, ids in first) > 2 * len(first)  # several examples per structure
+
+
+def test_make_test_draws_the_same_programs_on_every_run(tmp_path):
+    """tests/conftest.py's profile: a @given test without a seed of its own draws from its code alone (no
+    example database, no fresh random, not the literals of whichever of the project's modules its xdist worker
+    has imported so far), so one commit runs the same examples every time; `make fuzz` explores."""
+    from hypothesis import strategies as st
+
+    assert settings.default.derandomize and settings.default.database is None
+
+    def draws(strategy):
+        seen = []
+
+        @settings(QUICK, max_examples=40)
+        @given(strategy)
+        def draw(value):
+            seen.append(value)
+
+        draw()
+        return seen
+
+    # seeds as program_batches draws them, many per example: hypothesis picks a literal of an imported
+    # module for about one draw in forty
+    batches, seeds = program_batches(max_row=64), st.lists(st.integers(0, 2 ** 31 - 1), min_size=40, max_size=40)
+    first = (draws(batches), draws(seeds))
+    assert len({b.skeleton for b in first[0]}) > 10
+    (tmp_path / "house_literals.py").write_text("".join(
+        f"C{i} = {v!r}\n" for i, v in enumerate([1729, 4242, 12345, 31337, 54321, 98765, 271828, 8675309]
+                                                 + list(range(101, 4001, 37)))))
+    sys.path.insert(0, str(tmp_path))
+    try:
+        importlib.import_module("house_literals")  # a project module imported since: its literals are new
+        assert (draws(batches), draws(seeds)) == first
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("house_literals", None)
 
 
 @pytest.mark.slow

@@ -134,3 +134,39 @@ def test_a_program_spec_carries_its_parsed_program_and_derives_its_keys_once():
     made = CaseSpec(**{f: getattr(spec, f) for f in spec.__dataclass_fields__})  # not through from_dict
     assert made.parsed_program == spec.parsed_program and made.structure_key() == spec.structure_key()
     assert CaseSpec.from_dict({"pattern": "layer_norm", "dtype": "float32", "shape": [4]}).parsed_program is None
+
+
+# -- a norm instance of a whole model with its captured input (docs/models.md) ---------------------------------------
+HEX = "ab" * 32
+INSTANCE = {"class": "user_models:TinyMixer", "init": {"width": 16}, "instance": "norm_out", "dtype": "float16",
+            "shape": [2, 4, 16], "input": {"kind": "captured", "sha256": HEX}}
+
+
+def test_an_instance_case_names_its_submodule_and_its_captured_input():
+    spec = CaseSpec.from_dict(INSTANCE)
+    assert spec.instance == "norm_out" and spec.to_dict()["instance"] == "norm_out"
+    assert spec.input_dict == {"kind": "captured", "sha256": HEX}
+    assert CaseSpec.from_json(spec.to_json()) == spec
+    other = CaseSpec.from_dict({**INSTANCE, "input": {"kind": "captured", "sha256": "cd" * 32}})
+    assert other.case_id != spec.case_id and other.structure_key() == spec.structure_key()  # the input is dropped
+    assert CaseSpec.from_dict({**INSTANCE, "instance": "norm_in"}).structure_key() != spec.structure_key()
+    plain = CaseSpec.from_dict({k: v for k, v in INSTANCE.items() if k not in ("instance", "input")})
+    assert "instance" not in plain.to_dict()  # a module case naming none is what it was
+    assert "TinyMixer[norm_out]" in str(spec) and "sha256=abababababab" in str(spec)
+
+
+@pytest.mark.parametrize("change, key", [
+    ({"input": {"kind": "captured"}}, "input.sha256"),
+    ({"input": {"kind": "captured", "sha256": "AB" * 32}}, "input.sha256"),
+    ({"input": {"kind": "captured", "sha256": HEX, "scale": 2}}, "input.scale"),
+    ({"instance": "layers..1"}, "instance"),
+    ({"instance": 3}, "instance"),
+])
+def test_bad_instance_keys_name_the_key(change, key):
+    with pytest.raises(SpecError, match=rf"^spec key '{key}'"):
+        CaseSpec.from_dict({**INSTANCE, **change})
+
+
+def test_only_a_module_case_names_an_instance():
+    with pytest.raises(SpecError, match=r"^spec key 'instance'"):
+        CaseSpec.from_dict({"pattern": "layer_norm", "dtype": "float16", "shape": [2, 8], "instance": "norm"})

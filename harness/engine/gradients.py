@@ -1,0 +1,105 @@
+"""A gradient case (`"grad": true`, docs/gradients.md) made concrete in a worker, for every kind of case.
+
+The forward module is built as the kind builds it (a catalog style, a
+program's module, a module case's class); the forward is run once on the
+case's inputs for its outputs' shapes and dtypes, and one cotangent per
+output is drawn (harness.oracle.inputs.draw_cotangents). The case's module is
+then `Backward(forward, n_inputs)`, its example the inputs then the
+cotangents, and its reference the FP64 evaluation of the backward lifted
+from torch's joint graph (harness.modules.lift_backward): one output per
+gradient, named d_x, d_weight, …, each with the program's running bound and
+witnesses, and judged without eager (Reference.gradient); the first input's
+gradient is d_x whatever the forward calls it, as a program calls it x. The lifted
+backward is checked against the float64 autograd of the same module, as a
+module case's lift is: an `error` at stage `lift` when they disagree.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+import numpy as np
+
+from harness.core.records import LiftCheck
+
+
+@dataclass(frozen=True)
+class GradientParts:
+    """What the engine's Setup of a gradient case holds."""
+    inputs: object        # harness.oracle.inputs.Inputs, with its cotangents
+    ref: object           # harness.oracle.reference.Reference, one output per gradient
+    build: object         # () -> (Backward(module, n), example: inputs then cotangents, as tensors)
+    lift: LiftCheck       # the lifted backward and its check against float64 autograd
+
+
+def _tensors(arrays, layout: str, like: tuple[int, ...]):
+    from harness.core.tensors import to_torch
+
+    return tuple(to_torch(a, layout if a.shape == like else "contiguous") for a in arrays)
+
+
+def output_types(module, inputs, layout: str) -> tuple[tuple[tuple[int, ...], str], ...]:
+    """(shape, dtype) of each output of the forward on the case's inputs (run once, without autograd)."""
+    import torch
+
+    from harness.core.dtypes import name_of
+
+    with torch.no_grad():
+        out = module(*_tensors(inputs.forward_arg, layout, inputs.x.shape))
+    outs = tuple(out) if isinstance(out, (tuple, list)) else (out,)
+    return tuple((tuple(o.shape), name_of(o.dtype)) for o in outs)
+
+
+def gradient_parts(spec, make_forward, inputs, input_names: tuple[str, ...], memo: dict) -> GradientParts:
+    """The gradient case of `spec`: `make_forward()` builds a fresh forward module with the case's parameters,
+    `inputs` are the forward's (harness.oracle.inputs.Inputs), `input_names` the forward's names of them (x
+    first); `memo` keeps each structure's lifted backward (the program depends on the structure alone)."""
+    from harness.modules.lift_backward import float64_gradients, lift_backward
+    from harness.oracle.backward import Backward, gradient_names
+    from harness.oracle.inputs import draw_cotangents
+    from harness.oracle.reference import evaluation_reference
+    from harness.oracle.witness_error import program_witnesses
+    from harness.program import evaluate
+
+    module = make_forward()
+    inputs = dataclasses.replace(inputs, cotangents=draw_cotangents(spec, output_types(module, inputs, spec.layout)))
+    n = len(inputs.forward_arg)
+
+    def build():
+        return Backward(make_forward(), n), _tensors(inputs.run_arg, spec.layout, inputs.x.shape)
+
+    backward, example = Backward(module, n), _tensors(inputs.run_arg, spec.layout, inputs.x.shape)
+    key = spec.structure_key()
+    if key not in memo:
+        memo[key] = lift_backward(backward, example, input_names, spec.cls or spec.pattern or "program",
+                                  spec.dtype, spec.weight_dtype)
+    lifted = memo[key]
+    arrays = lifted.arrays(inputs.run_arg, module)
+    evaluation = evaluate(lifted.program, lifted.case, arrays)
+    witnesses = program_witnesses(spec.case_id, lifted.program, lifted.case, arrays)
+    ref = gradient_reference(evaluation_reference(evaluation, witnesses), gradient_names(("x", *input_names[1:]), module))
+    grads, why = float64_gradients(backward, inputs.run_arg)
+    lift = LiftCheck(program=lifted.source, lifted_pattern="backward", **_check(evaluation, grads, why))
+    return GradientParts(inputs, ref, build, lift)
+
+
+def gradient_reference(ref, names: tuple[str, ...]):
+    """`ref` (the lifted backward's) as a gradient case's: each output named by its gradient and judged without
+    eager (harness.oracle.compare.score: Reference.gradient)."""
+    each = tuple(dataclasses.replace(r, gradient=True, outputs=(), names=()) for r in ref.each)
+    return dataclasses.replace(each[0], outputs=each, names=tuple(names))
+
+
+def _check(evaluation, grads, why) -> dict:
+    """The LiftCheck's numbers: each gradient of the lifted backward against float64 autograd's, the worst kept."""
+    from harness.modules.lift_check import compare
+
+    if grads is None:
+        return {"lift_check": None, "lift_check_over_bound": None, "lift_note": f"not checked: {why}"}
+    each = evaluation.each
+    if len(grads) != len(each):
+        return {"lift_check": float("inf"), "lift_check_over_bound": float("inf"),
+                "lift_note": f"float64 autograd gives {len(grads)} gradients, the lifted backward {len(each)}"}
+    checks = [compare(np.asarray(e.out, dtype=np.float64), e.bound, g) for e, g in zip(each, grads)]
+    return {"lift_check": max(c[0] for c in checks), "lift_check_over_bound": max(c[1] for c in checks),
+            "lift_note": None}
