@@ -22,9 +22,6 @@ def _instance(length: int) -> dict:
 
 _LAYER_TWIN = {"pattern": "layer_norm", "dtype": "float32", "shape": [2, 67], "dynamic": [1], "input": shapes.INPUT,
                "program": "return F.layer_norm(x, (x.shape[-1],), None, None, eps)"}
-_QWEN_TWIN = {"pattern": "rms_norm", "dtype": "float32", "shape": [2, 67], "dynamic": [1], "input": shapes.INPUT,
-              "program": "h = x.to(torch.float32)\nv = h.pow(2).mean(-1, keepdim=True)\n"
-                         "h = h * torch.rsqrt(v + eps)\nreturn h.to(x.dtype)"}
 
 BUGS = (
     _bug("tvm-17744-symbolic-count", f"{_TVM}/issues/17744",
@@ -63,14 +60,5 @@ BUGS = (
          a torch.export Dim: the importer's int() of the SizeVar raises
          TypeError ('not Node'). Compiled statically it passes. Not reported
          yet.""",
-         scope=SYMBOLIC_ONLY),
-    _bug("pytorch-new-inductor-mark-dynamic-rms", None,
-         "torch.compile with mark_dynamic on the reduced dim of the Qwen RMSNorm program: ConstraintViolationError",
-         [_QWEN_TWIN], ["inductor"], Verdict.ERROR, "reproduced",
-         """The Qwen RMSNorm's program twin (no weight) with its last dim marked
-         dynamic: dynamo specialises it while tracing and raises 'Constraints
-         violated (L['x'].size()[1])', in float16, bfloat16 and float32;
-         torch.export of the same module keeps the dim symbolic, and the static
-         torch.compile passes. Cause not located; not reported yet.""",
          scope=SYMBOLIC_ONLY),
 )

@@ -19,7 +19,6 @@ from harness.core.records import ALSO_STATIC, static_scope
 from harness.core.verdicts import Verdict
 
 TVM = ("tvm", "tvm-decompose", "tvm-decompose-inference")
-INDUCTOR = ("inductor", "inductor-emulate")
 WRONG = (Verdict.INACCURATE, Verdict.NONFINITE)
 FLOAT16_COUNT = 65520  # the first element count float16 rounds to inf
 
@@ -70,10 +69,6 @@ SHAPES_RULES: tuple[Rule, ...] = (
                 "iree-org/iree#23650: instance norm over a dynamic dim)",
          lambda r: r["path"] == "iree" and _symbolic_own(r) and r["verdict"] in WRONG
          and _case(r)["pattern"] == "instance_norm"),
-    Rule("new", "symbolic only: torch.compile with mark_dynamic on the dim cannot keep it symbolic "
-                "(ConstraintViolationError: dynamo specialises it while tracing), where the static compile passes",
-         lambda r: r["path"] in INDUCTOR and _symbolic(r) and r["verdict"] == Verdict.ERROR
-         and "Constraints violated" in _msg(r)),
     Rule("new", "iree-compile fails to link the dispatch of a bfloat16 layer norm over a dynamic length ('failed "
                 "to link executable and generate target dylib'), where the static compile of each length builds "
                 "(and runs, with the bfloat16 reduction's error where it has one)",
