@@ -16,7 +16,7 @@ skips it otherwise.
 """
 from __future__ import annotations
 
-from cases import compiler_bugs, context_bugs, gradient_bugs, nearmiss, zoo_bugs
+from cases import compiler_bugs, context_bugs, gradient_bugs, nearmiss, shapes_bugs, zoo_bugs
 from cases.bug import EXPECTS, Bug, entry as _bug
 from cases.suites import SEED_EXECUTORCH, SEED_TVM
 from harness.core.verdicts import Verdict
@@ -253,7 +253,7 @@ BUGS: tuple[Bug, ...] = (
          'Given normalized_shape=[1, 64], expected input with shape [*1, 64]'.
          Eager broadcasts the weight and passes.""",
          controls=[(_near("qwen"), "executorch-recompose")]),
-) + zoo_bugs.BUGS + compiler_bugs.BUGS + context_bugs.BUGS + gradient_bugs.BUGS
+) + zoo_bugs.BUGS + compiler_bugs.BUGS + context_bugs.BUGS + gradient_bugs.BUGS + shapes_bugs.BUGS
 
 _BY_ID = {b.id: b for b in BUGS}
 assert len(_BY_ID) == len(BUGS), "duplicate bug id"

@@ -18,6 +18,9 @@ prints it as JSON lines.
 * `gradients`: the backward (`"grad": true`) of every catalog pattern, dtype and cast style on many and long
   rows, offsets and outliers, of the context suite's neighbourhoods and of the zoo's most shared norms
   (cases/gradients.py).
+* `shapes`: every catalog pattern and dtype compiled once with symbolic dims (rows, sequence, spatial dims,
+  reduction lengths through the program twins) and run at boundary sizes from 1 to 70,000; the context
+  suite's norms with their sequence symbolic (cases/shapes.py, docs/shapes.md).
 * `zoo`: every norm implementation of the installed transformers as module cases (the `zoo` extra;
   without it, one line saying how to install it): three dtypes, a normal and an outlier input.
 
@@ -27,7 +30,7 @@ parameter draw puts the seed into the structure key).
 """
 from __future__ import annotations
 
-from cases import gradients, nearmiss, neighbours
+from cases import gradients, nearmiss, neighbours, shapes
 from cases.pairwise import pairwise, product
 from harness.spec import CASTS, CATALOG_STYLES, PATTERNS, STYLES, CaseSpec, SpecError, input_of
 
@@ -242,7 +245,7 @@ def _context() -> list[dict]:
 
 
 SUITES = {"smoke": _smoke, "nightly": _nightly, "full": _full, "nearmiss": _nearmiss, "context": _context,
-          "zoo": _zoo, "gradients": gradients.suite}
+          "shapes": shapes.specs, "zoo": _zoo, "gradients": gradients.suite}
 
 
 def suite_notes(name: str) -> list[str]:

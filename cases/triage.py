@@ -20,6 +20,7 @@ from harness.core.verdicts import Verdict
 from cases._triage_record import Record, Rule, _case, _half, _msg, _on  # noqa: F401 (re-exported)
 from cases.triage_compilers import COMPILER_RULES
 from cases.triage_context import CONTEXT_RULES, _neighbour
+from cases.triage_shapes import SHAPES_RULES
 
 
 def _spatial(r: Record) -> int:
@@ -102,7 +103,8 @@ def _legit(name: str):
     return lambda r: _near(r) is not None and _near(r).name == name
 
 
-RULES: tuple[Rule, ...] = CONTEXT_RULES + (  # the context suite's first: they match its programs only
+# the shapes suite's and the context suite's first: they match symbolic records, neighbourhood programs only
+RULES: tuple[Rule, ...] = SHAPES_RULES + CONTEXT_RULES + (
     # -- module cases the program language cannot hold (the zoo): no path ran, nothing to report -----
     Rule("new", "not a compiler finding: the class's graph holds an op outside normdiff's program language "
                 "(none of transformers 5.23's since 0645769, whose language took upsample_nearest2d, cumsum and "

@@ -19,6 +19,7 @@ SEEDS = os.path.join(ROOT, "cases", "seeds")
 BASELINE = os.path.join(ROOT, "reports", "baseline.json")
 ZOO_BASELINE = os.path.join(ROOT, "reports", "zoo-baseline.json")
 CONTEXT_BASELINE = os.path.join(ROOT, "reports", "context-baseline.json")
+SHAPES_BASELINE = os.path.join(ROOT, "reports", "shapes-baseline.json")
 
 
 def normdiff(*args, cwd=None, timeout=900, env=None):

@@ -82,6 +82,49 @@ class PerCasePath(Float16StoragePath):
         return f"case-{spec.case_id}"
 
 
+def _symbolic_graph(spec, module, example):
+    """torch.export with the spec's dynamic dims of x as torch.export Dims in [1, spec.dynamic_max]."""
+    args = example_args(example)
+    dims = {d: torch.export.Dim(f"d{d}", min=1, max=spec.dynamic_max) for d in spec.dynamic}
+    shapes = (dims, *(None for _ in args[1:]))
+    with torch.no_grad():
+        return torch.export.export(module, args, dynamic_shapes=shapes).module()
+
+
+class SymbolicFloat16StoragePath(Float16StoragePath):
+    """Float16StoragePath compiled once with symbolic dims: its float16 storage fails at every size, static too."""
+    name = "float16-storage-symbolic"
+    symbolic = "torch.export Dim"
+
+    def prepare(self, spec, module, example) -> Prepared:
+        graph_module = _symbolic_graph(spec, module, example) if spec.dynamic else _graph(module, example)
+
+        def run(x):
+            return to_numpy(_run(graph_module, tuple(to_torch(a, spec.layout) for a in input_arrays(x))))
+
+        return Prepared(run, {"stores": "float16", "compiles": 1})
+
+
+class SizeHintPath(SymbolicFloat16StoragePath):
+    """A kernel picked for the size it was compiled at (the hint): at that size it runs in the graph's own dtypes,
+    at any other size a generic kernel stores its float32 values in float16 (the class of pytorch/pytorch#106747:
+    a strategy chosen from a size hint, reused at every size). Its failures are symbolic only."""
+    name = "size-hint"
+
+    def prepare(self, spec, module, example) -> Prepared:
+        graph_module = _symbolic_graph(spec, module, example) if spec.dynamic else _graph(module, example)
+        hint = tuple(example_args(example)[0].shape)
+
+        def run(x):
+            tensors = tuple(to_torch(a, spec.layout) for a in input_arrays(x))
+            if tuple(tensors[0].shape) == hint:
+                with torch.no_grad():
+                    return to_numpy(single(graph_module(*tensors)))
+            return to_numpy(_run(graph_module, tensors))
+
+        return Prepared(run, {"hint": list(hint), "compiles": 1})
+
+
 class AbsentLibraryPath(Float16StoragePath):
     """The same path, said to run a library that is not installed: what a command refuses to run on."""
     name = "absent-library"

@@ -18,6 +18,8 @@ structure, every path), in one go:
   cache (harness.commands.bench_shard): `limit_ratio` on work whose ideal is
   minutes, and the run's fixed start beside it;
 * smoke: the smoke suite cold (its own empty cache) and warm;
+* shapes: the shapes suite cold and warm, and each path's compiles against its executions
+  (harness.commands.bench_shapes);
 * zoo: ZOO_STRUCTURES module structures of the zoo suite (both inputs each)
   cold and warm (skipped, in one line, without the zoo extra);
 * fuzz: `normdiff fuzz --programs --paths executorch-recompose --minutes M`,
@@ -45,6 +47,8 @@ attributions. It prints on stdout (details go to stderr):
     ray_s: Y  ray_vs_forkserver: Y/W   (or "ray: skipped (…)")
     verdicts_identical: yes|no    (cold, warm and ray give the same records)
     smoke_cold_s: C  smoke_warm_s: W  smoke_warm_speedup: C/W  smoke_identical: yes|no
+    shapes_cold_s: C  shapes_warm_s: W  shapes_warm_speedup: C/W  shapes_identical: yes|no
+    shapes_compiles_per_executions: PATH=C/E …   (or "shapes: skipped (--no-shapes)")
     zoo_cold_s: C  zoo_warm_s: W  zoo_warm_speedup: C/W  zoo_identical: yes|no   (or "zoo: skipped (…)")
     fuzz_examples_per_minute: F   (or "fuzz: failed (…)" / "fuzz: skipped (--no-fuzz)")
 """
@@ -202,6 +206,7 @@ def main(argv=None) -> int:
     parser.add_argument("--no-shard", action="store_true",
                         help="skip the cold nightly shard (limit_ratio and the fixed start)")
     parser.add_argument("--no-smoke", action="store_true", help="skip the smoke suite's cold and warm runs")
+    parser.add_argument("--no-shapes", action="store_true", help="skip the shapes suite's cold and warm runs")
     parser.add_argument("--no-zoo", action="store_true", help="skip the zoo sample's cold and warm runs")
     parser.add_argument("--fuzz-minutes", type=float, default=FUZZ_MINUTES,
                         help=f"how long the program fuzzer runs (default {FUZZ_MINUTES:g}; 0 skips it)")
@@ -307,7 +312,8 @@ def main(argv=None) -> int:
 
 
 def more_lines(args, names: list[str], log) -> None:
-    """The smoke suite and the zoo sample cold and warm, and the program fuzzer's rate: their lines."""
+    """The smoke suite, the shapes suite and the zoo sample cold and warm, and the program fuzzer's rate: their
+    lines."""
     from cases.suites import suite
 
     yes = {True: "yes", False: "no"}
@@ -316,6 +322,12 @@ def more_lines(args, names: list[str], log) -> None:
         log(f"smoke: cold {cold:.1f} s, warm {warm:.1f} s")
         print(f"smoke_cold_s: {cold:.1f}  smoke_warm_s: {warm:.1f}  smoke_warm_speedup: {cold / warm:.1f}  "
               f"smoke_identical: {yes[same]}", flush=True)
+    if args.no_shapes:
+        print("shapes: skipped (--no-shapes)", flush=True)
+    else:
+        from harness.commands.bench_shapes import shapes_lines
+
+        print("\n".join(shapes_lines(names, args.out, args.jobs, log, cold_and_warm)), flush=True)
     zoo, why = ([], "--no-zoo") if args.no_zoo else zoo_sample()
     if zoo:
         log(f"zoo: {len(zoo)} module cases ({len({s.structure_key() for s in zoo})} structures) x {len(names)} paths")

@@ -23,6 +23,7 @@ import tempfile
 from cases import bugs
 from harness.core.errors import UsageError
 from harness.core.records import ResultsWriter
+from harness.core.records import static_scope
 from harness.core.verdicts import DEFAULT_TIMEOUT, Verdict
 from harness.engine.plan import Task
 from harness.engine.procs import RunnerError
@@ -49,7 +50,8 @@ def cmd_list(entries) -> int:
     print(f"{'id':<{width}}  {'expect':<10}  {'bug verdict':<14}  paths  link")
     for b in entries:
         where = ",".join(b.paths)
-        print(f"{b.id:<{width}}  {b.expect:<10}  {b.verdict:<14}  {where}  {b.link or '(not reported)'}")
+        print(f"{b.id:<{width}}  {b.expect:<10}  {b.verdict:<14}  {where}  {b.link or '(not reported)'}"
+              + (f"  [{b.scope}]" if b.scope else ""))
         print(f"{'':<{width}}  {b.title}")
     return 0
 
@@ -98,6 +100,9 @@ def status(bug, records: dict) -> tuple[str, list[str]]:
     seen = [verdict(s, p) + (s, p) for s, p in bug.checks]
     if all(v == bug.verdict for v, *_ in seen):
         state = "reproduced"
+        for v, r, s, p in seen:  # a symbolic entry: the same size compiled statically passes, or fails too
+            if bug.scope is not None and static_scope(r) != bug.scope:
+                off.append(f"{p} on {s}: {static_scope(r)}, not {bug.scope} ({r.get('static_control')})")
     elif all(v == Verdict.PASS for v, *_ in seen):
         state = "fixed"
     else:

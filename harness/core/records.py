@@ -12,8 +12,7 @@ same). A Record also reads as the mapping of its on-disk keys (`r["verdict"]`,
 `r.get("message")`), so code that reads records read from a file reads live
 ones the same way.
 
-A run killed at any moment leaves every finished record readable; a torn last
-line (the process died mid-write) is skipped by `read_results`.
+A run killed at any moment leaves every finished record readable (`read_results` skips a torn last line).
 """
 from __future__ import annotations
 
@@ -23,11 +22,11 @@ import math
 import os
 import secrets
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from functools import cached_property
 from typing import Any, Iterable, Iterator
 
-from harness.core.verdicts import Verdict, worst
+from harness.core.verdicts import NO_OUTPUT, WRONG_OUTPUT, Verdict, worst
 
 
 def json_safe(value: Any) -> Any:
@@ -194,6 +193,23 @@ class Attribution:
         return out
 
 
+@dataclass(frozen=True)
+class StaticControl:
+    """A symbolic execution that did not pass, run again compiled at its own sizes (spec.static(), the same path)."""
+    verdict: str
+    max_abs_err: float | None
+    max_err_over_tol: float | None
+    message: str
+SYMBOLIC_ONLY, ALSO_STATIC = "symbolic only", "also static"  # a symbolic failure's scope, by its static control
+
+def static_scope(record: Mapping) -> str | None:
+    """"symbolic only" (its static control passes, or refuses what the symbolic compile ran to a wrong output),
+    "also static" (it fails too), None without a control."""
+    static = (record.get("static_control") or {}).get("verdict")
+    own = static == Verdict.PASS or (static in NO_OUTPUT | {Verdict.UNSUPPORTED} and record["verdict"] in WRONG_OUTPUT)
+    return None if static is None else SYMBOLIC_ONLY if own else ALSO_STATIC
+
+
 @dataclass(frozen=True, eq=True)
 class Record(Mapping):
     """What one execution produces (see the module's docstring); `to_dict` is its JSON object."""
@@ -223,6 +239,7 @@ class Record(Mapping):
     attribution: Attribution | None = None
     memory_limit_gb: float | None = None  # an error that is a refused allocation: the limit that refused it
     ray_node: str | None = None
+    static_control: StaticControl | None = None  # a symbolic case that did not pass: the same size, static
     extra: dict = field(default_factory=dict)  # keys of a file this version does not know, kept as read
 
     # -- constructors ---------------------------------------------------------------------------------------
@@ -309,6 +326,8 @@ class Record(Mapping):
         for name in ("memory_limit_gb", "ray_node"):
             if getattr(self, name) is not None:
                 out[name] = getattr(self, name)
+        if self.static_control is not None:
+            out["static_control"] = asdict(self.static_control)
         out.update(self.extra)
         return out
 
@@ -318,7 +337,7 @@ class Record(Mapping):
         version does not know are kept in `extra`, written back after the others)."""
         known = {"outputs", "verdict_output", *BASE_KEYS, *OutputScore.EXTRA, *LiftCheck.KEYS, *Resolution.KEYS, "rounding_dtype",
                  "signal", "log_tail", "attribution", "first_stage_over", "attribution_note", "attribution_seconds",
-                 "memory_limit_gb", "ray_node"}
+                 "memory_limit_gb", "ray_node", "static_control"}
         verdict = d.get("verdict")
         if isinstance(verdict, str) and verdict in Verdict._value2member_map_:
             verdict = Verdict(verdict)
@@ -341,7 +360,9 @@ class Record(Mapping):
                    resolution=(Resolution(**{k: d[k] for k in Resolution.KEYS})
                                if all(k in d for k in Resolution.KEYS) else None),
                    lift=LiftCheck(**{k: d[k] for k in LiftCheck.KEYS}) if all(k in d for k in LiftCheck.KEYS) else None,
-                   attribution=attribution, extra={k: v for k, v in d.items() if k not in known}, **plain)
+                   attribution=attribution, static_control=(StaticControl(**d["static_control"])
+                                                                   if d.get("static_control") else None),
+                   extra={k: v for k, v in d.items() if k not in known}, **plain)
 
     # -- the mapping of its on-disk keys (readers of files and of live records read both alike) ---------------
     @cached_property

@@ -24,7 +24,7 @@ from harness import paths
 from harness.attribution import annotate
 from harness.attribution.policy import Policy
 from harness.core.machine import cpu_features
-from harness.core.records import PROVENANCE, Attribution, Record, Resolution
+from harness.core.records import PROVENANCE, Attribution, Record, Resolution, StaticControl
 from harness.core.verdicts import Verdict
 from harness.engine import stored
 from harness.engine.cache import ArtifactCache, Origin
@@ -256,8 +256,20 @@ class Executor:
             # read after the run: a fact may count what the runs did (`compiles`)
             record = replace(record, facts={**prepared.facts, **({"trains": path.trains} if spec.grad else {})})
         record = replace(record, seconds=round(time.perf_counter() - start, 6))
-        # a wrong output: which stage lost it, if the policy says so (passes pay nothing)
-        return self.policy.apply(record, attribute, lambda r: self._attribute(r, spec, path, out, setup))
+        # a wrong output: which stage lost it, if the policy says so (passes pay nothing); the symbolic compile's
+        record = self.policy.apply(record, attribute, lambda r: self._attribute(r, spec, path, out, setup))
+        return self._static_control(record, spec, path_name)
+
+    def _static_control(self, record: Record, spec: CaseSpec, path_name: str) -> Record:
+        """A symbolic execution that ran and did not pass, with the same size compiled statically on the same
+        path (its own artifact, by the static structure key): does the failure need the symbolic compile? A
+        failure the baseline expects gets none, as it gets no attribution (a compile per size is no news)."""
+        if not spec.dynamic or record.verdict in (Verdict.PASS, Verdict.UNSUPPORTED) or not self.policy.wants(record):
+            return record
+        static = self.execute(spec.static(), path_name, attribute=False)
+        return replace(record, static_control=StaticControl(
+            str(Verdict(static.verdict).value), static.get("max_abs_err"), static.get("max_err_over_tol"),
+            static.message))
 
     def _attribute(self, record: Record, spec: CaseSpec, path, out, setup) -> Record:
         """The attribution of a failing record: the one the cache keeps for this very execution, else

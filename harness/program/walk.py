@@ -37,8 +37,18 @@ from harness.program.ir import (
 INT_LIMIT = 2 ** 63
 
 
+def symbolic(value) -> bool:
+    """A symbolic size (torch's SymInt, or arithmetic on one) as a torch module traced with symbolic dims sees
+    `x.shape[K]`: a number kept symbolic, so a symbolic case's compile does not specialise it (docs/shapes.md)."""
+    return type(value).__name__ in ("SymInt", "SymFloat")
+
+
+def _int_like(value) -> bool:
+    return (isinstance(value, int) and not isinstance(value, bool)) or type(value).__name__ == "SymInt"
+
+
 def is_scalar(value) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
+    return (isinstance(value, (int, float)) and not isinstance(value, bool)) or symbolic(value)
 
 
 def scalar_binop(op: str, a, b, line: int):
@@ -53,7 +63,7 @@ def scalar_binop(op: str, a, b, line: int):
         elif op == "div":
             out = a / b
         elif op == "floordiv":
-            if not (isinstance(a, int) and isinstance(b, int)):
+            if not (_int_like(a) and _int_like(b)):
                 raise ProgramError(f"program line {line}: '//' is allowed between ints only")
             out = a // b
         else:
@@ -157,7 +167,7 @@ class Walker:
     def int_value(self, node, what: str) -> int:
         """An int argument (of a shape op): a number, NAME.shape[K], or arithmetic on them."""
         value = self.eval(node)
-        if not isinstance(value, int) or isinstance(value, bool):
+        if not _int_like(value):
             self.fail(f"{what}: arguments must be ints, got {value!r}")
         return value
 
@@ -175,7 +185,8 @@ class Walker:
         shape = tuple(self.shape(value))
         if not -len(shape) <= node.index < len(shape):
             self.fail(f"{node.name}.shape[{node.index}] is out of range for rank {len(shape)}")
-        return int(shape[node.index])
+        size = shape[node.index]
+        return size if symbolic(size) else int(size)
 
     def target_dtype(self, node: Cast, like) -> str:
         """The dtype name a cast converts to."""

@@ -13,7 +13,7 @@ from collections import Counter
 
 from harness.core.verdicts import Verdict
 from harness.reports.baseline import case_label
-from harness.reports.families import Family, family_label, family_of, family_slug
+from harness.reports.families import Family, family_label, family_of, family_slug, verdict_shown
 from harness.reports.known import Known, badness, fmt, output_views
 
 FILTERS = ("path", "pattern", "dtype", "verdict", "family")
@@ -127,7 +127,7 @@ def failure_table(records: list[dict], known: Known, groups: list[Family]) -> st
     failing = sorted((r for r in records if r["verdict"] != Verdict.PASS), key=lambda r: (known.is_known(r), badness(r)))
     if not failing:
         return "<p>No failing executions.</p>"
-    labels = {f.slug: f"{f.label[:90]} ({len(f.records)})" for f in groups}
+    labels = {f.slug: f"{f.shown[:90]} ({len(f.records)})" for f in groups}
     values = {k: Counter() for k in FILTERS}
     rows = []
     for r in failing:
@@ -140,7 +140,7 @@ def failure_table(records: list[dict], known: Known, groups: list[Family]) -> st
         status = known.status(r) if known.baseline is not None else ""
         data = " ".join(f'data-{k}="{e(v)}"' for k, v in attrs.items())
         rows.append(f"<tr {data}><td>{e(r['path'])}</td><td>{e(r['case']['pattern'])}</td>"
-                    f"<td>{e(r['case']['dtype'])}</td><td>{e(r['verdict'])}</td>"
+                    f"<td>{e(r['case']['dtype'])}</td><td>{e(verdict_shown(r))}</td>"
                     f"<td>{e(labels.get(slug, slug))}</td><td>{e(case_label(r['case'], r['case_id']))}</td>"
                     f'<td data-sort="{"" if ratio is None else repr(float(ratio))}">{fmt(ratio, ".3g")}'
                     f"{outputs_html(r)}</td>"

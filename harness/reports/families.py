@@ -14,6 +14,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from cases.triage import triage
+from harness.core.records import static_scope
 from harness.core.verdicts import Status, Verdict
 from harness.reports.known import Known, badness
 
@@ -55,6 +56,18 @@ class Family:
     @property
     def slug(self) -> str:
         return family_slug(self.label)
+
+    @property
+    def scope(self) -> str:
+        """Of symbolic failures (docs/shapes.md): "symbolic only" or "also static" by their static controls, each
+        counted when both occur; "" for a family of static executions."""
+        counts = Counter(s for s in map(static_scope, self.records) if s)
+        return next(iter(counts)) if len(counts) == 1 else ", ".join(f"{n} {s}" for s, n in sorted(counts.items()))
+
+    @property
+    def shown(self) -> str:
+        """The label as the reports show it: with the scope of its symbolic failures, if any."""
+        return f"{self.label} [{self.scope}]" if self.scope else self.label
 
     def _values(self, key: str) -> list[str]:
         return sorted({str(r["case"].get(key)) for r in self.records})
@@ -99,6 +112,12 @@ def families(records: list[dict], known: Known) -> list[Family]:
         return any(known.status(r) == Status.NEW_FAIL for r in f.records)
 
     return sorted(table.values(), key=lambda f: (not new(f), -len(f.records), f.label))
+
+
+def verdict_shown(record: dict) -> str:
+    """A failing record's verdict as the reports show it: a symbolic failure's with its scope."""
+    scope = static_scope(record)
+    return f"{record['verdict']} ({scope})" if scope else str(record["verdict"])
 
 
 def slug_of(record: dict, known: Known) -> str:

@@ -61,7 +61,7 @@ def family_table(groups: list[Family], out_dir: str) -> str:
         verdicts = ", ".join(f"{n} {v}" for v, n in sorted(f.verdicts.items()))
         out.append(
             f'<tr data-family="{f.slug}"><td>{len(f.records)}</td>'
-            f'<td><a href="#family={f.slug}">{e(f.label)}</a></td><td>{e(", ".join(f.paths))}</td>'
+            f'<td><a href="#family={f.slug}">{e(f.shown)}</a></td><td>{e(", ".join(f.paths))}</td>'
             f'<td>{e(", ".join(f.dtypes))}</td><td>{e(", ".join(f.patterns))}</td><td>{e(verdicts)}</td>'
             f"<td>{fmt(f.worst_ratio, '.3g')}</td><td>{e(family_stage_text(f.records))}</td>"
             f"<td>{e(r['path'])} on {e(case_label(r['case'], r['case_id']))} ({elements(r['case'])} elements)"

@@ -5,11 +5,12 @@ import json
 from collections import Counter
 
 from harness.attribution.describe import family_stage_text, first_stage_text
+from harness.core.records import static_scope
 from harness.core.verdicts import VERDICTS, Status, Verdict
 from harness.reports import baseline as gate
 from harness.reports.baseline import case_label
 from harness.reports.zoo_view import zoo_markdown
-from harness.reports.families import elements, families, family_label, family_of
+from harness.reports.families import elements, families, family_label, family_of, verdict_shown
 from harness.reports.known import (
     FAILING_LISTED,
     Known,
@@ -87,7 +88,7 @@ def summary_markdown(records: list[dict], title: str = "normdiff results", *, ou
     for f in groups:
         r = f.simplest
         verdicts = ", ".join(f"{n} {v}" for v, n in sorted(f.verdicts.items()))
-        lines.append(f"| {len(f.records)} | {_cell(f.label)} | {', '.join(f.paths)} | {', '.join(f.dtypes)} | "
+        lines.append(f"| {len(f.records)} | {_cell(f.shown)} | {', '.join(f.paths)} | {', '.join(f.dtypes)} | "
                      f"{', '.join(f.patterns)} | {verdicts} | {_cell(family_stage_text(f.records))} | "
                      f"{case_label(r['case'], r['case_id'])} "
                      f"({elements(r['case'])} elements) | `{repro_command(out_dir, r)}` |")
@@ -109,6 +110,10 @@ def summary_markdown(records: list[dict], title: str = "normdiff results", *, ou
                   f"{fmt(o.max_err_over_tol)}x the bound" for o in output_views(r)]  # several outputs: each
         if first_stage_text(r):
             lines.append(f"- first stage over its bound: {first_stage_text(r)}")
+        if r.get("static_control"):
+            c = r["static_control"]
+            lines.append(f"- compiled statically at this size ({static_scope(r)}): "
+                         f"{c['verdict']}, {fmt(c.get('max_err_over_tol'))}x the bound; {c.get('message', '')}")
         if note:
             lines.append(f"- baseline: {note}")
         lines += [f"- spec: `{json.dumps(r['case'])}`",
@@ -120,7 +125,7 @@ def summary_markdown(records: list[dict], title: str = "normdiff results", *, ou
                   "| path | case | verdict | error/bound | family | gate |", "|---|---|---|---|---|---|"]
         for r in listed:
             note = known.status(r) if baseline is not None else ""
-            lines.append(f"| {r['path']} | {case_label(r['case'], r['case_id'])} | {r['verdict']} | "
+            lines.append(f"| {r['path']} | {case_label(r['case'], r['case_id'])} | {verdict_shown(r)} | "
                          f"{_cell(ratio_text(r))} | {_cell(family_label(*family_of(r, known)))} | "
                          f"{note} |")
         if len(failing) > len(listed):

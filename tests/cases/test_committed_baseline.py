@@ -6,7 +6,7 @@ from harness import paths
 from harness.reports.baseline import load_baseline
 from harness.spec import CaseSpec
 
-from helpers import BASELINE, CONTEXT_BASELINE, ZOO_BASELINE  # noqa: E402
+from helpers import BASELINE, CONTEXT_BASELINE, SHAPES_BASELINE, ZOO_BASELINE  # noqa: E402
 
 
 def assert_triaged(entries, suite_name):
@@ -60,3 +60,12 @@ def test_every_known_context_failure_is_a_triaged_context_execution():
     assert ("onnxruntime-fused", "microsoft/onnxruntime#31980", "error") in found
     assert ("executorch-recompose", "pytorch/executorch#24428", "dtype_mismatch") in found
     assert all(e.reason and e.upstream for e in entries.values())
+
+
+def test_every_known_shapes_failure_is_a_triaged_symbolic_execution():
+    """The shapes suite's baseline: each entry a symbolic case of the suite with its reason; the symbolic
+    compile's own findings are there (TVM's float16 count past the literal check, apache/tvm#17744)."""
+    entries = load_baseline(SHAPES_BASELINE)
+    assert_triaged(entries, "shapes")
+    assert all(e.case.get("dynamic") and e.reason and e.upstream for e in entries.values())
+    assert ("tvm", "apache/tvm#17744", "inaccurate") in {(e.path, e.upstream, e.verdict) for e in entries.values()}

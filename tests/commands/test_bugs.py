@@ -134,3 +134,26 @@ def test_an_entry_whose_scripts_do_not_exit_as_recorded_is_said_and_counts():
     assert _scripts_note((1, 1, 1)) == ("scripts: full exits 1, short exits 1", True)
     assert _scripts_note((0, 1, 1)) == ("scripts: full exits 0, short exits 1 (recorded: 1)", False)
     assert _scripts_note(None)[1] is False
+
+
+def test_a_symbolic_entry_holds_each_check_to_its_scope(monkeypatch):
+    """An entry of symbolic cases says "symbolic only" or "also static"; a check whose static control says the
+    other is a change, however it was reproduced."""
+    from cases.bug import entry
+
+    monkeypatch.setenv(paths.ENV, "")
+    paths.register("size-hint", "tests.plugin_paths:SizeHintPath")
+    raw = {"pattern": "rms_norm", "style": "qwen", "dtype": "float32", "shape": [4, 64], "dynamic": [0],
+           "params": {"kind": "normal"}}
+    with pytest.raises(AssertionError, match="has a scope"):
+        entry("pytorch-new-x", None, "t", [raw], ["size-hint"], Verdict.INACCURATE, "reproduced", "n")
+    from harness.engine.execute import Executor
+
+    executor = Executor()
+    executor.execute(raw, "size-hint")  # compiled at 4 rows: its size hint
+    spec = CaseSpec.from_dict({**raw, "shape": [7, 64]})
+    records = {(spec.case_id, "size-hint"): executor.execute(spec, "size-hint")}
+    for scope, state in (("symbolic only", "reproduced"), ("also static", "changed")):
+        bug = entry("pytorch-new-x", None, "t", [spec.to_dict()], ["size-hint"], Verdict.INACCURATE, "reproduced",
+                    "n", scope=scope)
+        assert status(bug, records)[0] == state

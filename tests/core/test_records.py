@@ -113,3 +113,18 @@ def test_keys_this_version_does_not_know_are_kept(tmp_path):
     with ResultsWriter(str(tmp_path / "results.jsonl")) as writer:
         writer.write(r)
     assert read_results(str(tmp_path / "results.jsonl")) == [d]
+
+
+def test_a_symbolic_failures_scope_is_read_from_its_static_control():
+    """symbolic only: the static compile of the size passes, or refuses what the symbolic one ran to a wrong
+    output; also static: it fails too; no control (a static case, a known failure): no scope."""
+    from harness.core.records import static_scope
+
+    def scoped(verdict, static):
+        return static_scope({"verdict": verdict, "static_control": static and {"verdict": static}})
+
+    assert scoped("inaccurate", "pass") == scoped("error", "pass") == "symbolic only"
+    assert scoped("inaccurate", "error") == scoped("nonfinite", "unsupported") == "symbolic only"
+    assert scoped("inaccurate", "inaccurate") == scoped("error", "error") == scoped("inaccurate", "nonfinite") \
+        == "also static"
+    assert scoped("inaccurate", None) is None

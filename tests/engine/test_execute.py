@@ -7,6 +7,7 @@ import pytest
 from harness import paths
 from harness.core.records import Record, dumps
 from harness.core.verdicts import SCORED, Verdict, worst
+from harness.spec import CaseSpec
 
 # vLLM's fused residual add + RMSNorm (tests/user_norms.py): forward(x, residual) -> (normed, x + residual), the sum
 # kept in float32 for the statistic (vllm-project/vllm#52104's native path).
@@ -48,3 +49,70 @@ def test_a_program_returning_two_values_round_trips_through_its_record(execute_c
         assert d["max_err_over_tol"] == d["outputs"][0]["max_err_over_tol"]  # the verdict's output, flat
         back = Record.from_dict(json.loads(dumps(record)))
         assert back == record and back.verdict_output == "normed" and back.scores == record.scores
+
+
+# Qwen's RMSNorm (its statistic in float32) over symbolic rows: one compile, several row counts.
+QWEN_ROWS = {"pattern": "rms_norm", "style": "qwen", "dtype": "float32", "shape": [4, 64], "dynamic": [0],
+             "params": {"kind": "normal"}}
+SYMBOLIC = {"size-hint": "tests.plugin_paths:SizeHintPath",
+            "float16-storage-symbolic": "tests.plugin_paths:SymbolicFloat16StoragePath"}
+
+
+@pytest.fixture
+def symbolic_paths(monkeypatch):
+    monkeypatch.setenv(paths.ENV, "")
+    for name, target in SYMBOLIC.items():
+        paths.register(name, target)
+
+
+def at(rows: int) -> dict:
+    return {**QWEN_ROWS, "shape": [rows, 64]}
+
+
+def test_a_symbolic_failure_carries_its_static_control_symbolic_only(symbolic_paths):
+    """Compiled at the first size, run at others: the path's failures at other sizes pass compiled
+    statically at those sizes (the static control, its own artifact): symbolic only."""
+    from harness.core.records import static_scope
+    from harness.engine.execute import Executor
+
+    executor = Executor()
+    first, *others = [executor.execute(at(n), "size-hint") for n in (4, 5, 97)]
+    assert first.verdict == Verdict.PASS and first.static_control is None and "static_control" not in first
+    assert executor.misses == 2 * (1 + len(others))  # eager's and the path's symbolic compiles, then both for
+    # the static control of each failing size
+    for record in others:
+        assert record.verdict == Verdict.INACCURATE, record.message
+        assert record.static_control.verdict == Verdict.PASS and static_scope(record) == "symbolic only"
+        assert record.static_control.max_err_over_tol <= 1 < record["max_err_over_tol"]
+        assert record.structure_key == first.structure_key and round_trips(record)
+        assert record["static_control"] == {"verdict": "pass", "max_abs_err": record.static_control.max_abs_err,
+                                            "max_err_over_tol": record.static_control.max_err_over_tol,
+                                            "message": record.static_control.message}
+        assert record.attribution is not None  # attribution read the symbolic compile's failure
+
+
+def test_a_failure_the_static_compile_shares_is_also_static(symbolic_paths):
+    from harness.core.records import static_scope
+    from harness.engine.execute import Executor
+
+    executor = Executor()
+    record = executor.execute(at(97), "float16-storage-symbolic")
+    assert record.verdict == Verdict.INACCURATE and static_scope(record) == "also static"
+    assert record.static_control.verdict == Verdict.INACCURATE and record.static_control.max_abs_err > 0
+    static = executor.execute(CaseSpec.from_dict(at(97)).static(), "float16-storage-symbolic")
+    assert "static_control" not in static and static_scope(static) is None  # a static case: no control, as before
+    assert static.get("max_abs_err") == record.static_control.max_abs_err  # the control is that very execution
+
+
+def test_a_failure_the_baseline_expects_gets_no_static_control_unless_every_one_is_asked(symbolic_paths):
+    """As attribution: a known failure is no news, and its static control would be a compile per size."""
+    from harness.attribution.policy import Policy
+    from harness.engine.execute import Executor
+
+    spec = CaseSpec.from_dict(at(7))
+    known = {(spec.case_id, "size-hint"): frozenset({Verdict.INACCURATE})}
+    for every, controlled in ((False, False), (True, True)):
+        executor = Executor(policy=Policy(known, every))
+        executor.execute(at(4), "size-hint")
+        record = executor.execute(spec, "size-hint")
+        assert record.verdict == Verdict.INACCURATE and (record.static_control is not None) == controlled

@@ -119,3 +119,17 @@ def test_programs_cases_and_modules_pickle_and_copy(arrays):
     x = to_torch(a["x"])
     with torch.no_grad():
         assert torch.equal(twin(x), module(x))
+
+
+def test_a_shape_a_program_reads_stays_symbolic_when_exported_with_a_symbolic_dim(arrays):
+    """`x.shape[-1]` (a normalized shape, a count) is the traced SymInt, not its example's size: the export keeps
+    the dim symbolic and runs at another length as eager does."""
+    source = "m = x.sum(-1, keepdim=True) * (1.0 / x.shape[-1])\nreturn F.layer_norm(x - m, (x.shape[-1],), None, None, eps)"
+    case = ProgramCase("float32", (2, 67))
+    module = build_program_module(parse(source, case=case), case, arrays(case))
+    length = torch.export.Dim("length", min=1, max=4096)
+    exported = torch.export.export(module, (to_torch(arrays(case)["x"]),), dynamic_shapes=({1: length},))
+    longer = torch.randn(2, 2049)
+    with torch.no_grad():
+        want = torch.nn.functional.layer_norm(longer - longer.mean(-1, keepdim=True), (2049,), eps=case.eps)
+        torch.testing.assert_close(exported.module()(longer), want)

@@ -91,3 +91,24 @@ def test_err_bound_points_clip_and_say_what_has_no_output():
     assert ("tvm", "nonfinite") in ys and ys[("tvm", "nonfinite")] == CLIP_HIGH  # drawn at the top
     assert {m for *_, m in points} == {"o", "^", "v"}  # 3e7 above, 0.0 below the clip
     assert unmeasured == {"executorch-recompose": 1, "tvm": 1}  # no ratio: dtype_mismatch here, an error
+
+
+def test_symbolic_failures_say_symbolic_only_or_also_static_by_their_static_control(tmp_path):
+    """A family of symbolic failures says its scope (counted when both occur); each failing row its own; a
+    family of static failures says nothing new."""
+    records, baseline = night()
+    control = {"verdict": "pass", "max_abs_err": 1e-3, "max_err_over_tol": 0.5, "message": "max abs err 0.001"}
+    records[0]["static_control"] = control
+    records[1]["static_control"] = {**control, "verdict": "inaccurate", "max_err_over_tol": 7.0}
+    groups = {f.label.split(":")[0]: f for f in families(records, Known(baseline))}
+    assert groups[TVM_20909].scope == "1 also static, 1 symbolic only"
+    assert groups["untriaged"].scope == "" and groups["untriaged"].shown == groups["untriaged"].label
+    records[1]["static_control"]["verdict"] = "pass"
+    assert families(records, Known(baseline))[0].shown.endswith(" [symbolic only]")
+    out = str(tmp_path / "out")
+    write_reports(records, out, baseline=baseline)
+    summary = open(os.path.join(out, "summary.md")).read()
+    assert summary.count("[symbolic only]") == 1 and "| inaccurate (symbolic only) |" in summary
+    assert "- compiled statically at this size (symbolic only): pass, 0.5x the bound" in summary
+    page = open(os.path.join(out, "report.html")).read()
+    assert "[symbolic only]" in page and "<td>inaccurate (symbolic only)</td>" in page
