@@ -19,7 +19,7 @@ trains cost about a minute of a loaded 2-core machine (docs/measurements.md).
 from __future__ import annotations
 
 from cases import neighbours
-from harness.spec import CASTS, CATALOG_STYLES, PATTERNS, STYLES, input_of
+from harness.spec import PATTERNS, input_of
 
 DTYPES = ("float16", "bfloat16", "float32")
 LARGE_OFFSET = {"float16": 1000.0, "bfloat16": 100.0, "float32": 80000.0}  # cases/suites.py's, per dtype
@@ -47,20 +47,14 @@ def inputs(dtype: str) -> list[dict]:
     return [{"kind": "normal"}, {"kind": "offset", "offset": LARGE_OFFSET[dtype], "std": 1.0}, input_of("outlier")]
 
 
-def _variants() -> list[tuple[str, str, str | None]]:
-    out = []
-    for pattern in PATTERNS:
-        for style in CATALOG_STYLES:
-            patterns, default_cast = STYLES[style]
-            if pattern in patterns:
-                out += [(pattern, style, c) for c in (CASTS if default_cast else (None,))]
-    return out
 
 
 def _structures() -> list[tuple[str, str, str | None, str]]:
     """(pattern, style, cast, dtype): every variant in one dtype, in turn, then the `module` style of each pattern
     in the dtypes its variants did not reach (group, instance and batch norm have that style alone)."""
-    out = [(pattern, style, cast, DTYPES[k % len(DTYPES)]) for k, (pattern, style, cast) in enumerate(_variants())]
+    from cases.suites import variants  # the suites' one list of (pattern, style, cast); suites imports this module
+
+    out = [(pattern, style, cast, DTYPES[k % len(DTYPES)]) for k, (pattern, style, cast) in enumerate(variants())]
     for pattern in PATTERNS:
         reached = {d for p, _, _, d in out if p == pattern}
         out += [(pattern, "module", None, d) for d in DTYPES if d not in reached]
