@@ -34,6 +34,26 @@ def _no_local_constants() -> None:
 
 _no_local_constants()
 
+
+def _quiet_libraries() -> None:
+    """Two lines of third-party chatter cut into make test's first progress line (issue 45, from a fresh clone):
+    ExecuTorch's importlib.resources read_text/open_text DeprecationWarnings, printed where a test process
+    first imports it, and torch's log line on torchao's register_constant() of an Enum, which torch's own
+    handler writes to the terminal around pytest's capture. Silenced by their messages and logger, in this
+    process and (the warnings, through PYTHONWARNINGS) in every process it starts; ours still show."""
+    import logging
+    import warnings
+
+    quiet = ("read_text is deprecated", "open_text is deprecated")
+    for message in quiet:
+        warnings.filterwarnings("ignore", message=message, category=DeprecationWarning)
+    given = [w for w in os.environ.get("PYTHONWARNINGS", "").split(",") if w]
+    os.environ["PYTHONWARNINGS"] = ",".join(given + [f"ignore:{m}:DeprecationWarning" for m in quiet])
+    logging.getLogger("torch.utils._pytree").setLevel(logging.ERROR)
+
+
+_quiet_libraries()
+
 HISTORY_NAME = "history.sqlite"  # harness.reports.history.HISTORY_FILE, and its -wal/-shm files
 CACHE_HOME = "NORMDIFF_TEST_CACHE_HOME"  # the session's cache home, made by the controller for its xdist workers
 
