@@ -1,0 +1,151 @@
+"""Triage rules of the gradients suite: failures of a backward pass (`"grad": true`, cases/gradients.py, docs/gradients.md).
+
+A gradient record is triaged by these rules only (cases.triage.rule_of): the
+forward rules speak of forward kernels and would give a backward's failure a
+forward's reason. Each rule names its paths, its pattern or dtype, its verdict
+and, for a wrong value, which gradients fail (`failing_outputs`): d_bias is a
+plain sum of the cotangent over rows and needs no statistics, so whether it
+fails tells a half-precision sum from statistics saved in half. Written from
+the records of `normdiff run --suite gradients` on every path with the pinned
+versions (torch 2.13.0, apache-tvm 0.27.0.post1, executorch 1.5.1,
+onnxruntime 1.32.0, iree 3.13.0, openvino 2026.4.1) and the catalog's
+gradient entries (cases/gradient_bugs.py, docs/findings.md "Gradients").
+"""
+from __future__ import annotations
+
+import re
+
+from cases._triage_record import Record, Rule, _case, _half, _msg
+from harness.core.records import failing_outputs
+from harness.core.verdicts import Verdict
+
+TVM = ("tvm", "tvm-decompose", "tvm-decompose-inference")
+ORT = ("onnxruntime", "onnxruntime-fused")
+OPENVINO = ("openvino", "openvino-bf16")
+ET_RUNTIME = ("executorch", "executorch-xnnpack")
+# the paths that run torch's own backward: eager's kernels, or torch's joint graph (whose forward native_layer_norm
+# is torch's CPU kernel or its decomposition, traced on CPU) compiled or run by the stack
+TORCH_DERIVED = ("eager", "inductor", "inductor-emulate", "executorch", "executorch-xnnpack", "executorch-recompose",
+                 "executorch-recompose-no-dim-order", "executorch-recompose-capture", "iree")
+RECOMPOSE = ("executorch-recompose", "executorch-recompose-no-dim-order", "executorch-recompose-capture")
+# the paths that run torch's CPU native_layer_norm_backward kernel itself (the capture path keeps it whole)
+TORCH_KERNEL = ("eager", "executorch-recompose-capture")
+WRONG = (Verdict.INACCURATE, Verdict.NONFINITE)
+_BEYOND = re.compile(r"of float32 ([0-9.e+-]+) per unit of the bound, .* the floor ([0-9.e+-]+)")
+
+
+def _grad(r: Record) -> bool:
+    return bool(_case(r).get("grad"))
+
+
+def _failing(r: Record) -> set[str]:
+    """The names of the gradients that did not pass (empty for an execution with no scored output)."""
+    return set(failing_outputs(r) or ())
+
+
+def _wrong(r: Record) -> bool:
+    return _grad(r) and r["verdict"] in WRONG
+
+
+def _layer_norm(r: Record) -> bool:
+    return _case(r).get("pattern") == "layer_norm" and not _case(r).get("class") and not _case(r).get("program")
+
+
+def _float32_norm(r: Record) -> bool:
+    """The norm itself runs in float32: a float32 case, or a half case of the upcast style."""
+    return _case(r)["dtype"] == "float32" or _case(r).get("style") == "upcast"
+
+
+def _marginal(r: Record) -> bool:
+    """A float32 gradient within its bound, flagged only for being within 1.5x the floor beyond 2 ulps."""
+    found = _BEYOND.search(_msg(r))
+    ratio = r.get("max_err_over_tol")
+    return (found is not None and ratio is not None and ratio < 1.0
+            and float(found.group(1)) < 1.5 * float(found.group(2)))
+
+
+GRADIENT_RULES: tuple[Rule, ...] = (
+    # -- paths that do not train a case: no gradient computed, nothing wrong ---------------------
+    Rule("new", "by design, not a failure: DecomposeOpsForInference is TVM's inference flow; TVM's training flow is "
+                "tvm-decompose's (Path.cannot_train)",
+         lambda r: _grad(r) and r["path"] == "tvm-decompose-inference" and r["verdict"] == Verdict.UNSUPPORTED),
+    Rule("new", "not a failure: Relax registers no gradient for the norm's op (relax.nn.layer_norm, group_norm, "
+                "instance_norm, rsqrt), so relax.transform.Gradient cannot differentiate it; found before compiling",
+         lambda r: _grad(r) and r["path"] in TVM and r["verdict"] == Verdict.UNSUPPORTED
+         and "registers no gradient" in _msg(r)),
+    Rule("new", "not a failure: relax.transform.Gradient refuses a bfloat16 function ('Only Tensors of floating "
+                "point dtype ... can require gradients': its check does not count bfloat16 as floating)",
+         lambda r: _grad(r) and r["path"] in TVM and r["verdict"] == Verdict.UNSUPPORTED
+         and "Gradient refuses the dtype" in _msg(r)),
+    # -- stacks that do not take torch's joint graph ----------------------------------------------
+    Rule("new", "ONNX Runtime refuses the float16 joint graph of a norm: torch.onnx exports the backward's Div "
+                "with a float16 operand and the forward's float32 mean/rstd ('Type parameter (T) of Optype (Div) "
+                "bound to different types'); float32 loads and runs",
+         lambda r: _grad(r) and r["path"] in ORT and r["verdict"] == Verdict.ERROR
+         and "Optype (Div) bound to different types" in _msg(r)),
+    Rule("new", "not a bug: onnxruntime's CPU execution provider registers no bfloat16 kernel for an op of the "
+                "joint graph (Mul, ...): the path says unsupported with the op, as for the forward",
+         lambda r: _grad(r) and r["path"] in ORT and r["verdict"] == Verdict.UNSUPPORTED
+         and "has no kernel for" in _msg(r)),
+    Rule("new", "OpenVINO's PyTorch frontend converts aten.native_layer_norm as one output, so the joint graph's "
+                "getitem of its mean and rstd (read by native_layer_norm_backward) fails to convert, in every dtype",
+         lambda r: _grad(r) and r["path"] in OPENVINO and r["verdict"] == Verdict.ERROR
+         and "converting <built-in function getitem>" in _msg(r)),
+    Rule("new", "iree-compile fails on the bfloat16 joint graph as on the bfloat16 forward, translating a dispatch "
+                "for llvm-cpu: 'arith.constant' op failed to verify that all of {value, result} have same type",
+         lambda r: _grad(r) and r["path"] == "iree" and r["verdict"] == Verdict.ERROR
+         and "arith.constant' op" in _msg(r)),
+    Rule("iree-org/iree-turbine#1127", "iree-turbine's aot.export inlines each parameter with np.array(tensor), "
+                                       "which torch refuses for bfloat16 (TypeError: Got unsupported ScalarType "
+                                       "BFloat16): no bfloat16 backward with parameters exports, as for the forward",
+         lambda r: _grad(r) and r["path"] == "iree" and r["verdict"] == Verdict.ERROR
+         and "unsupported ScalarType BFloat16" in _msg(r)),
+    # -- float32: a few ulps on one row ------------------------------------------------------------
+    Rule("new", "marginal, not a bug: a float32 gradient within its bound (0.1-0.15x) with one row a few ulps "
+                "over the floor beyond 2 ulps (0.084-0.11 per unit of the bound against 0.083)",
+         lambda r: _wrong(r) and _case(r)["dtype"] == "float32" and r["verdict"] == Verdict.INACCURATE
+         and _marginal(r)),
+    # -- ExecuTorch: the forward kernels the joint graph recomputes ------------------------------
+    Rule("new", "the joint graph recomputes the forward's native_layer_norm on ExecuTorch, whose optimized kernel "
+                "reads float16/bfloat16 rows of 256+ as float32 bits (the forward finding "
+                "executorch-new-layer-norm-half): d_x and d_weight thousands of times their bounds, d_bias passes "
+                "(catalog: executorch-new-layer-norm-half-grad)",
+         lambda r: _wrong(r) and r["path"] in ET_RUNTIME and _layer_norm(r) and _half(r)
+         and _case(r)["shape"][-1] >= 256 and "d_bias" not in _failing(r)),
+    Rule("pytorch/executorch#16727", "the joint graph recomputes the forward's native_layer_norm on ExecuTorch, "
+                                     "whose float32 kernel (a float32 or upcast norm) takes large-offset rows' "
+                                     "statistics in a cancelling form, the forward's finding: d_x and d_weight off "
+                                     "(non-finite at an offset of 80,000), d_bias passes; executorch-recompose runs "
+                                     "the same edge graph right",
+         lambda r: _wrong(r) and r["path"] in ET_RUNTIME and _layer_norm(r) and _float32_norm(r)
+         and _case(r)["input"]["kind"] == "offset" and "d_bias" not in _failing(r)),
+    Rule("pytorch/executorch#24428", "RemoveRedundancy drops the dtype-changing _to_copy(memory_format=...) of an "
+                                     "upcast norm without dim order (the PR's second commit): the joint graph's "
+                                     "norm runs in bfloat16/float16, d_x hundreds of times its bound",
+         lambda r: _wrong(r) and r["path"] == "executorch-recompose-no-dim-order" and _half(r)
+         and _case(r).get("cast") == "to_contiguous"),
+    Rule("pytorch/executorch#24428", "RecomposeRmsNorm rebuilds the norm on the float32 cast, so the joint "
+                                     "graph's d_weight comes back float32 where torch's backward gives the "
+                                     "parameter's bfloat16/float16 (its values right): the forward's output-dtype "
+                                     "finding, on the weight gradient",
+         lambda r: _grad(r) and r["path"] in RECOMPOSE and r["verdict"] == Verdict.DTYPE_MISMATCH
+         and (r.get("facts") or {}).get("rms_norm_built")),
+    # -- TVM's training flow ----------------------------------------------------------------------
+    Rule("new", "the backward face of apache/tvm#20909: after DecomposeOpsForTraining every op is float16 and "
+                "Relax's registered gradients (variance's 2/N x - 2/N^2 sum(x), the bias's collapse_sum) sum again "
+                "in float16 (catalog: tvm-new-gradient-fp16)",
+         lambda r: _wrong(r) and r["path"] == "tvm-decompose" and _case(r)["dtype"] == "float16"),
+    # -- torch's CPU LayerNorm backward -----------------------------------------------------------
+    Rule("new", "torch's CPU float16/bfloat16 LayerNorm backward kernel sums d_bias (a sum of the cotangent, no "
+                "statistics) and d_weight over rows in the half dtype, where its decomposition sums in float32 and "
+                "rounds once; d_x carries the saved half mean/rstd too (catalog: "
+                "pytorch-new-cpu-layer-norm-backward-half)",
+         lambda r: _wrong(r) and r["path"] in TORCH_KERNEL and _layer_norm(r) and _half(r)
+         and "d_bias" in _failing(r)),
+    Rule("pytorch/pytorch#77407", "by design: torch's CPU native_layer_norm saves mean and rstd in the float16/"
+                                  "bfloat16 input dtype and its decomposition copies that on CPU (#139923), so "
+                                  "every backward derived from torch reads a half rstd: d_x and d_weight over their "
+                                  "bounds, d_bias passes (catalog: pytorch-new-cpu-layer-norm-half-stats)",
+         lambda r: _wrong(r) and r["path"] in TORCH_DERIVED and _layer_norm(r) and _half(r)
+         and not _float32_norm(r) and _failing(r) <= {"d_x", "d_weight"}),
+)
