@@ -31,6 +31,7 @@ RECOMPOSE = ("executorch-recompose", "executorch-recompose-no-dim-order", "execu
 # the paths that run torch's CPU native_layer_norm_backward kernel itself (the capture path keeps it whole)
 TORCH_KERNEL = ("eager", "executorch-recompose-capture")
 WRONG = (Verdict.INACCURATE, Verdict.NONFINITE)
+BF16_CPUS = ("avx512_bf16", "amx_bf16")  # where OpenVINO's default inference precision is bf16
 _BEYOND = re.compile(r"of float32 ([0-9.e+-]+) per unit of the bound, .* the floor ([0-9.e+-]+)")
 
 
@@ -130,6 +131,30 @@ GRADIENT_RULES: tuple[Rule, ...] = (
                                      "finding, on the weight gradient",
          lambda r: _grad(r) and r["path"] in RECOMPOSE and r["verdict"] == Verdict.DTYPE_MISMATCH
          and (r.get("facts") or {}).get("rms_norm_built")),
+    Rule("new", "RecomposeRmsNorm rebuilds the forward RMSNorm inside the joint graph (facts.rms_norm_built) and "
+                "d_weight, which reads the forward's normalized value, errs hundreds of times its bound (272x and "
+                "1,411x on float32 [4096, 64]) while d_x passes: consistent with the used-twice class (the "
+                "normalized value's other user, the backward's, lost: executorch-new-recompose-used-twice), not "
+                "confirmed on the joint graph",
+         lambda r: _wrong(r) and r["path"] in RECOMPOSE and (r.get("facts") or {}).get("rms_norm_built")
+         and _failing(r) == {"d_weight"}),
+    # -- IREE, OpenVINO: reductions in the reduced dtype ----------------------------------------
+    Rule("new", "torch-mlir lowers the joint graph's float16/bfloat16 sum over rows (d_weight = sum(dy * h) where "
+                "the weight multiplies a half normalized value, as Llama's RMSNorm does) to a linalg reduction "
+                "accumulating in that dtype (facts: f16 reductions), where torch's CPU sum accumulates in float32: "
+                "the forward's torch-mlir reduction finding, on the weight gradient",
+         lambda r: _wrong(r) and r["path"] == "iree" and _half(r)
+         and bool({"f16", "bf16"} & set((r.get("facts") or {}).get("iree_reduction_dtypes") or ()))),
+    Rule("openvinotoolkit/openvino#36718", "by design as documented (bf16 inference precision runs the model in "
+                                           "bf16 on CPUs with native bf16): the joint graph's RMS chain and its "
+                                           "backward, the float32 upcast included, run in bf16 (Reduce:bf16); the "
+                                           "report asks to fuse the chain",
+         lambda r: _wrong(r) and r["path"] in OPENVINO and _case(r)["pattern"] == "rms_norm"
+         and "Reduce:bf16" in ((r.get("facts") or {}).get("ov_runtime_nodes") or ()), cpu=BF16_CPUS),
+    Rule("new", "by design as documented (bf16 inference precision on CPUs with native bf16): the joint graph's "
+                "reductions run in bf16 (Reduce:bf16), the model's float32 upcast included",
+         lambda r: _wrong(r) and r["path"] in OPENVINO
+         and "Reduce:bf16" in ((r.get("facts") or {}).get("ov_runtime_nodes") or ()), cpu=BF16_CPUS),
     # -- TVM's training flow ----------------------------------------------------------------------
     Rule("new", "the backward face of apache/tvm#20909: after DecomposeOpsForTraining every op is float16 and "
                 "Relax's registered gradients (variance's 2/N x - 2/N^2 sum(x), the bias's collapse_sum) sum again "
