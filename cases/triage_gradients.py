@@ -31,8 +31,10 @@ RECOMPOSE = ("executorch-recompose", "executorch-recompose-no-dim-order", "execu
 # the paths that run torch's CPU native_layer_norm_backward kernel itself (the capture path keeps it whole)
 TORCH_KERNEL = ("eager", "executorch-recompose-capture")
 WRONG = (Verdict.INACCURATE, Verdict.NONFINITE)
+WEIGHT = {"d_weight", "d_w"}  # the weight's gradient: a module's parameter, a program's `w`
 BF16_CPUS = ("avx512_bf16", "amx_bf16")  # where OpenVINO's default inference precision is bf16
-_BEYOND = re.compile(r"of float32 ([0-9.e+-]+) per unit of the bound, .* the floor ([0-9.e+-]+)")
+_BEYOND = re.compile(r"^output \w+: [123] of \d{4,} rows beyond .* of (?:float32|float16|bfloat16) ([0-9.e+-]+) per unit of "
+                     r"the bound, .* the floor ([0-9.e+-]+)")
 
 
 def _grad(r: Record) -> bool:
@@ -58,11 +60,11 @@ def _float32_norm(r: Record) -> bool:
 
 
 def _marginal(r: Record) -> bool:
-    """A float32 gradient within its bound, flagged only for being within 1.5x the floor beyond 2 ulps."""
+    """A gradient within its bound, flagged for 1-3 rows of thousands under twice the floor beyond 2 ulps."""
     found = _BEYOND.search(_msg(r))
     ratio = r.get("max_err_over_tol")
     return (found is not None and ratio is not None and ratio < 1.0
-            and float(found.group(1)) < 1.5 * float(found.group(2)))
+            and float(found.group(1)) < 2 * float(found.group(2)))
 
 
 GRADIENT_RULES: tuple[Rule, ...] = (
@@ -79,11 +81,11 @@ GRADIENT_RULES: tuple[Rule, ...] = (
          lambda r: _grad(r) and r["path"] in TVM and r["verdict"] == Verdict.UNSUPPORTED
          and "Gradient refuses the dtype" in _msg(r)),
     # -- stacks that do not take torch's joint graph ----------------------------------------------
-    Rule("new", "ONNX Runtime refuses the float16 joint graph of a norm: torch.onnx exports the backward's Div "
-                "with a float16 operand and the forward's float32 mean/rstd ('Type parameter (T) of Optype (Div) "
-                "bound to different types'); float32 loads and runs",
+    Rule("new", "ONNX Runtime refuses the float16/bfloat16 joint graph of a norm: torch.onnx exports a backward "
+                "op (layer norm's Div, instance norm's Add) with a half operand and a float32 one, the forward's "
+                "statistics ('Type parameter (T) of Optype (Div) bound to different types'); float32 loads and runs",
          lambda r: _grad(r) and r["path"] in ORT and r["verdict"] == Verdict.ERROR
-         and "Optype (Div) bound to different types" in _msg(r)),
+         and "Type parameter (T) of Optype (" in _msg(r) and "bound to different types" in _msg(r)),
     Rule("new", "not a bug: onnxruntime's CPU execution provider registers no bfloat16 kernel for an op of the "
                 "joint graph (Mul, ...): the path says unsupported with the op, as for the forward",
          lambda r: _grad(r) and r["path"] in ORT and r["verdict"] == Verdict.UNSUPPORTED
@@ -96,16 +98,30 @@ GRADIENT_RULES: tuple[Rule, ...] = (
                 "for llvm-cpu: 'arith.constant' op failed to verify that all of {value, result} have same type",
          lambda r: _grad(r) and r["path"] == "iree" and r["verdict"] == Verdict.ERROR
          and "arith.constant' op" in _msg(r)),
+    Rule("new", "not a failure: torch-mlir has no lowering for an op of the joint graph (torch.constant.int, "
+                "torch.constant.float, torch.vtensor.literal: iree.compiler 'failed to legalize operation'), so the "
+                "path says unsupported with the op",
+         lambda r: _grad(r) and r["path"] == "iree" and r["verdict"] == Verdict.UNSUPPORTED
+         and "torch-mlir has no lowering for" in _msg(r)),
+    Rule("new", "not a gradient finding: TVM's relax.nn.group_norm refuses bfloat16 data when the export is "
+                "imported ('expects that data must be float...'), before any gradient (TOPI's norms take float32 "
+                "and float16 only)",
+         lambda r: _grad(r) and r["path"] in TVM and r["verdict"] == Verdict.ERROR and _case(r)["dtype"] == "bfloat16"
+         and "relax.nn.group_norm" in _msg(r) and "expects that data must be" in _msg(r)),
+    Rule("new", "OpenVINO's PyTorch frontend fails on the joint graph of the residual-add RMSNorm neighbourhood "
+                "(Check 'is_number(name)' failed in translate_session.cpp): an input name of the joint graph it "
+                "reads as a number; cause not located",
+         lambda r: _grad(r) and r["path"] in OPENVINO and r["verdict"] == Verdict.ERROR
+         and "is_number(name)" in _msg(r)),
     Rule("iree-org/iree-turbine#1127", "iree-turbine's aot.export inlines each parameter with np.array(tensor), "
                                        "which torch refuses for bfloat16 (TypeError: Got unsupported ScalarType "
                                        "BFloat16): no bfloat16 backward with parameters exports, as for the forward",
          lambda r: _grad(r) and r["path"] == "iree" and r["verdict"] == Verdict.ERROR
          and "unsupported ScalarType BFloat16" in _msg(r)),
     # -- float32: a few ulps on one row ------------------------------------------------------------
-    Rule("new", "marginal, not a bug: a float32 gradient within its bound (0.1-0.15x) with one row a few ulps "
-                "over the floor beyond 2 ulps (0.084-0.11 per unit of the bound against 0.083)",
-         lambda r: _wrong(r) and _case(r)["dtype"] == "float32" and r["verdict"] == Verdict.INACCURATE
-         and _marginal(r)),
+    Rule("new", "marginal, not a bug: a gradient within its bound (0.1-0.35x) with 1-3 rows of thousands a few "
+                "ulps over the floor beyond 2 ulps (0.084-0.14 per unit of the bound against 0.083)",
+         lambda r: _wrong(r) and r["verdict"] == Verdict.INACCURATE and _marginal(r)),
     # -- ExecuTorch: the forward kernels the joint graph recomputes ------------------------------
     Rule("new", "the joint graph recomputes the forward's native_layer_norm on ExecuTorch, whose optimized kernel "
                 "reads float16/bfloat16 rows of 256+ as float32 bits (the forward finding "
@@ -120,6 +136,17 @@ GRADIENT_RULES: tuple[Rule, ...] = (
                                      "the same edge graph right",
          lambda r: _wrong(r) and r["path"] in ET_RUNTIME and _layer_norm(r) and _float32_norm(r)
          and _case(r)["input"]["kind"] == "offset" and "d_bias" not in _failing(r)),
+    Rule("pytorch/executorch#16727", "the joint graph recomputes the forward's group/instance norm on ExecuTorch, "
+                                     "whose portable kernel takes a large-offset float32 row's statistics in a "
+                                     "cancelling form (the forward's finding): d_x hundreds of times the float32 "
+                                     "witnesses' error on rows whose bound is infinite (an offset of 80,000)",
+         lambda r: _wrong(r) and r["path"] in ET_RUNTIME and _case(r)["pattern"] in ("group_norm", "instance_norm")
+         and _case(r)["dtype"] == "float32" and _case(r)["input"]["kind"] == "offset"),
+    Rule("new", "the joint graph recomputes the forward's group/instance norm on ExecuTorch, whose portable kernel "
+                "computes float16/bfloat16 statistics in reduced precision (the forward finding; non-finite where "
+                "a count or sum overflows float16), on top of torch's half statistics the backward reads",
+         lambda r: _wrong(r) and r["path"] in ET_RUNTIME and _case(r)["pattern"] in ("group_norm", "instance_norm")
+         and _half(r) and not _float32_norm(r)),
     Rule("pytorch/executorch#24428", "RemoveRedundancy drops the dtype-changing _to_copy(memory_format=...) of an "
                                      "upcast norm without dim order (the PR's second commit): the joint graph's "
                                      "norm runs in bfloat16/float16, d_x hundreds of times its bound",
@@ -137,7 +164,7 @@ GRADIENT_RULES: tuple[Rule, ...] = (
                 "normalized value's other user, the backward's, lost: executorch-new-recompose-used-twice), not "
                 "confirmed on the joint graph",
          lambda r: _wrong(r) and r["path"] in RECOMPOSE and (r.get("facts") or {}).get("rms_norm_built")
-         and _failing(r) == {"d_weight"}),
+         and bool(_failing(r)) and _failing(r) <= WEIGHT),
     # -- IREE, OpenVINO: reductions in the reduced dtype ----------------------------------------
     Rule("new", "torch-mlir lowers the joint graph's float16/bfloat16 sum over rows (d_weight = sum(dy * h) where "
                 "the weight multiplies a half normalized value, as Llama's RMSNorm does) to a linalg reduction "
@@ -156,6 +183,10 @@ GRADIENT_RULES: tuple[Rule, ...] = (
          lambda r: _wrong(r) and r["path"] in OPENVINO
          and "Reduce:bf16" in ((r.get("facts") or {}).get("ov_runtime_nodes") or ()), cpu=BF16_CPUS),
     # -- TVM's training flow ----------------------------------------------------------------------
+    Rule("new", "by design: DecomposeOpsForTraining decomposes batch_norm in training mode (batch statistics: "
+                "Gradient differentiates relax.mean and relax.variance), as the forward's baseline says, so an eval "
+                "batch_norm's gradient (running statistics) is a training batch_norm's: d_x 10^5-10^9x its bound",
+         lambda r: _wrong(r) and r["path"] == "tvm-decompose" and _case(r)["pattern"] == "batch_norm"),
     Rule("new", "the backward face of apache/tvm#20909: after DecomposeOpsForTraining every op is float16 and "
                 "Relax's registered gradients (variance's 2/N x - 2/N^2 sum(x), the bias's collapse_sum) sum again "
                 "in float16 (catalog: tvm-new-gradient-fp16)",
@@ -167,6 +198,21 @@ GRADIENT_RULES: tuple[Rule, ...] = (
                 "pytorch-new-cpu-layer-norm-backward-half)",
          lambda r: _wrong(r) and r["path"] in TORCH_KERNEL and _layer_norm(r) and _half(r)
          and "d_bias" in _failing(r)),
+    Rule("pytorch/pytorch#136680", "torch's CPU instance_norm in float16/bfloat16 (batch_norm over the reshaped "
+                                   "input) is far less accurate than a float32-accumulating norm, forward and "
+                                   "backward: every path deriving its backward from torch's shares d_x 37-680x",
+         lambda r: _wrong(r) and r["path"] in TORCH_DERIVED and _case(r)["pattern"] == "instance_norm"
+         and _half(r) and not _float32_norm(r)),
+    Rule("new", "by design, as layer norm's (pytorch/pytorch#77407): torch's CPU native_group_norm saves mean and "
+                "rstd in the float16/bfloat16 input dtype, so every backward derived from torch reads a half rstd: "
+                "d_x 11-16x, d_weight within its bound but over the witnesses",
+         lambda r: _wrong(r) and r["path"] in TORCH_DERIVED and _case(r)["pattern"] == "group_norm"
+         and _half(r) and not _float32_norm(r)),
+    Rule("new", "a float32 instance norm at an offset of 80,000 over rows of 4,096 (the bound infinite: judged "
+                "against the witnesses alone): Inductor's d_x 2.5x the float32 witnesses' error on one row of 16; "
+                "cause not isolated",
+         lambda r: _wrong(r) and r["path"] in ("inductor", "inductor-emulate") and _case(r)["dtype"] == "float32"
+         and _case(r)["pattern"] == "instance_norm" and _case(r)["input"]["kind"] == "offset"),
     Rule("pytorch/pytorch#77407", "by design: torch's CPU native_layer_norm saves mean and rstd in the float16/"
                                   "bfloat16 input dtype and its decomposition copies that on CPU (#139923), so "
                                   "every backward derived from torch reads a half rstd: d_x and d_weight over their "
