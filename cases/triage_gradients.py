@@ -90,6 +90,10 @@ GRADIENT_RULES: tuple[Rule, ...] = (
                 "joint graph (Mul, ...): the path says unsupported with the op, as for the forward",
          lambda r: _grad(r) and r["path"] in ORT and r["verdict"] == Verdict.UNSUPPORTED
          and "has no kernel for" in _msg(r)),
+    Rule("new", "ONNX Runtime's graph (torch.onnx's export of the joint graph) returns a float16 program's "
+                "weight and bias gradients in float32 where torch gives float16 (values right, 1e-5 of the bound): "
+                "the sum over rows comes back without its cast to the parameter's dtype; cause not located",
+         lambda r: _grad(r) and r["path"] in ORT and r["verdict"] == Verdict.DTYPE_MISMATCH),
     Rule("new", "OpenVINO's PyTorch frontend converts aten.native_layer_norm as one output, so the joint graph's "
                 "getitem of its mean and rstd (read by native_layer_norm_backward) fails to convert, in every dtype",
          lambda r: _grad(r) and r["path"] in OPENVINO and r["verdict"] == Verdict.ERROR
@@ -113,6 +117,17 @@ GRADIENT_RULES: tuple[Rule, ...] = (
                 "reads as a number; cause not located",
          lambda r: _grad(r) and r["path"] in OPENVINO and r["verdict"] == Verdict.ERROR
          and "is_number(name)" in _msg(r)),
+    Rule("new", "torch's export keeps an activation's backward kernel whole in the joint graph "
+                "(aten.silu_backward, SiLU before the norm), which no stack here takes: to_edge's verifier refuses it "
+                "(not in the Core ATen opset), OpenVINO has no conversion rule for it",
+         lambda r: _grad(r) and r["verdict"] in (Verdict.ERROR, Verdict.UNSUPPORTED)
+         and "_backward.default" in _msg(r)
+         and ("is not in Core ATen opset" in _msg(r) or "No conversion rule found" in _msg(r))),
+    Rule("new", "torch.onnx fails to convert the joint graph of the SiLU-before-RMSNorm neighbourhood (ConversionError "
+                "at step 3/3; the record's message is cut before the op): the graph's aten.silu_backward, which "
+                "to_edge and OpenVINO refuse by name, is the likely op; not confirmed",
+         lambda r: _grad(r) and r["path"] in ORT and r["verdict"] == Verdict.ERROR
+         and "Failed to convert the exported program to an ONNX model" in _msg(r)),
     Rule("iree-org/iree-turbine#1127", "iree-turbine's aot.export inlines each parameter with np.array(tensor), "
                                        "which torch refuses for bfloat16 (TypeError: Got unsupported ScalarType "
                                        "BFloat16): no bfloat16 backward with parameters exports, as for the forward",
@@ -159,8 +174,8 @@ GRADIENT_RULES: tuple[Rule, ...] = (
          lambda r: _grad(r) and r["path"] in RECOMPOSE and r["verdict"] == Verdict.DTYPE_MISMATCH
          and (r.get("facts") or {}).get("rms_norm_built")),
     Rule("new", "RecomposeRmsNorm rebuilds the forward RMSNorm inside the joint graph (facts.rms_norm_built) and "
-                "d_weight, which reads the forward's normalized value, errs hundreds of times its bound (272x and "
-                "1,411x on float32 [4096, 64]) while d_x passes: consistent with the used-twice class (the "
+                "the weight's gradient, which reads the forward's normalized value, errs 272x to 37,000x its bound "
+                "(float32) while d_x passes: consistent with the used-twice class (the "
                 "normalized value's other user, the backward's, lost: executorch-new-recompose-used-twice), not "
                 "confirmed on the joint graph",
          lambda r: _wrong(r) and r["path"] in RECOMPOSE and (r.get("facts") or {}).get("rms_norm_built")
@@ -191,6 +206,11 @@ GRADIENT_RULES: tuple[Rule, ...] = (
                 "Relax's registered gradients (variance's 2/N x - 2/N^2 sum(x), the bias's collapse_sum) sum again "
                 "in float16 (catalog: tvm-new-gradient-fp16)",
          lambda r: _wrong(r) and r["path"] == "tvm-decompose" and _case(r)["dtype"] == "float16"),
+    Rule("new", "Relax's registered gradient of a float16 broadcast add (collapse_sum) sums the bias gradient over "
+                "rows in float16 (d_b 11x on the residual-add layer norm written out, whose other gradients pass): "
+                "the sum tvm-new-gradient-fp16 shows on tvm-decompose",
+         lambda r: _wrong(r) and r["path"] == "tvm" and _case(r)["dtype"] == "float16"
+         and bool(_failing(r)) and _failing(r) <= {"d_b", "d_bias"}),
     # -- torch's CPU LayerNorm backward -----------------------------------------------------------
     Rule("new", "torch's CPU float16/bfloat16 LayerNorm backward kernel sums d_bias (a sum of the cotangent, no "
                 "statistics) and d_weight over rows in the half dtype, where its decomposition sums in float32 and "
