@@ -180,6 +180,11 @@ GRADIENT_RULES: tuple[Rule, ...] = (
                 "confirmed on the joint graph",
          lambda r: _wrong(r) and r["path"] in RECOMPOSE and (r.get("facts") or {}).get("rms_norm_built")
          and bool(_failing(r)) and _failing(r) <= WEIGHT),
+    Rule("new", "RecomposeRmsNorm matches a chain of the joint graph and rebuilds it as rms_norm with another "
+                "tensor's shape as normalized_shape ([16, 64] for an input of [16, 1]): the rebuilt op fails to run "
+                "(the weight-shape class of executorch-new-recompose-broadcast-weight)",
+         lambda r: _grad(r) and r["path"] in RECOMPOSE and r["verdict"] == Verdict.ERROR
+         and "normalized_shape" in _msg(r)),
     # -- IREE, OpenVINO: reductions in the reduced dtype ----------------------------------------
     Rule("new", "torch-mlir lowers the joint graph's float16/bfloat16 sum over rows (d_weight = sum(dy * h) where "
                 "the weight multiplies a half normalized value, as Llama's RMSNorm does) to a linalg reduction "
