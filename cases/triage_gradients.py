@@ -1,4 +1,5 @@
-"""Triage rules of the gradients suite: failures of a backward pass (`"grad": true`, cases/gradients.py, docs/gradients.md).
+"""Triage rules of the gradients suite: failures of a backward pass (`"grad": true`, cases/gradients.py,
+docs/gradients.md).
 
 A gradient record is triaged by these rules only (cases.triage.rule_of): the
 forward rules speak of forward kernels and would give a backward's failure a
@@ -33,8 +34,8 @@ TORCH_KERNEL = ("eager", "executorch-recompose-capture")
 WRONG = (Verdict.INACCURATE, Verdict.NONFINITE)
 WEIGHT = {"d_weight", "d_w"}  # the weight's gradient: a module's parameter, a program's `w`
 BF16_CPUS = ("avx512_bf16", "amx_bf16")  # where OpenVINO's default inference precision is bf16
-_BEYOND = re.compile(r"^output \w+: [123] of \d{4,} rows beyond .* of (?:float32|float16|bfloat16) ([0-9.e+-]+) per unit of "
-                     r"the bound, .* the floor ([0-9.e+-]+)")
+_BEYOND = re.compile(r"^output \w+: [123] of \d{4,} rows beyond .* of (?:float32|float16|bfloat16) ([0-9.e+-]+) "
+                     r"per unit of the bound, .* the floor ([0-9.e+-]+)")
 
 
 def _grad(r: Record) -> bool:
@@ -51,8 +52,8 @@ def _wrong(r: Record) -> bool:
 
 
 def _layer_norm(r: Record) -> bool:
-    """A layer norm torch runs as its native_layer_norm: a catalog case or a library class of the zoo (SamLayerNorm), not
-    a program (which writes its norm out)."""
+    """A layer norm torch runs as its native_layer_norm: a catalog case or a library class of the zoo (SamLayerNorm),
+    not a program (which writes its norm out)."""
     return _case(r).get("pattern") == "layer_norm" and not _case(r).get("program")
 
 

@@ -74,3 +74,15 @@ def test_a_float32_gradient_within_its_bound_at_the_floor_is_marginal():
     assert triage(at_floor)[1].startswith("marginal")
     at_floor["max_err_over_tol"] = 1.5  # over its bound: not marginal
     assert triage(at_floor) is None
+
+
+def test_group_and_instance_norm_and_the_joint_graphs_own_ops():
+    group = {"pattern": "group_norm", "dtype": "float16", "shape": [64, 32, 8, 8], "groups": 4, "grad": True}
+    assert "native_group_norm saves mean" in triage(record(group, "inductor", "inaccurate", ("d_x",)))[1]
+    assert "portable kernel" in triage(record(group, "executorch", "inaccurate", ("d_x", "d_weight")))[1]
+    instance = {"pattern": "instance_norm", "dtype": "bfloat16", "shape": [64, 16, 64], "grad": True}
+    assert triage(record(instance, "eager", "inaccurate", ("d_x",)))[0] == "pytorch/pytorch#136680"
+    kept = "SpecViolationError: Operator torch._ops.aten.silu_backward.default is not in Core ATen opset"
+    assert "silu_backward" in triage(record({**LN, "dtype": "float32"}, "executorch", "error", message=kept))[1]
+    lowering = "torch-mlir has no lowering for torch.constant.int (iree.compiler: failed to legalize operation)"
+    assert triage(record(group, "iree", "unsupported", message=lowering))[1].startswith("not a failure")
