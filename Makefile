@@ -39,7 +39,8 @@ clean:
 	rm -rf $(VENV) reports/latest .pytest_cache
 
 # The nightly suite on every path, its reports, and the gate against the committed baseline; then the context suite
-# against reports/context-baseline.json and the shapes suite against reports/shapes-baseline.json;
+# against reports/context-baseline.json, the shapes suite against reports/shapes-baseline.json and the gradients
+# suite against reports/gradients-baseline.json;
 # the night is appended to the run history $(HISTORY) (kept from night to night).
 # The run is given the baseline too: the failures it expects are not attributed again every night.
 # With the zoo extra installed (make install EXTRAS=zoo), the zoo suite too, gated against its own baseline:
@@ -56,12 +57,17 @@ CONTEXT_GATE = $(BIN)/normdiff gate reports/context/results.jsonl --baseline rep
 # against its own baseline; it too runs whatever the gates before it say.
 SHAPES_RUN  = $(BIN)/normdiff run --suite shapes --out reports/shapes --jobs $(JOBS) --quiet --history $(HISTORY) --baseline reports/shapes-baseline.json || [ $$? -eq 1 ]
 SHAPES_GATE = $(BIN)/normdiff gate reports/shapes/results.jsonl --baseline reports/shapes-baseline.json
+# The gradients suite (each norm's backward, `"grad": true`: cases/gradients.py), gated against its own baseline;
+# it too runs whatever the gates before it say.
+GRADIENTS_RUN  = $(BIN)/normdiff run --suite gradients --out reports/gradients --jobs $(JOBS) --quiet --history $(HISTORY) --baseline reports/gradients-baseline.json || [ $$? -eq 1 ]
+GRADIENTS_GATE = $(BIN)/normdiff gate reports/gradients/results.jsonl --baseline reports/gradients-baseline.json
 
 nightly: $(STAMP)
 	$(BIN)/normdiff run --suite nightly --out reports/nightly --jobs $(JOBS) --quiet --history $(HISTORY) --baseline reports/baseline.json || [ $$? -eq 1 ]
 	failed=0; $(BIN)/normdiff gate reports/nightly/results.jsonl --baseline reports/baseline.json || failed=1; \
 	{ $(CONTEXT_RUN); } && $(CONTEXT_GATE) || failed=1; \
 	{ $(SHAPES_RUN); } && $(SHAPES_GATE) || failed=1; \
+	{ $(GRADIENTS_RUN); } && $(GRADIENTS_GATE) || failed=1; \
 	if $(ZOO_INSTALLED); then { $(ZOO_RUN); } && $(ZOO_GATE) || failed=1; fi; \
 	exit $$failed
 
@@ -93,6 +99,9 @@ baseline: $(STAMP)
 	fi
 	if [ -f reports/shapes/results.jsonl ]; then \
 	  $(BIN)/normdiff gate reports/shapes/results.jsonl --baseline reports/shapes-baseline.json --update; \
+	fi
+	if [ -f reports/gradients/results.jsonl ]; then \
+	  $(BIN)/normdiff gate reports/gradients/results.jsonl --baseline reports/gradients-baseline.json --update; \
 	fi
 	if [ -f reports/zoo/results.jsonl ]; then \
 	  $(BIN)/normdiff gate reports/zoo/results.jsonl --baseline reports/zoo-baseline.json --update; \

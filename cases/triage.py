@@ -20,6 +20,7 @@ from harness.core.verdicts import Verdict
 from cases._triage_record import Record, Rule, _case, _half, _msg, _on  # noqa: F401 (re-exported)
 from cases.triage_compilers import COMPILER_RULES
 from cases.triage_context import CONTEXT_RULES, _neighbour
+from cases.triage_gradients import GRADIENT_RULES
 from cases.triage_shapes import SHAPES_RULES
 
 
@@ -332,8 +333,9 @@ RULES: tuple[Rule, ...] = SHAPES_RULES + CONTEXT_RULES + (
 
 
 def rule_of(record: Record) -> Rule | None:
-    """The first rule matching a failing record (on a CPU the rule names, if it names any), or None."""
-    for rule in RULES:
+    """The first rule matching a failing record (on a CPU the rule names, if it names any), or None. A gradient
+    record (`"grad": true`) is matched by the gradients suite's rules only: the others explain forward kernels."""
+    for rule in (GRADIENT_RULES if _case(record).get("grad") else RULES):
         if rule.cpu and set(rule.cpu).isdisjoint(record.get("cpu") or ()):
             continue
         try:

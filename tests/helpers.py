@@ -20,6 +20,7 @@ BASELINE = os.path.join(ROOT, "reports", "baseline.json")
 ZOO_BASELINE = os.path.join(ROOT, "reports", "zoo-baseline.json")
 CONTEXT_BASELINE = os.path.join(ROOT, "reports", "context-baseline.json")
 SHAPES_BASELINE = os.path.join(ROOT, "reports", "shapes-baseline.json")
+GRADIENTS_BASELINE = os.path.join(ROOT, "reports", "gradients-baseline.json")
 
 
 def normdiff(*args, cwd=None, timeout=900, env=None):

@@ -159,13 +159,14 @@ def test_make_nightly_names_its_run_history(checkout):
     argvs = normdiff_argvs(make(checkout, "-n", "nightly").stdout)
     calls = [build_parser().parse_args(argv) for argv in argvs]
     assert [(c.command, c.suite) for c in calls if c.command == "run"] == [
-        ("run", ["nightly"]), ("run", ["context"]), ("run", ["shapes"]), ("run", ["zoo"])]
-    assert [c.command for c in calls] == ["run", "gate"] * 4  # the zoo's two when its extra is there
+        ("run", ["nightly"]), ("run", ["context"]), ("run", ["shapes"]), ("run", ["gradients"]), ("run", ["zoo"])]
+    assert [c.command for c in calls] == ["run", "gate"] * 5  # the zoo's two when its extra is there
     assert "--history" in argvs[0] and calls[0].history == calls[2].history == calls[4].history == calls[6].history \
-        == "reports/history.sqlite"
+        == calls[8].history == "reports/history.sqlite"
     assert calls[0].baseline == calls[1].baseline == "reports/baseline.json"  # known failures not attributed again
     assert calls[2].baseline == calls[3].baseline == "reports/context-baseline.json"
     assert calls[4].baseline == calls[5].baseline == "reports/shapes-baseline.json"
+    assert calls[6].baseline == calls[7].baseline == "reports/gradients-baseline.json"
 
 
 def test_make_fuzz_runs_both_searches_and_a_finding_is_not_a_failure(checkout):
@@ -192,7 +193,7 @@ exit 0
 
 
 NIGHT = ["run --suite", "gate reports/nightly/results.jsonl", "run --suite", "gate reports/context/results.jsonl",
-         "run --suite", "gate reports/shapes/results.jsonl"]
+         "run --suite", "gate reports/shapes/results.jsonl", "run --suite", "gate reports/gradients/results.jsonl"]
 
 
 @pytest.mark.parametrize("fail, code, zoo, calls, ok", [
@@ -200,9 +201,11 @@ NIGHT = ["run --suite", "gate reports/nightly/results.jsonl", "run --suite", "ga
     ("gate reports/nightly/*", 1, True, NIGHT + ["run --suite", "gate reports/zoo/results.jsonl"], False),
     ("gate reports/context/*", 1, True, NIGHT + ["run --suite", "gate reports/zoo/results.jsonl"], False),
     ("gate reports/shapes/*", 1, True, NIGHT + ["run --suite", "gate reports/zoo/results.jsonl"], False),
+    ("gate reports/gradients/*", 1, True, NIGHT + ["run --suite", "gate reports/zoo/results.jsonl"], False),
     ("gate reports/zoo/*", 1, True, NIGHT + ["run --suite", "gate reports/zoo/results.jsonl"], False),
     ("*--suite context*", 2, True, NIGHT[:3] + NIGHT[4:] + ["run --suite", "gate reports/zoo/results.jsonl"], False),
-    ("*--suite shapes*", 2, True, NIGHT[:5] + ["run --suite", "gate reports/zoo/results.jsonl"], False),
+    ("*--suite shapes*", 2, True, NIGHT[:5] + NIGHT[6:] + ["run --suite", "gate reports/zoo/results.jsonl"], False),
+    ("*--suite gradients*", 2, True, NIGHT[:7] + ["run --suite", "gate reports/zoo/results.jsonl"], False),
     ("*--suite zoo*", 2, True, NIGHT + ["run --suite"], False),
     ("gate reports/nightly/*", 1, False, NIGHT, False),
 ])

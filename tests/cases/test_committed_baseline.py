@@ -6,7 +6,7 @@ from harness import paths
 from harness.reports.baseline import load_baseline
 from harness.spec import CaseSpec
 
-from helpers import BASELINE, CONTEXT_BASELINE, SHAPES_BASELINE, ZOO_BASELINE  # noqa: E402
+from helpers import BASELINE, CONTEXT_BASELINE, GRADIENTS_BASELINE, SHAPES_BASELINE, ZOO_BASELINE  # noqa: E402
 
 
 def assert_triaged(entries, suite_name):
@@ -69,3 +69,17 @@ def test_every_known_shapes_failure_is_a_triaged_symbolic_execution():
     assert_triaged(entries, "shapes")
     assert all(e.case.get("dynamic") and e.reason and e.upstream for e in entries.values())
     assert ("tvm", "apache/tvm#17744", "inaccurate") in {(e.path, e.upstream, e.verdict) for e in entries.values()}
+
+
+def test_every_known_gradients_failure_is_a_triaged_backward_execution():
+    """The gradients suite's baseline: each entry a `"grad": true` case of the suite with its reason; the catalog's
+    gradient findings are there (torch's half statistics on the paths derived from torch, tvm-decompose's float16
+    training flow, eager's half sums)."""
+    pytest.importorskip("transformers", reason="the gradients suite samples the zoo: pip install 'normdiff[zoo]'")
+    entries = load_baseline(GRADIENTS_BASELINE)
+    assert_triaged(entries, "gradients")
+    assert all(e.case.get("grad") and e.reason and e.upstream for e in entries.values())
+    found = {(e.path, e.upstream, e.verdict) for e in entries.values()}
+    assert {("inductor", "pytorch/pytorch#77407", "inaccurate"), ("tvm", "new", "unsupported")} <= found
+    tvm = {e.reason for e in entries.values() if e.path == "tvm-decompose" and e.case["dtype"] == "float16"}
+    assert any("apache/tvm#20909" in reason for reason in tvm)
