@@ -24,7 +24,7 @@ class Whole:
     rel_err: float | None = None
     max_abs_err: float | None = None
     out_dtype: str | None = None
-    error: str | None = None
+    failure: str | None = None  # why the path gave no output (its stage's one line)
 
 
 class Outputs:
@@ -93,5 +93,5 @@ def whole_model(target, spec, model, x, ref: np.ndarray, eager: np.ndarray) -> l
         except Exception as exc:  # noqa: BLE001 - a path that cannot compile the whole model says why, in one line
             why = f"{exc.stage}: {exc.message.splitlines()[0] if exc.message else ''}" \
                 if isinstance(exc, StageError) else first_line(exc)
-            out.append(Whole(name, error=why[:300]))
+            out.append(Whole(name, failure=why[:300]))
     return out

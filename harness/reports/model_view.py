@@ -5,6 +5,8 @@ from __future__ import annotations
 import html
 import re
 
+from harness.core.verdicts import Verdict
+
 
 def _cell(record: dict | None) -> str:
     if record is None:
@@ -30,7 +32,7 @@ def first_over(about: dict, records: list[dict]) -> dict[str, str | None]:
     out: dict[str, str | None] = {}
     for p in about["paths"]:
         out[p] = next((i["path"] for i in about["instances"]
-                       if table.get(i["path"], {}).get(p) and table[i["path"]][p]["verdict"] != "pass"), None)
+                       if table.get(i["path"], {}).get(p) and table[i["path"]][p]["verdict"] != Verdict.PASS), None)
     return out
 
 
@@ -70,7 +72,7 @@ def model_table(about: dict, records: list[dict]) -> str:
         for w in about["whole"]:
             rel = f"{w['rel_err']:.3g}" if w.get("rel_err") is not None else "—"
             err = f"{w['max_abs_err']:.3g}" if w.get("max_abs_err") is not None else "—"
-            lines.append(f"| `{w['path']}` | {rel} | {err} | {w.get('out_dtype') or '—'} | {w.get('error') or ''} |")
+            lines.append(f"| `{w['path']}` | {rel} | {err} | {w.get('out_dtype') or '—'} | {w.get('failure') or ''} |")
     return "\n".join(lines) + "\n"
 
 
@@ -103,7 +105,7 @@ def plot_instances(model: str, table: dict[str, dict[str, dict]]) -> str:
         ys = [table[n].get(p, {}).get("max_err_over_tol") for n in names]
         xs = [i for i, y in enumerate(ys) if isinstance(y, (int, float))]
         ax.plot(xs, [min(max(ys[i], CLIP_LOW), CLIP_HIGH) for i in xs], marker="o", label=p)
-        bad = [i for i in xs if table[names[i]][p]["verdict"] != "pass"]  # a dtype_mismatch may sit below 1
+        bad = [i for i in xs if table[names[i]][p]["verdict"] != Verdict.PASS]  # a dtype_mismatch may sit below 1
         ax.scatter(bad, [min(max(ys[i], CLIP_LOW), CLIP_HIGH) for i in bad], marker="x", s=60, color="red", zorder=3,
                    label=f"{p}: not pass" if bad else None)
     ax.axhline(1.0, color="black", linewidth=1, linestyle="--")

@@ -55,8 +55,8 @@ def test_suites_are_deterministic_unique_and_start_with_the_seeds():
         assert [s.to_json() for s in specs] == [s.to_json() for s in suite(name)]
         assert len({s.case_id for s in specs}) == len(specs)
         assert [s.to_json() for s in specs[:len(SEEDS)]] == [CaseSpec.from_dict(r).to_json() for r in SEEDS]
-    assert suite_names() == ["context", "full", "nearmiss", "nightly", "shapes", "smoke", "zoo"]
-    with pytest.raises(KeyError, match="known: context, full, nearmiss, nightly, shapes, smoke, zoo"):
+    assert suite_names() == ["context", "full", "gradients", "nearmiss", "nightly", "shapes", "smoke", "zoo"]
+    with pytest.raises(KeyError, match="known: context, full, gradients, nearmiss, nightly, shapes, smoke, zoo"):
         suite("weekly")
 
 

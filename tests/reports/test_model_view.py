@@ -9,8 +9,8 @@ ABOUT = {"target": "m:M", "dtype": "float16", "paths": ["eager", "p"], "outliers
                        {"path": "layers.2.norm", "cls": "torch:LayerNorm", "dtype": "float16", "shape": [1, 4, 8],
                         "max_abs": 2.0, "case_id": "a", "note": ""},
                        {"path": "head", "cls": "m:Odd", "note": "its input is not a floating tensor"}],
-         "whole": [{"path": "eager", "rel_err": 1e-3, "max_abs_err": 2e-3, "out_dtype": "float16", "error": None},
-                   {"path": "p", "error": "run: it broke"}]}
+         "whole": [{"path": "eager", "rel_err": 1e-3, "max_abs_err": 2e-3, "out_dtype": "float16", "failure": None},
+                   {"path": "p", "failure": "run: it broke"}]}
 
 
 def record(case_id, instance, path, verdict, over):
