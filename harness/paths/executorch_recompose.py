@@ -61,8 +61,7 @@ def rewrite(graph_module, quantization_capture: bool) -> dict:
     recompose(graph_module)
     built = [n for n in nodes if n.target == norm and n not in before]
     return {"rms_norm_built": bool(built), "rms_norm_input_dtype": dtype_of(built[0].args[0]) if built else None,
-            # a dropped cast is new math: the casts the rewrite removed, as from->to
-            "rms_norm_nodes": sum(n.target == norm for n in nodes), "dropped_casts": sorted(
+            "rms_norm_nodes": sum(n.target == norm for n in nodes), "dropped_casts": sorted(  # new math
                 f"{a}->{b}" for n, (a, b) in casts.items() if n not in alive and a and b and a != b)}
 
 

@@ -112,7 +112,10 @@ LONGER = {"tvm-new-bf16-power": 114, "tvm-new-bf16-group-norm": 109, "tvm-new-fp
           # gradient cases (cases/gradient_bugs.py): the Backward, the lifted backward as the reference, and three
           # checks, d_weight's and d_bias's with a threshold per element (each element is a scored row)
           "pytorch-new-cpu-layer-norm-backward-half": 181, "pytorch-new-cpu-layer-norm-half-stats": 196,
-          "tvm-new-gradient-fp16": 267, "executorch-new-layer-norm-half-grad": 244}
+          "tvm-new-gradient-fp16": 267, "executorch-new-layer-norm-half-grad": 244,
+          # symbolic cases (cases/shapes_bugs.py): the pipeline's symbolic export and its range pasted too
+          "tvm-17744-symbolic-count": 121, "tvm-new-symbolic-instance-norm": 121,
+          "iree-new-symbolic-instance-norm": 141, "tvm-new-symbolic-normalized-shape": 123}
 
 
 def test_every_catalog_entrys_short_script_fits_a_screen():
