@@ -212,7 +212,7 @@ def test_repro_script_of_eval_batch_norm_exits_0(cli_here, tmp_path):
     script = tmp_path / "repro.py"
     proc = cli_here("repro", str(spec), "--path", "tvm-decompose-inference", "-o", str(script))
     assert proc.returncode == 0, proc.stderr
-    assert "decomposed(imported_module(export_program(model, example)), 'DecomposeOpsForInference')" in script.read_text()
+    assert "decomposed(imported_module(export_program(model, example, DYNAMIC)), 'DecomposeOpsForInference')" in script.read_text()
     run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     assert "OK: tvm-decompose-inference matches the FP64 reference" in run.stdout
