@@ -126,7 +126,7 @@ def scripted_intermediates(spec, path):
     namespace: dict = {}
     exec("\n".join([pieces.IMPORTS, "from torch import nn\nimport torch.nn.functional as F\n",  # noqa: S102
                     runner.script_imports, pieces.CONVERSIONS, script.input_code(spec), script.model_code(spec),
-                    runner.script_code()]), namespace)
+                    script.path_code(spec, runner)]), namespace)
     example = tuple(namespace["to_torch"](a, spec.layout) for a in namespace["INPUTS"])
     return namespace["intermediates"](namespace["model"], example, namespace["INPUTS"])
 
