@@ -36,6 +36,7 @@ def mixer(tmp_path_factory):
     return runs
 
 
+@pytest.mark.xdist_group("mixer")  # its module fixture once, on one worker
 def test_a_user_models_three_norms_are_listed_in_model_order_with_verdicts(mixer):
     out, r = mixer["plain"]
     about = model_json(out)
@@ -60,6 +61,7 @@ def test_a_user_models_three_norms_are_listed_in_model_order_with_verdicts(mixer
     assert os.path.exists(os.path.join(out, "model.md")) and os.path.exists(os.path.join(out, "summary.md"))
 
 
+@pytest.mark.xdist_group("mixer")  # its module fixture once, on one worker
 def test_outliers_reach_the_norms_on_the_residual_stream_and_float16_reductions_break(mixer):
     """Planted at 1e4x the median in two channels of token 0, every norm reading the residual stream sees them; a
     path reducing in float16 (tvm-decompose's layer_norm) loses far more than without, eager (upcasting) passes."""
@@ -79,6 +81,7 @@ def test_outliers_reach_the_norms_on_the_residual_stream_and_float16_reductions_
     assert all(r["verdict"] == "pass" for r in over(mixer["outliers"][0], planted, "eager"))
 
 
+@pytest.mark.xdist_group("mixer")  # its module fixture once, on one worker
 def test_an_instances_case_id_is_the_same_in_another_process(mixer, tmp_path):
     """A second capture, in another worker process, stores the same bytes under the same hashes: the same case ids."""
     from harness.commands.model import instance_specs
@@ -103,6 +106,7 @@ def test_an_instances_case_id_is_the_same_in_another_process(mixer, tmp_path):
             assert hashlib.sha256(fh.read()).hexdigest() == i["sha256"]
 
 
+@pytest.mark.xdist_group("mixer")  # its module fixture once, on one worker
 def test_an_instances_repro_script_reads_its_captured_input_bit_for_bit(mixer, tmp_path):
     out, _ = mixer["plain"]
     inst = model_json(out)["instances"][2]
@@ -171,6 +175,7 @@ def test_a_two_layer_llama_in_bfloat16_lists_every_rmsnorm_and_recompose_gives_f
     assert r.returncode == 1 and "`executorch-recompose`: `model.layers.0.input_layernorm`" in r.stdout
 
 
+@pytest.mark.xdist_group("mixer")  # its module fixture once, on one worker
 def test_the_instances_run_again_as_pytest_tests_from_their_specs_file(mixer, tmp_path):
     """OUT/instances.jsonl with pytest's --normdiff-case: one test per instance × path, the inputs found beside it."""
     from importlib.metadata import entry_points

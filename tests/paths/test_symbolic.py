@@ -20,7 +20,7 @@ SPECS = [{"pattern": "instance_norm", "dtype": "float16", "shape": [1, 4, n], "d
 PLUGIN = "float16-storage"  # tests/plugin_paths.py: a path that declares no symbolic compile
 SCORED = {"pass", "inaccurate", "dtype_mismatch", "shape_mismatch", "nonfinite"}  # a scored output
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("symbolic")]  # its module fixture once, on one worker
 
 
 @pytest.fixture(scope="module")
