@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from cases import neighbours
 from harness.spec import PATTERNS, input_of
+from harness.spec.keys import style_variants
 
 DTYPES = ("float16", "bfloat16", "float32")
 LARGE_OFFSET = {"float16": 1000.0, "bfloat16": 100.0, "float32": 80000.0}  # cases/suites.py's, per dtype
@@ -52,9 +53,7 @@ def inputs(dtype: str) -> list[dict]:
 def _structures() -> list[tuple[str, str, str | None, str]]:
     """(pattern, style, cast, dtype): every variant in one dtype, in turn, then the `module` style of each pattern
     in the dtypes its variants did not reach (group, instance and batch norm have that style alone)."""
-    from cases.suites import variants  # the suites' one list of (pattern, style, cast); suites imports this module
-
-    out = [(pattern, style, cast, DTYPES[k % len(DTYPES)]) for k, (pattern, style, cast) in enumerate(variants())]
+    out = [(pattern, style, cast, DTYPES[k % len(DTYPES)]) for k, (pattern, style, cast) in enumerate(style_variants())]
     for pattern in PATTERNS:
         reached = {d for p, _, _, d in out if p == pattern}
         out += [(pattern, "module", None, d) for d in DTYPES if d not in reached]

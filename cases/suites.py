@@ -32,7 +32,8 @@ from __future__ import annotations
 
 from cases import gradients, nearmiss, neighbours, shapes
 from cases.pairwise import pairwise, product
-from harness.spec import CASTS, CATALOG_STYLES, PATTERNS, STYLES, CaseSpec, SpecError, input_of
+from harness.spec import CaseSpec, SpecError, input_of
+from harness.spec.keys import style_variants
 
 # The two seeds and their controls come first: every suite must show them.
 SEED_TVM = {"pattern": "layer_norm", "dtype": "float16", "shape": [1, 4096],
@@ -140,21 +141,12 @@ SHAPES: dict[str, dict[int, list[int]]] = {
 GROUPS = 4
 
 
-def variants() -> list[tuple[str, str, str | None]]:
-    """Every (pattern, style, cast): casting styles once per cast style."""
-    out = []
-    for pattern in PATTERNS:
-        for style in CATALOG_STYLES:
-            patterns, default_cast = STYLES[style]
-            if pattern in patterns:
-                out += [(pattern, style, c) for c in (CASTS if default_cast else (None,))]
-    return out
 
 
 def factors() -> dict[str, list]:
     """The structure factors: what a compiled artifact depends on."""
     return {
-        "variant": variants(),
+        "variant": style_variants(),
         "dtype": ["float32", "float16", "bfloat16"],
         "weight": ["same", "float32"],
         "rank": [2, 3, 4],

@@ -176,3 +176,14 @@ def input_object(key: str, value: Any) -> tuple[tuple[str, Any], ...]:
     if "dtype" in value:
         out.append(("dtype", choice(f"{key}.dtype", value["dtype"], DTYPES)))
     return tuple(out)
+
+
+def style_variants() -> list[tuple[str, str, str | None]]:
+    """Every catalog (pattern, style, cast): a casting style once per cast style (the suites' one list)."""
+    out = []
+    for pattern in PATTERNS:
+        for style in CATALOG_STYLES:
+            patterns, default_cast = STYLES[style]
+            if pattern in patterns:
+                out += [(pattern, style, c) for c in (CASTS if default_cast else (None,))]
+    return out

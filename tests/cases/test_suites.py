@@ -6,7 +6,8 @@ import pytest
 
 from harness.oracle.inputs import BENIGN
 from cases.pairwise import pairs_of, pairwise, product
-from cases.suites import SEEDS, factors, inputs_for, suite, suite_names, variants
+from cases.suites import SEEDS, factors, inputs_for, suite, suite_names
+from harness.spec.keys import style_variants as variants
 from harness.core.dtypes import DTYPES
 from harness.core.records import read_results
 from cases import nearmiss

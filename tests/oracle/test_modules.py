@@ -12,7 +12,7 @@ import pytest
 import torch
 from upstream_norms import upstream
 
-from cases.suites import variants
+from harness.spec.keys import style_variants as variants
 from harness.core.tensors import to_numpy, to_torch
 from harness.oracle.inputs import make_inputs
 from harness.oracle.modules import StyleModule, build_module, float64_twin
