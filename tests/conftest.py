@@ -57,7 +57,19 @@ HISTORY_NAME = "history.sqlite"  # harness.reports.history.HISTORY_FILE, and its
 CACHE_HOME = "NORMDIFF_TEST_CACHE_HOME"  # the session's cache home, made by the controller for its xdist workers
 
 
+def _groups_kept(config) -> None:
+    """make test's `--dist loadgroup` keeps each xdist_group on one worker, so a group's module fixture (a run of 16
+    paths, a model's capture) is made once. With pytest 9.2's structured node ids, xdist 3.8 cannot add its group
+    suffix and ignores every group silently: each fixture made on both workers, minutes of make test
+    (pytest-dev/pytest-xdist#1386, open). pyproject pins pytest below 9.2; another install stops here, in one line."""
+    major, minor = (int(v) for v in pytest.__version__.split(".")[:2])
+    if config.getvalue("dist") == "loadgroup" and (major, minor) >= (9, 2):
+        raise pytest.UsageError(f"pytest {pytest.__version__} with --dist loadgroup: pytest-xdist ignores every "
+                                "xdist_group (pytest-dev/pytest-xdist#1386); install pytest<9.2 (pyproject.toml)")
+
+
 def pytest_configure(config):
+    _groups_kept(config)
     """Tests write only into temporary folders: the runs they start keep their artifact cache (and
     Inductor's, under it; hypothesis' storage too) in one folder of this session, shared by its xdist workers (which inherit
     the controller's environment), not in ~/.cache. It is removed when the session ends."""
