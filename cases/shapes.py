@@ -9,7 +9,9 @@ reduction lengths of layer/RMS norm come from their program twins
 (the very text the style's module runs, as harness.oracle.twins writes it) with the last
 dim symbolic. The context suite's norms in their neighbourhoods
 (cases/neighbours.py) join with their sequence dim symbolic, where the
-program holds another sequence length (no literal size of it in the text).
+program holds another sequence length (no literal size of it in the text),
+and so do module cases: torch's nn.RMSNorm and, with the zoo extra, the
+transformers norms most models share, as the zoo builds them.
 
 Every size of one structure shares its compiled artifact (structure_key drops
 the symbolic sizes), so a structure costs one compile per path however many
@@ -129,6 +131,38 @@ def _holds(raw: dict) -> bool:
     return True
 
 
+# Module cases (docs/contracts.md §8) with their sequence symbolic, as an LLM runtime compiles them: torch's own
+# nn.RMSNorm, and with the zoo extra the transformers implementations at least ZOO_MEMBERS classes share over
+# [B, S, H] (Llama's RMSNorm, 138 classes; Gemma2's zero-centred one, 13), each as the zoo builds it. float16 only,
+# and fewer sizes than SEQUENCES: each structure is a compile per path and a lift, each size a lift check.
+MODULE_NORMS = ({"pattern": "rms_norm", "class": "torch.nn:RMSNorm", "init": {"normalized_shape": HIDDEN},
+                 "params": {"kind": "normal"}},)
+MODULE_SEQUENCES = (1, 7, 67, 257, 2049, 4097)  # 1; off every vector width; past the 2,048 and 4,096 tiles
+ZOO_MEMBERS = 13
+
+
+def _module(base: dict) -> list[dict]:
+    """A module spec over [B, S, H] in float16, its sequence S (dim 1) symbolic: every MODULE_SEQUENCES size."""
+    batch, _, hidden = base.get("shape", [2, 8, HIDDEN])
+    raw = {**base, "dtype": "float16", "input": INPUT, "dynamic": [1], "dynamic_max": SEQUENCE_MAX}
+    return _ones_last([_sized(raw, [batch, s, hidden]) for s in MODULE_SEQUENCES])
+
+
+def _zoo_bases() -> list[dict]:
+    """The zoo's most shared implementations over [B, S, H] (none without transformers)."""
+    from harness.zoo.catalog import installed, load_zoo
+
+    if not installed():
+        return []
+    return [e.base for e in load_zoo().entries if e.base is not None and len(e.members) >= ZOO_MEMBERS
+            and len(e.base["shape"]) == 3 and e.base.get("pattern") in ("layer_norm", "rms_norm")]
+
+
+def modules() -> list[dict]:
+    """The module and zoo cases of the suite, their sequence symbolic."""
+    return [raw for base in (*MODULE_NORMS, *_zoo_bases()) for raw in _module(base)]
+
+
 def specs() -> list[dict]:
     """The shapes suite's raw specs, structure by structure."""
     out: list[dict] = []
@@ -136,4 +170,4 @@ def specs() -> list[dict]:
         for pattern, style, cast in LLM_NORMS:
             out += _llm(pattern, style, cast, dtype) + _reduction(pattern, style, cast, dtype)
         out += _image("group_norm", dtype) + _image("batch_norm", dtype) + _instance(dtype)
-    return out + _context()
+    return out + _context() + modules()

@@ -70,11 +70,31 @@ class Cases:
     def __init__(self, cache=None):
         self.cache = cache
         self._modules: OrderedDict[str, Any] = OrderedDict()
+        self._sized: OrderedDict[tuple, Any] = OrderedDict()  # a symbolic structure's ModuleCase at other sizes
         self._setups: OrderedDict[str, tuple[Any, Setup]] = OrderedDict()
         self._backwards: dict[str, Any] = {}  # a gradient case's lifted backward, by structure (engine.gradients)
 
     def module_case(self, spec):
-        """The ModuleCase of `spec`'s structure, resolved at most once; a CaseProblem if it cannot be."""
+        """The ModuleCase of `spec`'s structure, resolved at most once; a CaseProblem if it cannot be. A symbolic
+        case's sizes share the structure's resolution, its program checked at each size (ModuleCase.at)."""
+        case = self._structure_case(spec)
+        if not spec.dynamic or case.spec.shape == spec.shape:
+            return case
+        key = (spec.structure_key(), spec.shape)
+        if key not in self._sized:
+            try:
+                self._sized[key] = case.at(spec)
+            except Exception as exc:  # noqa: BLE001 - user code: every failure is one record
+                self._sized[key] = problem_of(exc)
+            while len(self._sized) > SETUP_MEMO:
+                self._sized.popitem(last=False)
+        self._sized.move_to_end(key)
+        sized = self._sized[key]
+        if isinstance(sized, CaseProblem):
+            raise sized
+        return sized
+
+    def _structure_case(self, spec):
         key = spec.structure_key()
         if key not in self._modules:
             try:

@@ -17,6 +17,8 @@ import copy
 
 import numpy as np
 
+from harness.core.eps import TORCH_RMS_NONE_EPS
+
 LIFT_SHARE = 1e-3  # a difference over this share of the program's bound anywhere is a wrong lift
 
 
@@ -32,6 +34,11 @@ def _float64_mode():
             kwargs = dict(kwargs or {})
             if func in narrowing:
                 return args[0].double()
+            if func is torch.nn.functional.rms_norm:  # eps=None adds float32's eps in every dtype, not float64's
+                if len(args) > 3 and args[3] is None:
+                    args = (*args[:3], TORCH_RMS_NONE_EPS, *args[4:])
+                elif len(args) <= 3 and kwargs.get("eps") is None:
+                    kwargs["eps"] = TORCH_RMS_NONE_EPS
             args = tuple(torch.float64 if a in floats else a for a in args)
             if kwargs.get("dtype") in floats:
                 kwargs["dtype"] = torch.float64

@@ -101,6 +101,15 @@ class ModuleCase:
         self.digest = self._digest()
         self.exported = None  # the ExportedProgram `resolve` lifted (None: restored from a kept lift)
 
+    def at(self, spec) -> "ModuleCase":
+        """This case at another size of its symbolic dims (`spec` of the same structure): the same module and
+        lifted program, checked at `spec`'s shape. A program holding a literal size of a symbolic dim (a view
+        to the first size's shape) does not check there: the class is then exported and lifted at this size."""
+        try:
+            return ModuleCase(spec, self.resolved, self.module, self.names, self.program)
+        except ProgramError:
+            return resolve(spec)
+
     def _digest(self) -> str:
         """What a compiled artifact of this module depends on beyond its spec: the graph it computes (the
         lifted program) and every floating value it holds (a constructor's init the user edits)."""

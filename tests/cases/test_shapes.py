@@ -1,4 +1,5 @@
 """The shapes suite: every catalog pattern and dtype compiled once with symbolic dims, run at boundary sizes."""
+import importlib.util
 import math
 from collections import defaultdict
 
@@ -51,3 +52,19 @@ def test_the_context_neighbourhoods_join_with_their_tokens_symbolic_where_the_pr
     assert context and all(s.dynamic == (1,) and s.dtype == "float16" for s in context)
     assert {s.shape[1] for s in context} == set(shapes.CONTEXT_SEQUENCES)
     assert len({s.structure_key() for s in context}) == len(context) // len(shapes.CONTEXT_SEQUENCES) == 3
+
+
+def test_module_and_zoo_cases_join_with_their_sequence_symbolic():
+    """torch's nn.RMSNorm (and, with the zoo extra, the transformers norms most models share, as the zoo builds
+    them) over [B, S, H] in float16: S (dim 1) symbolic, one structure each at every MODULE_SEQUENCES size."""
+    modules = [s for s in suite("shapes") if s.is_module]
+    assert modules and all(s.dynamic == (1,) and s.dtype == "float16" and len(s.shape) == 3 for s in modules)
+    by_class = defaultdict(list)
+    for s in modules:
+        by_class[s.cls].append(s)
+    assert "torch.nn:RMSNorm" in by_class
+    for cls, specs in by_class.items():
+        assert len({s.structure_key() for s in specs}) == 1, cls
+        assert sorted(s.shape[1] for s in specs) == sorted(shapes.MODULE_SEQUENCES), cls
+    if importlib.util.find_spec("transformers") is not None:
+        assert "transformers.models.llama.modeling_llama:LlamaRMSNorm" in by_class

@@ -39,3 +39,19 @@ def test_compile_errors_of_symbolic_dims_name_their_compiler():
     tvm = record(twin, "tvm", "error", "pass", "import: TypeError: int() argument must be a string, a bytes-like "
                                                "object or a real number, not 'Node'")
     assert "SizeVar" in triage(tvm)[1]
+
+
+def test_a_symbolic_module_cases_failure_the_static_compile_shares_takes_the_static_rule():
+    """The shapes suite's module and zoo cases with their sequence symbolic: torch's nn.RMSNorm on iree (float16
+    sums, also static) and the zoo's Llama RMSNorm on the recompose paths (float32 out, also static) are the
+    findings their static compiles are, not the symbolic compile's."""
+    base = {"class": "torch.nn:RMSNorm", "init": {"normalized_shape": 64}, "pattern": "rms_norm", "dtype": "float16",
+            "shape": [2, 67, 64], "dynamic": [1], "dynamic_max": 8192, "params": {"kind": "normal"}}
+    iree = record(base, "iree", "inaccurate", "inaccurate")
+    iree.update(program="rms_norm = F.rms_norm(x, (64,), weight, None)\nreturn rms_norm",
+                facts={"iree_reduction_dtypes": ["f16"], "compiles": 1})
+    assert triage(iree)[0] == "llvm/torch-mlir#4207"
+    llama = {**base, "class": "transformers.models.llama.modeling_llama:LlamaRMSNorm",
+             "init": {"hidden_size": 64, "eps": 1e-06}}
+    recompose = record(llama, "executorch-recompose", "dtype_mismatch", "dtype_mismatch")
+    assert triage(recompose)[0] == "pytorch/executorch#24428" and "symbolic" not in triage(recompose)[1]

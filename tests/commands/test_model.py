@@ -81,6 +81,41 @@ def test_outliers_reach_the_norms_on_the_residual_stream_and_float16_reductions_
     assert all(r["verdict"] == "pass" for r in over(mixer["outliers"][0], planted, "eager"))
 
 
+# torch's own nn.RMSNorm at width 16: iree's float16 rms_norm (squared and summed in float16, llvm/torch-mlir#4207)
+# stays within the bound on normal activations at this width, eager's kernel upcasts
+STACK = ["user_models:TinyRMSStack", "--init", '{"width": 16}', "--dtype", "float16", "--shape", "1", "4", "16",
+         "--paths", "eager,iree", "--jobs", "1", "--quiet"]
+
+
+def test_planted_activations_flip_a_float16_reducing_path_from_pass_to_fail(tmp_path):
+    """Sun et al. 2024's recipe (1e4x the median in two fixed channels, at the first token and a delimiter's): every
+    RMSNorm instance passes on iree without them and fails with them, its float16 sum of squares overflowing
+    (|x| > 256 squares past float16's 65504); eager passes both; the whole model's output shows it too."""
+    runs = {}
+    for name, extra in (("plain", []), ("outliers", ["--outliers", "--outlier-tokens", "0", "3"])):
+        out = tmp_path / name
+        r = normdiff("model", *STACK, "--out", str(out), *extra, env=ENV)
+        about = model_json(out)
+        lines = (out / "results.jsonl").read_text().splitlines()
+        records = {(rec["case_id"], rec["path"]): rec for rec in map(json.loads, lines)}
+        runs[name] = (r, about, [{p: records[(i["case_id"], p)] for p in ("eager", "iree")}
+                                 for i in about["instances"]])
+    (r0, plain, before), (r1, planted, after) = runs["plain"], runs["outliers"]
+    assert [i["path"] for i in plain["instances"]] == [i["path"] for i in planted["instances"]] == ["norm_1", "norm_f"]
+    out = planted["outliers"]
+    assert out["scale"] == 1e4 and out["tokens"] == [0, 3] and len(out["channels"]) == 2
+    assert out["value"] == pytest.approx(1e4 * out["median"]) and 256 < out["value"] < 65504  # x*x overflows
+    assert all(i["max_abs"] < 10 for i in plain["instances"]) and all(i["max_abs"] > 256 for i in planted["instances"])
+    for b, a in zip(before, after):
+        assert b["eager"]["verdict"] == a["eager"]["verdict"] == "pass"
+        assert b["iree"]["verdict"] == "pass", b["iree"]["message"]
+        assert a["iree"]["verdict"] == "inaccurate" and a["iree"]["max_err_over_tol"] > 100
+        assert a["iree"]["facts"]["iree_reduction_dtypes"] == ["f16"]  # why: the reduction runs in float16
+    assert r0.returncode == 0 and r1.returncode == 1 and "`iree`: `norm_1`" in r1.stdout
+    whole = {name: {w["path"]: w["rel_err"] for w in about["whole"]} for name, (_, about, _) in runs.items()}
+    assert whole["outliers"]["iree"] > 100 * whole["plain"]["iree"]  # the zeroed rows reach the output
+
+
 @pytest.mark.xdist_group("mixer")  # its module fixture once, on one worker
 def test_an_instances_case_id_is_the_same_in_another_process(mixer, tmp_path):
     """A second capture, in another worker process, stores the same bytes under the same hashes: the same case ids."""

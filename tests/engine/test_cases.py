@@ -78,3 +78,54 @@ def test_a_gradient_cases_lifted_backward_is_kept_by_structure_once_its_setup_is
     lifted = cases.lifted_backward(spec)
     assert lifted.inputs == ("x", "dy") and set(lifted.params) <= {"weight", "bias"} and "weight" in lifted.params
     assert lifted.source == cases.setup(spec).lift.program
+
+
+def _sized(raw: dict, n: int) -> CaseSpec:
+    return CaseSpec.from_dict({**raw, "shape": [2, n, 16]})
+
+
+SYMBOLIC_LLAMA = {"class": "user_norms:LlamaRMSNorm", "init": {"hidden_size": 16}, "dtype": "float16",
+                  "shape": [2, 13, 16], "dynamic": [1], "dynamic_max": 64, "params": {"kind": "normal"}}
+
+
+def test_a_symbolic_module_cases_sizes_share_its_lift_each_checked_and_referenced_at_its_own_size():
+    """One structure, one export and lift; each size's program case and reference are that size's, equal to
+    the static case's of the same size."""
+    cases = Cases()
+    big, small = _sized(SYMBOLIC_LLAMA, 13), _sized(SYMBOLIC_LLAMA, 7)
+    a, b = cases.module_case(big), cases.module_case(small)
+    assert b.resolved is a.resolved and b.module is a.module and b.exported is None  # not exported again
+    assert (a.case.shape, b.case.shape) == ((2, 13, 16), (2, 7, 16))
+    assert cases.module_case(small) is b  # kept for the next paths of this size
+    ref = cases.setup(small).ref
+    static = Cases().setup(small.static()).ref
+    assert ref.out.shape == (2, 7, 16) and np.array_equal(ref.out, static.out)
+    assert np.array_equal(ref.bound, static.bound)
+
+
+def test_a_lifted_program_holding_a_literal_size_is_lifted_again_at_each_size(tmp_path, monkeypatch):
+    """A forward that flattens the rows exports a view to the traced sizes: that program does not check at
+    another size, so the class is exported and lifted at it."""
+    folder = tmp_path / "lib"
+    folder.mkdir()
+    (folder / "flat_norm.py").write_text(textwrap.dedent('''
+        import torch
+        from torch import nn
+
+        class FlatLayerNorm(nn.Module):
+            def __init__(self, dim):
+                super().__init__()
+                self.norm = nn.LayerNorm(dim)
+
+            def forward(self, x):
+                rows = x.reshape(-1, x.shape[-1])
+                return self.norm(rows).reshape(x.shape)
+    '''))
+    monkeypatch.syspath_prepend(str(folder))
+    raw = {"class": "flat_norm:FlatLayerNorm", "init": {"dim": 16}, "dtype": "float32", "shape": [2, 13, 16],
+           "dynamic": [1], "dynamic_max": 64}
+    cases = Cases()
+    a, b = cases.module_case(_sized(raw, 13)), cases.module_case(_sized(raw, 7))
+    assert "26" in a.resolved.source and "14" in b.resolved.source and b.exported is not None
+    ref = cases.setup(_sized(raw, 7)).ref
+    assert np.array_equal(ref.out, Cases().setup(_sized(raw, 7).static()).ref.out)

@@ -116,3 +116,19 @@ def test_a_failure_the_baseline_expects_gets_no_static_control_unless_every_one_
         executor.execute(at(4), "size-hint")
         record = executor.execute(spec, "size-hint")
         assert record.verdict == Verdict.INACCURATE and (record.static_control is not None) == controlled
+
+
+def test_a_symbolic_module_case_runs_every_size_from_one_compile_scored_against_its_own_size():
+    """torch's nn.RMSNorm with its sequence symbolic on TVM: one lift and one compile for the structure, each
+    size's output scored against the lifted program evaluated at that size (before: an error at every size but
+    the first, the reference made at the first's shape)."""
+    from harness.engine.execute import Executor
+
+    raw = {"class": "torch.nn:RMSNorm", "init": {"normalized_shape": 16}, "pattern": "rms_norm", "dtype": "float16",
+           "shape": [2, 13, 16], "dynamic": [1], "dynamic_max": 64, "params": {"kind": "normal"}}
+    executor = Executor()
+    records = [executor.execute({**raw, "shape": [2, n, 16]}, "tvm") for n in (13, 7, 1)]
+    assert [r.verdict for r in records] == [Verdict.PASS] * 3, [r.message for r in records]
+    assert executor.misses == 2  # eager's and tvm's one compile each
+    assert len({r.structure_key for r in records}) == 1 and all(r["facts"]["compiles"] == 1 for r in records)
+    assert [r["worst_row"] < 2 * n for r, n in zip(records, (13, 7, 1))] == [True] * 3  # rows of its own size
