@@ -18,7 +18,7 @@ OUT    ?= reports/latest
 JOBS   ?= $(shell nproc 2>/dev/null || echo 2)
 HISTORY ?= reports/history.sqlite
 
-.PHONY: install run test nightly nightly-zoo bench fuzz bugs baseline clean oracle-check
+.PHONY: install run test nightly nightly-zoo bench sweeps fuzz bugs baseline clean oracle-check
 
 install: $(STAMP)
 
@@ -33,7 +33,11 @@ run: $(STAMP)
 	@echo "reports: $(OUT)/summary.md"
 
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -n $(JOBS) --dist loadgroup --durations=30
+	$(BIN)/python -m pytest -q -n $(JOBS) --dist loadgroup --durations=30 -m "not sweep"
+
+# The checks make test makes on a few representative paths, on every other path (tests marked `sweep`).
+sweeps: $(STAMP)
+	$(BIN)/python -m pytest -q -n $(JOBS) --dist loadgroup -m sweep
 
 clean:
 	rm -rf $(VENV) reports/latest .pytest_cache
@@ -80,6 +84,7 @@ nightly-zoo: $(STAMP)
 # start on a cold nightly shard (harness.commands.bench_shard; minutes of its own).
 bench: $(STAMP)
 	$(BIN)/python -m harness.commands.bench
+	@start=$$(date +%s); $(MAKE) --no-print-directory sweeps && echo "sweeps_s: $$(( $$(date +%s) - start ))"
 
 # Random exploration (make test draws the same hypothesis examples on every run): the catalog search, then the
 # program search, each at a fresh seed (printed). A failure found is a finding, a shrunk spec under

@@ -63,7 +63,7 @@ def _groups_kept(config) -> None:
     suffix and ignores every group silently: each fixture made on both workers, minutes of make test
     (pytest-dev/pytest-xdist#1386, open). pyproject pins pytest below 9.2; another install stops here, in one line."""
     major, minor = (int(v) for v in pytest.__version__.split(".")[:2])
-    if config.getvalue("dist") == "loadgroup" and (major, minor) >= (9, 2):
+    if config.getoption("dist", default=None) == "loadgroup" and (major, minor) >= (9, 2):
         raise pytest.UsageError(f"pytest {pytest.__version__} with --dist loadgroup: pytest-xdist ignores every "
                                 "xdist_group (pytest-dev/pytest-xdist#1386); install pytest<9.2 (pyproject.toml)")
 

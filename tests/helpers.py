@@ -12,6 +12,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from harness.spec import CaseSpec
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -21,6 +23,25 @@ ZOO_BASELINE = os.path.join(ROOT, "reports", "zoo-baseline.json")
 CONTEXT_BASELINE = os.path.join(ROOT, "reports", "context-baseline.json")
 SHAPES_BASELINE = os.path.join(ROOT, "reports", "shapes-baseline.json")
 GRADIENTS_BASELINE = os.path.join(ROOT, "reports", "gradients-baseline.json")
+
+# A check made on every path compiles on all 16 (seconds to a minute each): make test makes it on these, the seeds'
+# stacks and eager, and marks the rest `sweep`. `make sweeps` (part of `make bench`) runs every path.
+REPRESENTATIVES = ("eager", "tvm-decompose", "executorch-recompose")
+
+
+def every_path(representatives=REPRESENTATIVES) -> list:
+    """paths.default_names() as pytest parameters: `representatives` plain, every other path marked `sweep`."""
+    from harness import paths
+
+    return [name if name in representatives else pytest.param(name, marks=pytest.mark.sweep)
+            for name in paths.default_names()]
+
+
+def selected_params(request, name: str) -> set:
+    """The values of parameter `name` among the session's selected tests of the requesting module: what a module
+    fixture shared by a sweep must run (all of them under `make sweeps`, the representatives under make test)."""
+    return {item.callspec.params[name] for item in request.session.items
+            if item.module is request.module and hasattr(item, "callspec") and name in item.callspec.params}
 
 
 def normdiff(*args, cwd=None, timeout=900, env=None):

@@ -189,6 +189,9 @@ def _row_max(values: np.ndarray, rows: np.ndarray, n_rows: int) -> np.ndarray:
     return out
 
 
+# A non-finite output or an infinite bound is scored on purpose (NaN has no bound, inf/inf is NaN, a row's
+# infinite bound times a multiplier stays infinite): numpy's warnings about it say nothing a verdict does not.
+@np.errstate(invalid="ignore", over="ignore", divide="ignore")
 def score(out: np.ndarray, ref: Reference, eager_out: np.ndarray | None = None) -> Score:
     """The verdict of `out` against `ref`; `eager_out` is None when scoring eager itself. A gradient
     (`ref.gradient`) is judged alone: eager's output is not read, and eager itself is judged as any path is."""

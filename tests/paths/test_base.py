@@ -25,6 +25,7 @@ from harness.oracle.modules import build_module
 from harness.paths.base import Path, example_args, export_program, input_arrays, symbolic_range
 from harness.repro import script as repro_script
 from harness.spec import CaseSpec
+from helpers import every_path
 
 QWEN = {"pattern": "rms_norm", "style": "qwen", "dtype": "float16", "shape": [2, 4, 32], "params": {"kind": "normal"}}
 PLUGIN = "tests.plugin_paths:Float16StoragePath"
@@ -189,7 +190,7 @@ def _live_gradient(path: str) -> set:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("path", paths.default_names())
+@pytest.mark.parametrize("path", every_path())
 def test_the_live_path_runs_its_pipeline_and_its_script_gives_the_same_bits(path):
     import torch
 

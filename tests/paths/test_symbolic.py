@@ -1,8 +1,8 @@
 """Symbolic dims on every path (issue 47): one compile per structure and path, every size of it run and scored.
 
 One `normdiff run --case` over a JSON-lines file of one float16 instance norm at three lengths (one
-structure: one group, one prepare per path), `"dynamic": [2]`, through every registered path and a plug-in
-path that declares no symbolic compile. Each path's compile costs seconds, so the run is made once and
+structure: one group, one prepare per path), `"dynamic": [2]`, through every registered path (make test: the representatives below; `make sweeps`: all 16)
+and a plug-in path that declares no symbolic compile. Each path's compile costs seconds, so the run is made once and
 read by every test. The lengths: 7 (short), 4,099 (past 4,096: a vector width's non-multiple) and 70,000
 (past float16's largest finite value, 65,504, as an element count).
 """
@@ -13,7 +13,7 @@ import json
 import pytest
 
 from harness import paths
-from helpers import normdiff
+from helpers import every_path, normdiff, selected_params
 
 LENGTHS = (7, 4099, 70000)
 SPECS = [{"pattern": "instance_norm", "dtype": "float16", "shape": [1, 4, n], "dynamic": [2]} for n in LENGTHS]
@@ -21,15 +21,20 @@ PLUGIN = "float16-storage"  # tests/plugin_paths.py: a path that declares no sym
 SCORED = {"pass", "inaccurate", "dtype_mismatch", "shape_mismatch", "nonfinite"}  # a scored output
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("symbolic")]  # its module fixture once, on one worker
+# make test's paths: those the tests below read, every stack family among them (TVM's three flows, ExecuTorch's
+# portable and XNNPACK, IREE, eager); the other nine run under `make sweeps`
+REPRESENTATIVES = ("eager", "tvm", "tvm-decompose", "tvm-decompose-inference", "executorch", "executorch-xnnpack",
+                   "iree")
 
 
 @pytest.fixture(scope="module")
-def records(tmp_path_factory) -> dict:
+def records(request, tmp_path_factory) -> dict:
     """path -> {length: record} of the one run."""
+    names = [n for n in paths.default_names() if n in set(REPRESENTATIVES) | selected_params(request, "name")]
     folder = tmp_path_factory.mktemp("symbolic")
     case = folder / "lengths.jsonl"
     case.write_text("".join(json.dumps(s) + "\n" for s in SPECS))
-    run = normdiff("run", "--case", str(case), "--paths", ",".join(paths.default_names() + [PLUGIN]),
+    run = normdiff("run", "--case", str(case), "--paths", ",".join(names + [PLUGIN]),
                    "--out", str(folder / "out"), "--cache", str(folder / "cache"),
                    env={"NORMDIFF_EXTRA_PATHS": f"{PLUGIN}=tests.plugin_paths:Float16StoragePath"})
     assert run.returncode in (0, 1), run.stderr[-2000:]
@@ -40,7 +45,7 @@ def records(tmp_path_factory) -> dict:
     return out
 
 
-@pytest.mark.parametrize("name", paths.default_names())
+@pytest.mark.parametrize("name", every_path(REPRESENTATIVES))
 def test_every_path_compiles_once_and_scores_every_length(records, name):
     got = records[name]
     assert sorted(got) == list(LENGTHS)
