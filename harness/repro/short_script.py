@@ -37,12 +37,11 @@ import re
 
 from harness import paths
 from harness.core import tensors
-from harness.oracle import inputs as draws
 from harness.oracle.inputs import EXTRA_STREAMS, NAMED, extra_type, make_inputs
 from harness.oracle.reference import reference
 from harness.program.ir import ones_value
 from harness.repro import pieces as T
-from harness.repro.check_code import check_code
+from harness.repro.check_code import check_code, shared_check_code
 from harness.repro import gradient_script as G
 from harness.repro import program_script as P
 from harness.repro import script as S
@@ -54,8 +53,14 @@ _IMPORTS = (("hashlib", "import hashlib"), ("zlib", "import zlib"),
             ("nn", "from torch import nn"), ("F", "import torch.nn.functional as F"))
 FIRST = 4  # how many first values the script prints
 RUN = "out = run_path(model, example, INPUTS)"  # the script's one line running the path
-# normdiff's stream generator (harness.oracle.inputs._rng), pasted by its source
-_RNG = inspect.getsource(draws._rng).strip("\n")
+
+
+def rng_code(seed: int) -> str:
+    """normdiff's stream generator (harness.oracle.inputs._rng: PCG64 seeded by [seed, stream] and a named
+    stream's CRC-32) in one line; NumPy's default_rng seeds PCG64 by the same SeedSequence
+    (tests/repro/test_short_script.py holds the two to the same draws; the SHA-256 line to normdiff's bytes)."""
+    return (f"rng = lambda stream, name=None: np.random.default_rng([{seed}, stream] + ([] if name is None else "
+            f"[zlib.crc32(name.encode())]))  # normdiff's streams (harness.oracle.inputs._rng), seed {seed}")
 _VALUES = re.compile(r"^(?:output \S+: )?(?P<who>[\w.-]+) \((?P<dtype>\w+)\): (?P<values>\[.*\])$")  # the first output's, of several
 
 
@@ -139,11 +144,9 @@ def _inputs(spec: CaseSpec) -> str:
     if any("rng(" in line for line in lines):  # a seeded kind: normdiff's streams, pasted by source, checked
         lines[0] += " (the SHA-256 below checks every byte)"
         arrays = ", ".join(["x", *S._extra_names(spec), *params])
-        lines.append(f'assert hashlib.sha256(b"".join(a.tobytes() for a in ({arrays},))).hexdigest() == (\n'
-                     f'    "{S._digest(spec, params)}"), '
-                     '"the inputs differ from normdiff\'s"')
-        lines[2:2] = [_RNG, "", "", f"rng = lambda stream, name=None: _rng({spec.seed}, stream, name)  # the case's "
-                      f"streams (seed {spec.seed})"]
+        lines.append(f'assert hashlib.sha256(b"".join(a.tobytes() for a in ({arrays},))).hexdigest() == '
+                     f'"{S._digest(spec, params)}", "the inputs differ from normdiff\'s"')
+        lines[2:2] = [rng_code(spec.seed)]
     lines.append(f"INPUTS = ({', '.join(['x', *S._extra_names(spec)])},)")
     return "\n".join(lines) + "\n"
 
@@ -168,19 +171,24 @@ def _plain(spec: CaseSpec) -> bool:
 
 # to_numpy where no tensor is bfloat16: harness.core.tensors.to_numpy without that branch; for a case of one output
 # without `single` (a path returning more is a shape mismatch, and fails here too). Tests hold them to the bits.
-_TO_NUMPY = ('def to_numpy(t) -> np.ndarray:  # no bfloat16 here: torch\'s own .numpy()\n'
-             "    t = single(t)\n"
-             "    return tuple(map(to_numpy, t)) if isinstance(t, (list, tuple)) else t.detach().cpu().contiguous().numpy().copy()\n")
+_TO_NUMPY = ("def to_numpy(t) -> np.ndarray:  # no bfloat16 here: torch's own .numpy(); several outputs: a tuple\n"
+             "    if isinstance(t, (list, tuple)): return to_numpy(t[0]) if len(t) == 1 else tuple(map(to_numpy, t))\n"
+             "    return t.detach().cpu().contiguous().numpy().copy()\n")
 _TO_NUMPY_ONE = ("def to_numpy(t) -> np.ndarray:  # one output (alone in a list or not), its bits\n"
                  "    return to_numpy(t[0]) if isinstance(t, (list, tuple)) and len(t) == 1 else "
                  "t.detach().cpu().contiguous().numpy().copy()\n")
 _TO_NUMPY_ONE_BFLOAT16 = ("def to_numpy(t) -> np.ndarray:  # one output (alone in a list or not), its bits: bfloat16 "
                           "as its 16-bit words\n"
-                          "    if isinstance(t, (list, tuple)) and len(t) == 1:\n"
-                          "        return to_numpy(t[0])\n"
+                          "    if isinstance(t, (list, tuple)) and len(t) == 1: return to_numpy(t[0])\n"
                           "    t = t.detach().cpu().contiguous()\n"
                           "    return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16).copy() if t.dtype == "
                           "torch.bfloat16 else t.numpy().copy()\n")
+_TO_TORCH = ('def to_torch(x: np.ndarray, layout: str = "contiguous"):  # no bfloat16 and no layout here\n'
+             "    return torch.from_numpy(np.ascontiguousarray(x).copy())\n")
+_TO_TORCH_BFLOAT16 = ('def to_torch(x: np.ndarray, layout: str = "contiguous"):  # bfloat16 as its 16-bit words; no layout\n'
+                      "    x = np.ascontiguousarray(x)\n"
+                      "    return torch.from_numpy(x.view(np.int16).copy()).view(torch.bfloat16) if x.dtype == "
+                      "ml_dtypes.bfloat16 else torch.from_numpy(x.copy())\n")
 
 
 def _no_bfloat16(spec: CaseSpec, ref) -> bool:
@@ -200,16 +208,7 @@ def _conversions(spec: CaseSpec, ref) -> str:
         text = text.replace(inspect.getsource(tensors.to_numpy), short)
     if spec.layout != "contiguous":
         return text
-    to_torch = inspect.getsource(tensors.to_torch)
-    if _plain(spec):
-        short = ('def to_torch(x: np.ndarray, layout: str = "contiguous"):  # no bfloat16 and no layout here\n'
-                 "    return torch.from_numpy(np.ascontiguousarray(x).copy())\n")
-    else:
-        short = ('def to_torch(x: np.ndarray, layout: str = "contiguous"):  # bfloat16 as its 16-bit words; no layout\n'
-                 "    if x.dtype == np.dtype(ml_dtypes.bfloat16):\n"
-                 "        return torch.from_numpy(np.ascontiguousarray(x).view(np.int16).copy()).view(torch.bfloat16)\n"
-                 "    return torch.from_numpy(np.ascontiguousarray(x).copy())\n")
-    return text.replace(to_torch, short)
+    return text.replace(inspect.getsource(tensors.to_torch), _TO_TORCH if _plain(spec) else _TO_TORCH_BFLOAT16)
 
 
 def _reference(spec: CaseSpec) -> str:
@@ -234,7 +233,7 @@ def _check(spec: CaseSpec, path: str, ref) -> str:
     first = f"[float(v) for v in {{}}.reshape(-1)[:{FIRST}]]"
     eager = "model(*example).detach().numpy()" if _plain(spec) else "to_numpy(model(*example))"
     example = ("torch.from_numpy(a)" if _plain(spec) else f"to_torch(a, {spec.layout!r})") + " for a in INPUTS"
-    lines = [check_code(spec, ref, path, expected), "",
+    lines = [check_code(spec, ref, path, expected, width=None), "",
              f"example = tuple({example})",
              f"eager = {eager}",
              f'print("expected (FP64 reference):", {first.format("ref")})',
@@ -246,21 +245,29 @@ def _check(spec: CaseSpec, path: str, ref) -> str:
 
 
 def _check_each(spec: CaseSpec, path: str, ref) -> str:
-    """_check for a case of several outputs: each output held to its own `check_K` (its reference, its
-    thresholds: harness.repro.check_code, as the full script's), in turn."""
-    checks = [check_code(spec, r, path, "eager.dtype" if path != "eager" and not r.gradient
-                         else f"np.dtype({S._NP[r.out_dtype]})", k, name)
-              for k, (r, name) in enumerate(zip(ref.each, ref.output_names))]
+    """_check for a case of several outputs: each output held to its own thresholds and reference
+    (harness.repro.check_code, as the full script's) by one shared check where their checks differ only in
+    their numbers (check_code.shared_check_code), else by its own `check_K`, in turn."""
+    expected = ["eager.dtype" if path != "eager" and not r.gradient else f"np.dtype({S._NP[r.out_dtype]})"
+                for r in ref.each]
+    names = list(ref.output_names)
+    checks = [check_code(spec, r, path, e, k, name, width=None)
+              for k, (r, name, e) in enumerate(zip(ref.each, names, expected))]
+    shared = shared_check_code(checks, names, expected)
     first = f"[float(v) for v in {{}}.reshape(-1)[:{FIRST}]]"
-    lines = [*checks, f"example = tuple(to_torch(a, {spec.layout!r}) for a in INPUTS)", "with torch.no_grad():",
-             "    eagers = to_numpy(model(*example))", RUN, "outs = out if isinstance(out, tuple) else (out,)",
-             f"CHECKS = ({', '.join(f'check_{k}' for k in range(len(checks)))},)",
-             f"for name, r, eager, out in zip({ref.output_names!r}, ref, eagers, outs):",
-             f'    print(f"output {{name}}: expected (FP64 reference):", {first.format("r")})',
-             f'    print(f"output {{name}}: eager ({{eager.dtype}}):", {first.format("eager")})',
-             f'    print(f"output {{name}}: {path} ({{out.dtype}}):", {first.format("out")})',
-             "failing = [check(out, eager) for check, out, eager in zip(CHECKS, outs, eagers)]",
-             "raise SystemExit(1 if len(outs) != len(CHECKS) or any(failing) else 0)"]
+    lines = [shared or "\n".join(checks), f"example = tuple(to_torch(a, {spec.layout!r}) for a in INPUTS)",
+             "with torch.no_grad():", "    eagers = to_numpy(model(*example))", RUN,
+             "outs, failing = out if isinstance(out, tuple) else (out,), []"]
+    if shared is None:
+        lines.append(f"CHECKS = ({', '.join(f'check_{k}' for k in range(len(checks)))},)")
+    each = f"zip({tuple(names)!r}, ref, eagers, outs)"
+    lines += [f"for name, r, eager, out in {each}:" if shared else f"for k, (name, r, eager, out) in enumerate({each}):",
+              f'    print(f"output {{name}}: expected (FP64 reference):", {first.format("r")})',
+              f'    print(f"output {{name}}: eager ({{eager.dtype}}):", {first.format("eager")})',
+              f'    print(f"output {{name}}: {path} ({{out.dtype}}):", {first.format("out")})',
+              "    failing.append(" + ("check(out, eager, r, name, **THRESHOLDS[name]))" if shared else
+                                     "CHECKS[k](out, eager))"),
+              f"raise SystemExit(1 if len(outs) != {len(names)} or any(failing) else 0)"]
     return "\n".join(lines) + "\n"
 
 
@@ -351,9 +358,12 @@ def tight(code: str) -> str:
 
 
 def _imports(body: str, library: str) -> str:
+    """The imports the body uses and the path's, its plain `import`s on one line (a short script is counted in
+    lines), each `from` import on its own."""
     used = _used(ast.parse(body))
-    lines = [line for name, line in _IMPORTS if name in used]
-    return "\n".join(lines) + "\n" + library
+    lines = [line for name, line in _IMPORTS if name in used] + [line for line in library.split("\n") if line.strip()]
+    plain = [line.removeprefix("import ") for line in lines if line.startswith("import ")]
+    return "\n".join(["import " + ", ".join(plain), *(line for line in lines if not line.startswith("import "))]) + "\n"
 
 
 def render_short(spec: CaseSpec, path: str, title: str) -> str:
@@ -371,7 +381,7 @@ def render_short(spec: CaseSpec, path: str, title: str) -> str:
     if spec.grad:  # the Backward, the cotangents, the lifted backward's reference (harness.repro.gradient_script)
         model += "\n" + S.backward_code(spec)
         inputs += G.cotangent_code(spec, lambda sp, p, stream, name, a, shape: _draw(
-            sp, p, stream, name, a, repr(tuple(shape)), S._NP[str(a.dtype)], shape), "rng = " not in inputs)
+            sp, p, stream, name, a, repr(tuple(shape)), S._NP[str(a.dtype)], shape), "" if "rng = " in inputs else rng_code(spec.seed))
         reference_code = G.reference_code(spec)
     else:
         path_code = forward_only(path_code)

@@ -8,7 +8,7 @@ import ast
 
 from cases import bugs
 from harness.spec import CaseSpec
-from harness.repro.short_script import first_values, forward_only, prune, render_short
+from harness.repro.short_script import first_values, forward_only, prune, render_short, rng_code
 
 
 def test_prune_keeps_what_the_statements_reach_and_the_last_definition_of_a_name():
@@ -33,7 +33,7 @@ def test_the_seeds_short_script_is_the_seeds_script_in_size():
     ast.parse(text)
     assert "x = np.resize([-0.25, 0.25], (1, 4096)).astype(np.float16)" in text  # a one-line construction
     assert "nn.LayerNorm(4096, eps=1e-05" in text and "DecomposeOpsForTraining" in text
-    assert "def intermediates" not in text and "import zlib" not in text  # no stage table, no unused stream
+    assert "def intermediates" not in text and "zlib" not in text  # no stage table, no unused stream
     assert "hashlib" not in text and "weight =" not in text  # nothing drawn to check; torch's init
     assert "w, b = 1.0, 0.0  # torch's init" in text and "ALLOWED = " in text  # the witnesses' allowance
     assert text.endswith("raise SystemExit(check(out, eager))\n") and "def single" not in text  # one output
@@ -43,12 +43,27 @@ def test_the_seeds_short_script_is_the_seeds_script_in_size():
 def test_a_seeded_input_draws_from_normdiffs_stream_and_a_program_keeps_its_text():
     bug = bugs.get("executorch-new-recompose-used-twice")
     text = render_short(bug.specs[0], "executorch-recompose", bug.title)
-    assert "def _rng(seed: int, stream: int" in text and "x = rng(0).normal(0.0, 1.0, 256)" in text
+    assert "rng = lambda stream, name=None: np.random.default_rng([0, stream]" in text
+    assert "x = rng(0).normal(0.0, 1.0, 256)" in text
     assert "        return w * (n + n * n).to(x.dtype)" in text
-    assert "import zlib" in text and "hashlib.sha256(" in text  # drawn: checked byte for byte
+    assert "hashlib, zlib" in text and "hashlib.sha256(" in text  # drawn: checked byte for byte
     # the reference: the model's class with its float32 cast mapped to float64, not a second copy of it
     assert "class Program64(Program):" in text and "        h = x.to(torch.float64)" in text
     assert text.count("def __init__") == 1 and "rows = lambda a: np.asarray(a).reshape(4, -1)" in text
+
+
+def test_the_one_line_rng_draws_normdiffs_streams():
+    import zlib
+
+    import numpy as np
+
+    from harness.oracle.inputs import _rng
+
+    scope = {"np": np, "zlib": zlib}
+    exec(rng_code(7), scope)  # the script's line, as the script runs it
+    for stream, name in ((0, None), (1, None), (5, "0"), (3, "w")):
+        mine = scope["rng"](stream) if name is None else scope["rng"](stream, name)
+        assert mine.normal(0.0, 1.0, 64).tobytes() == _rng(7, stream, name).normal(0.0, 1.0, 64).tobytes()
 
 
 def test_a_program_that_rounds_nowhere_is_its_own_reference():
