@@ -42,6 +42,8 @@ from harness.oracle.reference import reference
 from harness.program.ir import ones_value
 from harness.repro import pieces as T
 from harness.repro.check_code import check_code, shared_check_code
+from harness.repro.specialize import (_used, backward_only, fold_constants, forward_only, joined, prune,
+                                       static_only, tight, without_bfloat16)
 from harness.repro import gradient_script as G
 from harness.repro import program_script as P
 from harness.repro import script as S
@@ -291,72 +293,6 @@ def _compact(code: str, imports: str = "") -> str:
     return "\n".join(line for i, line in enumerate(lines, 1) if i not in drop)
 
 
-def _asks_backward(test: ast.AST) -> bool:
-    """A test that holds only for a gradient case: is_backward(…), alone or in an `and`."""
-    calls = [test] if not isinstance(test, ast.BoolOp) or not isinstance(test.op, ast.And) else test.values
-    return any(isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id == "is_backward" for c in calls)
-
-
-def forward_only(code: str) -> str:
-    """`code` without the branches a forward case never takes (`if is_backward(model): …` with no else): a
-    path's pipeline runs gradient cases too, and a forward case's short script has no line of them."""
-    lines = code.split("\n")
-    drop: set[int] = set()
-    for node in ast.walk(ast.parse(code)):
-        if isinstance(node, ast.If) and not node.orelse and _asks_backward(node.test):
-            drop.update(range(node.lineno, node.end_lineno + 1))
-    return "\n".join(line for i, line in enumerate(lines, 1) if i not in drop)
-
-
-def static_only(code: str) -> str:
-    """`code` without its symbolic branches, for a static case (DYNAMIC is None): every `if` testing the name
-    `dynamic` without an else (the pipeline keeps what only a symbolic compile runs in such blocks), and every
-    `with` of the size-oblivious tracing (a re-trace that keeps a symbolic range) left for its body; prune then
-    drops what they alone called (symbolic_export, marked_dynamic, partial_shapes…)."""
-    lines = code.split("\n")
-    drop: set[int] = set()
-    dedent: set[int] = set()
-    for node in ast.walk(ast.parse(code)):
-        if isinstance(node, ast.If) and not node.orelse and "dynamic" in _used(node.test):
-            drop.update(range(node.lineno, node.end_lineno + 1))
-        elif isinstance(node, ast.With) and all("backed_size_oblivious" in ast.unparse(w) for w in node.items):
-            drop.update(range(node.lineno, node.body[0].lineno))
-            dedent.update(range(node.body[0].lineno, node.end_lineno + 1))
-    return "\n".join(line[4:] if i in dedent else line for i, line in enumerate(lines, 1) if i not in drop)
-
-
-def _used(node: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
-
-
-def prune(code: str) -> str:
-    """`code` with only the top-level functions and classes its other statements reach, one blank line apart."""
-    tree = ast.parse(code)
-    defs = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}  # the last wins
-    keep: set[str] = set()
-    todo = [name for n in tree.body if not isinstance(n, (ast.FunctionDef, ast.ClassDef)) for name in _used(n)]
-    while todo:
-        name = todo.pop()
-        if name in defs and name not in keep:
-            keep.add(name)
-            todo.extend(_used(defs[name]))
-    lines = code.split("\n")
-    drop: set[int] = set()
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and defs[node.name] is not node or (
-                node in defs.values() and node.name not in keep):
-            start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
-            drop.update(range(start, node.end_lineno + 1))
-    kept = [line for i, line in enumerate(lines, 1) if i not in drop]
-    return re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip("\n") + "\n"
-
-
-def tight(code: str) -> str:
-    """`code` without blank lines: a short script is read top to bottom, its sections marked by their `# --`
-    lines (every line counts: a report's script is at most a screenful, the seed's 60 lines)."""
-    return "\n".join(line for line in code.split("\n") if line.strip()) + "\n"
-
-
 def _imports(body: str, library: str) -> str:
     """The imports the body uses and the path's, its plain `import`s on one line (a short script is counted in
     lines), each `from` import on its own."""
@@ -383,15 +319,18 @@ def render_short(spec: CaseSpec, path: str, title: str) -> str:
         inputs += G.cotangent_code(spec, lambda sp, p, stream, name, a, shape: _draw(
             sp, p, stream, name, a, repr(tuple(shape)), S._NP[str(a.dtype)], shape), "" if "rng = " in inputs else rng_code(spec.seed))
         reference_code = G.reference_code(spec)
+        path_code = backward_only(path_code)
     else:
         path_code = forward_only(path_code)
+    path_code = path_code if spec.dynamic else static_only(path_code)
+    path_code = fold_constants(without_bfloat16(path_code) if _no_bfloat16(spec, ref) else path_code)
     if _plain(spec):  # to_torch comes to torch.from_numpy here (the path's own calls keep theirs)
         model, reference_code = (re.sub(r"\bto_torch\(", "torch.from_numpy(", c) for c in (model, reference_code))
     inputs = _inline_types(inputs, "\n".join((model, reference_code, path_code, check)))
     body = "\n\n".join(part.strip("\n") for part in (
         _conversions(spec, ref), inputs, model, reference_code,
         "# -- the path's own calls (normdiff's harness/paths/, pasted)\n" + path_code, check))
-    body = tight(prune(_compact(body if spec.dynamic else static_only(body), runner.script_imports)))
+    body = tight(joined(prune(_compact(body if spec.dynamic else static_only(body), runner.script_imports))))
     head = (f'#!/usr/bin/env python3\n"""{S._clean(title)}: exits 1 while the bug is present, 0 once it is fixed '
             '(written by normdiff repro --report)."""\n')
     return head + _imports(body, runner.script_imports).rstrip("\n") + "\n\n" + body
