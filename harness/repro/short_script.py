@@ -311,7 +311,9 @@ def render_short(spec: CaseSpec, path: str, title: str) -> str:
         first, _, rest = model.partition("\n")
         model = f"{first}  # the model: torch's own module\n{rest}"
     # a static case's calls pass None where a symbolic one's pass DYNAMIC (no line of its own here)
-    path_code = S.path_code(spec, runner) if spec.dynamic else runner.script_code().replace("DYNAMIC", "None")
+    path_code = (f"DYNAMIC = ({tuple(spec.dynamic)!r}, {spec.dynamic_max})  # x's dims {tuple(spec.dynamic)} compiled "
+                 f"symbolic in [1, {spec.dynamic_max}] (one compile for every size), run at its shape\n\n"
+                 + runner.script_code()) if spec.dynamic else runner.script_code().replace("DYNAMIC", "None")
     reference_code, check = _reference(spec), _check(spec, path, ref)
     inputs = _inputs(spec)
     if spec.grad:  # the Backward, the cotangents, the lifted backward's reference (harness.repro.gradient_script)
@@ -323,7 +325,8 @@ def render_short(spec: CaseSpec, path: str, title: str) -> str:
     else:
         path_code = forward_only(path_code)
     path_code = path_code if spec.dynamic else static_only(path_code)
-    path_code = fold_constants(without_bfloat16(path_code) if _no_bfloat16(spec, ref) else path_code)
+    path_code = prune(without_bfloat16(path_code) if _no_bfloat16(spec, ref) else path_code, ("run_path",))
+    path_code = fold_constants(path_code)  # what run_path alone calls: its literals settle their branches
     if _plain(spec):  # to_torch comes to torch.from_numpy here (the path's own calls keep theirs)
         model, reference_code = (re.sub(r"\bto_torch\(", "torch.from_numpy(", c) for c in (model, reference_code))
     inputs = _inline_types(inputs, "\n".join((model, reference_code, path_code, check)))
@@ -333,7 +336,7 @@ def render_short(spec: CaseSpec, path: str, title: str) -> str:
     body = tight(joined(prune(_compact(body if spec.dynamic else static_only(body), runner.script_imports))))
     head = (f'#!/usr/bin/env python3\n"""{S._clean(title)}: exits 1 while the bug is present, 0 once it is fixed '
             '(written by normdiff repro --report)."""\n')
-    return head + _imports(body, runner.script_imports).rstrip("\n") + "\n\n" + body
+    return head + _imports(body, runner.script_imports).rstrip("\n") + "\n" + body
 
 
 def first_values(output: str, who: str) -> tuple[str, str] | None:

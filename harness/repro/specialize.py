@@ -146,8 +146,18 @@ def without_bfloat16(code: str) -> str:
 
 def _constants(tree: ast.Module) -> dict[str, dict[str, object]]:
     """Per top-level function, the parameters every call (by name, positional or keyword) gives one same
-    literal, or leaves at its literal default; a function named anywhere but in a call has none."""
+    literal (or a top-level name set once to one: DYNAMIC, TARGET_CPU), or leaves at its literal default; a
+    function named anywhere but in a call has none."""
     defs = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef)}
+    stores = [n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)]
+    named = {}
+    for n in tree.body:
+        if isinstance(n, ast.Assign) and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name) and (
+                stores.count(n.targets[0].id) == 1):
+            try:
+                named[n.targets[0].id] = ast.literal_eval(n.value)
+            except ValueError:  # not a literal
+                pass
     calls: dict[str, list[ast.Call]] = {name: [] for name in defs}
     called = set()
     for node in ast.walk(tree):
@@ -169,7 +179,8 @@ def _constants(tree: ast.Module) -> dict[str, dict[str, object]]:
             given = {**dict(zip(params, call.args)), **{k.arg: k.value for k in call.keywords}}
             for p in params:
                 node = given.get(p, defaults.get(p))
-                values[p].add(repr(node.value) if isinstance(node, ast.Constant) else None)
+                values[p].add(repr(node.value) if isinstance(node, ast.Constant) else
+                              repr(named[node.id]) if isinstance(node, ast.Name) and node.id in named else None)
         found[name] = {p: ast.literal_eval(v.pop()) for p, v in values.items() if len(v) == 1 and None not in v}
     return found
 
@@ -207,12 +218,13 @@ def fold_constants(code: str) -> str:
     return code
 
 
-def prune(code: str) -> str:
-    """`code` with only the top-level functions and classes its other statements reach, one blank line apart."""
+def prune(code: str, roots: tuple[str, ...] = ()) -> str:
+    """`code` with only the top-level functions and classes its other statements (and `roots`) reach, one
+    blank line apart."""
     tree = ast.parse(code)
     defs = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}  # the last wins
     keep: set[str] = set()
-    todo = [name for n in tree.body if not isinstance(n, (ast.FunctionDef, ast.ClassDef)) for name in _used(n)]
+    todo = [*roots, *(name for n in tree.body if not isinstance(n, (ast.FunctionDef, ast.ClassDef)) for name in _used(n))]
     while todo:
         name = todo.pop()
         if name in defs and name not in keep:
