@@ -42,8 +42,8 @@ from harness.oracle.reference import reference
 from harness.program.ir import ones_value
 from harness.repro import pieces as T
 from harness.repro.check_code import check_code, shared_check_code
-from harness.repro.specialize import (_used, backward_only, fold_constants, forward_only, joined, prune,
-                                       static_only, tight, without_bfloat16)
+from harness.repro.specialize import (_used, backward_only, fold_constants, forward_only, hoisted, inline_identities,
+                                       joined, prune, static_only, tight, without_bfloat16)
 from harness.repro import gradient_script as G
 from harness.repro import program_script as P
 from harness.repro import script as S
@@ -293,12 +293,14 @@ def _compact(code: str, imports: str = "") -> str:
     return "\n".join(line for i, line in enumerate(lines, 1) if i not in drop)
 
 
-def _imports(body: str, library: str) -> str:
-    """The imports the body uses and the path's, its plain `import`s on one line (a short script is counted in
-    lines), each `from` import on its own."""
+def _imports(body: str, library: str, more: list[str]) -> str:
+    """The imports the body uses, the path's and `more` (its functions' own, hoisted), its plain `import`s on one
+    line (a short script is counted in lines), each `from` import on its own."""
     used = _used(ast.parse(body))
     lines = [line for name, line in _IMPORTS if name in used] + [line for line in library.split("\n") if line.strip()]
+    lines = list(dict.fromkeys(lines + more))
     plain = [line.removeprefix("import ") for line in lines if line.startswith("import ")]
+    plain = [p for p in plain if f"{p} as " not in ", ".join(plain) or p.split(".")[0] in used]  # `a.b as c` imports a.b
     return "\n".join(["import " + ", ".join(plain), *(line for line in lines if not line.startswith("import "))]) + "\n"
 
 
@@ -326,7 +328,7 @@ def render_short(spec: CaseSpec, path: str, title: str) -> str:
         path_code = forward_only(path_code)
     path_code = path_code if spec.dynamic else static_only(path_code)
     path_code = prune(without_bfloat16(path_code) if _no_bfloat16(spec, ref) else path_code, ("run_path",))
-    path_code = fold_constants(path_code)  # what run_path alone calls: its literals settle their branches
+    path_code = inline_identities(fold_constants(path_code))  # what run_path alone calls: its literals settle branches
     if _plain(spec):  # to_torch comes to torch.from_numpy here (the path's own calls keep theirs)
         model, reference_code = (re.sub(r"\bto_torch\(", "torch.from_numpy(", c) for c in (model, reference_code))
     inputs = _inline_types(inputs, "\n".join((model, reference_code, path_code, check)))
@@ -336,7 +338,8 @@ def render_short(spec: CaseSpec, path: str, title: str) -> str:
     body = tight(joined(prune(_compact(body if spec.dynamic else static_only(body), runner.script_imports))))
     head = (f'#!/usr/bin/env python3\n"""{S._clean(title)}: exits 1 while the bug is present, 0 once it is fixed '
             '(written by normdiff repro --report)."""\n')
-    return head + _imports(body, runner.script_imports).rstrip("\n") + "\n" + body
+    body, more = hoisted(body)
+    return head + _imports(body, runner.script_imports, more).rstrip("\n") + "\n" + body
 
 
 def first_values(output: str, who: str) -> tuple[str, str] | None:

@@ -268,3 +268,56 @@ def joined(code: str, width: int = 150) -> str:
         if len(text) <= width:
             lines[start - 1:end] = [text]
     return "\n".join(lines)
+
+
+def hoisted(code: str) -> tuple[str, list[str]]:
+    """`code` without the imports its functions make in their own bodies (normdiff imports a library where it
+    is used, so that importing harness stays light), and those imports, for the script's top: each plain
+    `import a.b as c` (the script's imports are one line), and a `from` import two functions make. One whose
+    name another import binds differently stays where it is."""
+    tree = ast.parse(code)
+    found: dict[str, list[ast.stmt]] = {}
+    for fn in tree.body:
+        if isinstance(fn, ast.FunctionDef):
+            for node in fn.body:
+                if isinstance(node, (ast.Import, ast.ImportFrom)):
+                    found.setdefault(ast.unparse(node), []).append(node)
+    binds: dict[str, set[str]] = {}
+    for text, nodes in found.items():
+        for alias in nodes[0].names:
+            binds.setdefault(alias.asname or alias.name.split(".")[0], set()).add(text)
+    top = [text for text, nodes in found.items()
+           if (isinstance(nodes[0], ast.Import) or len(nodes) > 1)
+           and all(len(binds[a.asname or a.name.split(".")[0]]) == 1 for a in nodes[0].names)]
+    drop = {n.lineno for text in top for n in found[text]}
+    return _cut(code, drop), top
+
+
+def inline_identities(code: str) -> str:
+    """`code` where a top-level function came (after fold_constants) to `return <one of its parameters>`: each
+    call of it written as that argument, and the function gone (`decomposed(mod, '')` is `mod`)."""
+    tree = ast.parse(code)
+    for fn in tree.body:
+        body = [n for n in getattr(fn, "body", [])[1 if isinstance(fn, ast.FunctionDef) and ast.get_docstring(fn) else 0:]
+                if not isinstance(n, (ast.Import, ast.ImportFrom))]  # its docstring and imports aside
+        if not (isinstance(fn, ast.FunctionDef) and len(body) == 1 and isinstance(body[0], ast.Return)
+                and isinstance(body[0].value, ast.Name)):
+            continue
+        params = [a.arg for a in fn.args.args]
+        if body[0].value.id not in params or fn.args.vararg or fn.args.kwonlyargs:
+            continue
+        k = params.index(body[0].value.id)
+        calls = [n for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)
+                 and n.func.id == fn.name]
+        names = [n for n in ast.walk(tree) if isinstance(n, ast.Name) and n.id == fn.name]
+        if len(names) != len(calls) or not all(len(c.args) > k and c.lineno == c.end_lineno and not c.keywords
+                                               for c in calls):
+            continue
+        lines = code.split("\n")
+        for c in sorted(calls, key=lambda c: (c.lineno, -c.col_offset)):  # inner calls first, right to left
+            line = lines[c.lineno - 1]
+            lines[c.lineno - 1] = line[:c.col_offset] + ast.get_source_segment(code, c.args[k]) + line[c.end_col_offset:]
+            code = "\n".join(lines)
+            return inline_identities(_cut(code, set(range(fn.lineno, fn.end_lineno + 1)))) if len(calls) == 1 else \
+                inline_identities(code)
+    return code
