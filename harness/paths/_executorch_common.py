@@ -76,9 +76,7 @@ def op_name(target) -> str:
 
     from torch._ops import OpOverload
 
-    if isinstance(target, OpOverload):  # ATen graphs: "aten.to.dtype"
-        return str(target)
-    inner = getattr(target, "_op", None)  # EdgeOpOverload wraps an OpOverload
+    inner = target if isinstance(target, OpOverload) else getattr(target, "_op", None)  # ATen's, or an Edge op's
     if isinstance(inner, OpOverload):
         return str(inner)
     if target is operator.getitem:

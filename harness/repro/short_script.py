@@ -43,7 +43,7 @@ from harness.program.ir import ones_value
 from harness.repro import pieces as T
 from harness.repro.check_code import check_code, shared_check_code
 from harness.repro.specialize import (_used, backward_only, fold_constants, forward_only, hoisted, inline_identities,
-                                       joined, prune, static_only, tight, without_bfloat16)
+                                       joined, one_line_ifs, prune, static_only, tight, without_bfloat16)
 from harness.repro import gradient_script as G
 from harness.repro import program_script as P
 from harness.repro import script as S
@@ -238,8 +238,7 @@ def _check(spec: CaseSpec, path: str, ref) -> str:
     lines = [check_code(spec, ref, path, expected, width=None), "",
              f"example = tuple({example})",
              f"eager = {eager}",
-             f'print("expected (FP64 reference):", {first.format("ref")})',
-             f'print(f"eager ({{eager.dtype}}):", {first.format("eager")})',
+             f'print(f"expected (FP64 reference): {{{first.format("ref")}}}\\neager ({{eager.dtype}}): {{{first.format("eager")}}}")',
              f"{RUN}",
              f'print(f"{path} ({{out.dtype}}):", {first.format("out")})',
              "raise SystemExit(check(out, eager))"]
@@ -264,9 +263,8 @@ def _check_each(spec: CaseSpec, path: str, ref) -> str:
         lines.append(f"CHECKS = ({', '.join(f'check_{k}' for k in range(len(checks)))},)")
     each = f"zip({tuple(names)!r}, ref, eagers, outs)"
     lines += [f"for name, r, eager, out in {each}:" if shared else f"for k, (name, r, eager, out) in enumerate({each}):",
-              f'    print(f"output {{name}}: expected (FP64 reference):", {first.format("r")})',
-              f'    print(f"output {{name}}: eager ({{eager.dtype}}):", {first.format("eager")})',
-              f'    print(f"output {{name}}: {path} ({{out.dtype}}):", {first.format("out")})',
+              f'    print(f"output {{name}}: expected (FP64 reference): {{{first.format("r")}}}\\noutput {{name}}: eager '
+              f'({{eager.dtype}}): {{{first.format("eager")}}}\\noutput {{name}}: {path} ({{out.dtype}}): {{{first.format("out")}}}")',
               "    failing.append(" + ("check(out, eager, r, name, **THRESHOLDS[name]))" if shared else
                                      "CHECKS[k](out, eager))"),
               f"raise SystemExit(1 if len(outs) != {len(names)} or any(failing) else 0)"]
@@ -335,7 +333,7 @@ def render_short(spec: CaseSpec, path: str, title: str) -> str:
     body = "\n\n".join(part.strip("\n") for part in (
         _conversions(spec, ref), inputs, model, reference_code,
         "# -- the path's own calls (normdiff's harness/paths/, pasted)\n" + path_code, check))
-    body = tight(joined(prune(_compact(body if spec.dynamic else static_only(body), runner.script_imports))))
+    body = tight(one_line_ifs(joined(prune(_compact(body if spec.dynamic else static_only(body), runner.script_imports)))))
     head = (f'#!/usr/bin/env python3\n"""{S._clean(title)}: exits 1 while the bug is present, 0 once it is fixed '
             '(written by normdiff repro --report)."""\n')
     body, more = hoisted(body)

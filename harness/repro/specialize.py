@@ -197,21 +197,23 @@ def _settle(test: ast.AST, known: dict[str, object]):
 
 
 def fold_constants(code: str) -> str:
-    """`code` with each function's branches settled by the literals every call passes it (the parameter never
-    reassigned in the function): what a case's `run_path` fixes (`exported=None`, a decompose of '')."""
+    """`code` with each function's branches settled by the literals every call passes it (a test before the
+    function first sets the parameter): what a case's `run_path` fixes (`exported=None`, a decompose of '')."""
     tree = ast.parse(code)
     constants = _constants(tree)
     for fn in tree.body:
         if not isinstance(fn, ast.FunctionDef) or not constants.get(fn.name):
             continue
-        assigned = {n.id for n in ast.walk(fn) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
-        known = {p: v for p, v in constants[fn.name].items() if p not in assigned}
-        if not known:
-            continue
+        stores: dict[str, int] = {}  # a parameter is its literal up to the line that first sets it (of `part`)
+        for n in ast.walk(fn):
+            if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+                stores[n.id] = min(stores.get(n.id, n.lineno), n.lineno) - fn.lineno + 1
+        known = constants[fn.name]
         lines = code.split("\n")
         start, end = fn.lineno - 1, fn.end_lineno
         part = "\n".join(lines[start:end])
-        folded = _branches(part, lambda test: _settle(test, known))
+        folded = _branches(part, lambda test: _settle(test, {p: v for p, v in known.items()
+                                                           if test.end_lineno < stores.get(p, end + 1)}))
         if folded != part:
             code = "\n".join([*lines[:start], folded, *lines[end:]])
             return fold_constants(code)  # line numbers moved: parse again
@@ -245,7 +247,7 @@ def tight(code: str) -> str:
     return "\n".join(line for line in code.split("\n") if line.strip()) + "\n"
 
 
-def joined(code: str, width: int = 150) -> str:
+def joined(code: str, width: int = 200) -> str:
     """`code` with each simple statement written over several lines (a call's arguments wrapped) on one line
     where it fits `width` and no comment sits inside it: the same tokens, fewer lines."""
     import io
@@ -321,3 +323,23 @@ def inline_identities(code: str) -> str:
             return inline_identities(_cut(code, set(range(fn.lineno, fn.end_lineno + 1)))) if len(calls) == 1 else \
                 inline_identities(code)
     return code
+
+
+def one_line_ifs(code: str, width: int = 200) -> str:
+    """`code` with each `if test:` whose body is one simple statement (no else, each on one line) written as
+    `if test: statement` where it fits `width`."""
+    lines = code.split("\n")
+    joins = {}
+    for node in ast.walk(ast.parse(code)):
+        if (isinstance(node, ast.If) and not node.orelse and len(node.body) == 1
+                and not hasattr(node.body[0], "body") and node.lineno == node.test.end_lineno
+                and node.body[0].lineno == node.body[0].end_lineno == node.lineno + 1):
+            head, tail = lines[node.lineno - 1][:node.test.end_col_offset], lines[node.lineno - 1][node.test.end_col_offset:]
+            comment = tail.strip().removeprefix(":").strip()  # the `if` line's own comment, kept at the end
+            body = lines[node.lineno]
+            if tail.strip().startswith(":") and (not comment or comment.startswith("#") and "#" not in body):
+                joins[node.lineno] = f"{head}: {body.strip()}" + (f"  {comment}" if comment else "")
+    for i, text in sorted(joins.items(), reverse=True):
+        if len(text) <= width:
+            lines[i - 1:i + 1] = [text]
+    return "\n".join(lines)
