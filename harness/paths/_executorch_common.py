@@ -82,9 +82,7 @@ def op_name(target) -> str:
     if target is operator.getitem:
         return "getitem"
     text = str(target)
-    if text.startswith("<"):
-        text = getattr(target, "__name__", text)
-    return text
+    return getattr(target, "__name__", text) if text.startswith("<") else text  # "<built-in function …>": its name
 
 
 def load_forward(buffer: bytes):

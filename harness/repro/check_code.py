@@ -212,6 +212,6 @@ def shared_check_code(checks: list[str], names: list[str], expected: list[str]) 
     about = ("# -- normdiff's check (its comparator's rule), per normalization row, each output with the thresholds "
              "it derived for it (THRESHOLDS)")
     lines = [about, f"def check(out, eager, ref, name, {', '.join(keys)}):", *common,
-             *(f"# {p}: {c}" for p, c in params if c), "THRESHOLDS = {"]
+             "THRESHOLDS = {  # " + "; ".join(f"{p}: {c}" for p, c in params if c)]
     lines += [f"    {name!r}: dict({', '.join(f'{k}={v}' for k, v in zip(keys, vals))})," for name, vals in zip(names, values)]
-    return "\n".join([*lines, "}"]) + "\n"
+    return "\n".join(lines)[:-1] + "}\n"  # the last output's line closes the dict

@@ -37,7 +37,7 @@ import re
 
 from harness import paths
 from harness.core import tensors
-from harness.oracle.inputs import EXTRA_STREAMS, NAMED, extra_type, make_inputs
+from harness.oracle.inputs import COTANGENT, EXTRA_STREAMS, NAMED, extra_type, make_inputs
 from harness.oracle.reference import reference
 from harness.program.ir import ones_value
 from harness.repro import pieces as T
@@ -50,7 +50,7 @@ from harness.repro import script as S
 from harness.spec import CaseSpec
 
 # Names the script may use, each with the import that defines it (kept only where the script uses it).
-_IMPORTS = (("hashlib", "import hashlib"), ("zlib", "import zlib"),
+_IMPORTS = (("copy", "import copy"), ("hashlib", "import hashlib"), ("zlib", "import zlib"),
             ("ml_dtypes", "import ml_dtypes"), ("np", "import numpy as np"), ("torch", "import torch"),
             ("nn", "from torch import nn"), ("F", "import torch.nn.functional as F"))
 FIRST = 4  # how many first values the script prints
@@ -143,13 +143,19 @@ def _inputs(spec: CaseSpec) -> str:
     params = [] if _torch_init(spec) else S._param_names(spec)
     if params:
         lines.append(_params(spec))
+    cotangents = G.setup(spec).inputs.cotangents if spec.grad else ()
+    names = list(G.cotangent_names(spec)) if spec.grad else []
+    for k, (name, a) in enumerate(zip(names, cotangents)):  # as harness.repro.gradient_script.cotangent_code
+        lines.append(_draw(spec, spec.cotangent_dict, (COTANGENT, str(k)), name, a, repr(tuple(a.shape)),
+                           S._NP[str(a.dtype)], a.shape) + f"  # the cotangent of output {k}: its own stream")
     if any("rng(" in line for line in lines):  # a seeded kind: normdiff's streams, pasted by source, checked
         lines[0] += " (the SHA-256 below checks every byte)"
-        arrays = ", ".join(["x", *S._extra_names(spec), *params])
+        arrays = ", ".join(["x", *S._extra_names(spec), *params, *names])
         lines.append(f'assert hashlib.sha256(b"".join(a.tobytes() for a in ({arrays},))).hexdigest() == '
-                     f'"{S._digest(spec, params)}", "the inputs differ from normdiff\'s"')
+                     f'"{S._digest(spec, params, cotangents)}", "the inputs differ from normdiff\'s"')
         lines[2:2] = [rng_code(spec.seed)]
-    lines.append(f"INPUTS = ({', '.join(['x', *S._extra_names(spec)])},)")
+    lines.append(f"INPUTS = ({', '.join(['x', *S._extra_names(spec), *names])},)"
+                 + ("  # the Backward's inputs: the norm's, then the cotangents" if names else ""))
     return "\n".join(lines) + "\n"
 
 
@@ -227,6 +233,17 @@ def _reference(spec: CaseSpec) -> str:
             f"ref = to_numpy(Program({params}, {float(spec.eps)!r})({args}))\n")
 
 
+def _autograd_reference(spec: CaseSpec) -> str:
+    """A gradient case of torch's own module (nn.LayerNorm, nn.RMSNorm: no rounding of its own): its FP64
+    reference as torch's float64 autograd of the same module, which normdiff checks its lifted backward against
+    (harness.modules.lift_backward.float64_gradients; the full script pastes the lifted backward itself)."""
+    n_inputs = 1 + len(S._extra_names(spec))
+    return ("# -- the FP64 reference: torch's float64 autograd of the same module (normdiff's lifted backward, which the "
+            "full script pastes, is checked against it)\n"
+            f"ref = to_numpy(Backward(copy.deepcopy(model.forward_module).double(), {n_inputs})"
+            "(*(to_torch(a.astype(np.float64)) for a in INPUTS)))\n")
+
+
 def _check(spec: CaseSpec, path: str, ref) -> str:
     """Code running eager and the path and exiting 1 where normdiff's check fails (harness.repro.check_code)."""
     if ref.outputs:
@@ -257,7 +274,7 @@ def _check_each(spec: CaseSpec, path: str, ref) -> str:
     shared = shared_check_code(checks, names, expected)
     first = f"[float(v) for v in {{}}.reshape(-1)[:{FIRST}]]"
     lines = [shared or "\n".join(checks), f"example = tuple(to_torch(a, {spec.layout!r}) for a in INPUTS)",
-             "with torch.no_grad():", "    eagers = to_numpy(model(*example))", RUN,
+             "eagers = to_numpy(model(*example))", RUN,
              "outs, failing = out if isinstance(out, tuple) else (out,), []"]
     if shared is None:
         lines.append(f"CHECKS = ({', '.join(f'check_{k}' for k in range(len(checks)))},)")
@@ -318,9 +335,7 @@ def render_short(spec: CaseSpec, path: str, title: str) -> str:
     inputs = _inputs(spec)
     if spec.grad:  # the Backward, the cotangents, the lifted backward's reference (harness.repro.gradient_script)
         model += "\n" + S.backward_code(spec)
-        inputs += G.cotangent_code(spec, lambda sp, p, stream, name, a, shape: _draw(
-            sp, p, stream, name, a, repr(tuple(shape)), S._NP[str(a.dtype)], shape), "" if "rng = " in inputs else rng_code(spec.seed))
-        reference_code = G.reference_code(spec)
+        reference_code = G.reference_code(spec) if _torch_module(spec) is None else _autograd_reference(spec)
         path_code = backward_only(path_code)
     else:
         path_code = forward_only(path_code)
