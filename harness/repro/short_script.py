@@ -14,15 +14,17 @@ what the case uses, built from the same pieces:
   style and for the other norms, else the style's or the case's program as
   the forward (harness.repro.script.model_code);
 * the path's own calls: its `script_code` (its pipeline pasted by source),
-  pruned to what `run_path` reaches, the pasted functions without their
-  docstrings (the full script keeps them);
+  cut to the lines this case runs (harness.repro.specialize), the pasted
+  functions without their docstrings (the full script keeps them);
 * normdiff's conversions without the branches the case never takes, and no
   blank lines (sections are marked by their `# --` lines): a report's script
   is read whole, at most 100 lines (tests/repro/test_short_script.py);
 * the FP64 reference (harness.repro.script.reference_code, with the terms
-  its bound reads) and normdiff's check itself (harness.repro.check_code, as
-  the full script's): its rows, its bound, the witnesses' allowance per row,
-  the shape and the dtype; one check per output of a case of several.
+  its bound reads; a gradient case of torch's own module: its float64
+  autograd) and normdiff's check itself (harness.repro.check_code, as the
+  full script's): its rows, its bound, the witnesses' allowance per row, the
+  shape and the dtype; a case of several outputs calls one shared check with
+  each output's thresholds.
 
 It exits 1 while the bug is present (a failed check, or the path raising),
 0 once it is fixed. Its output lines are the report's "Output" section, and
@@ -42,8 +44,8 @@ from harness.oracle.reference import reference
 from harness.program.ir import ones_value
 from harness.repro import pieces as T
 from harness.repro.check_code import check_code, shared_check_code
-from harness.repro.specialize import (_used, backward_only, fold_constants, forward_only, hoisted, inline_identities,
-                                       joined, one_line_ifs, prune, static_only, tight, without_bfloat16)
+from harness.repro.specialize import (backward_only, fold_constants, forward_only, hoisted, inline_identities, joined,
+                                       one_line_ifs, prune, static_only, tight, used_names, without_bfloat16)
 from harness.repro import gradient_script as G
 from harness.repro import program_script as P
 from harness.repro import script as S
@@ -311,7 +313,7 @@ def _compact(code: str, imports: str = "") -> str:
 def _imports(body: str, library: str, more: list[str]) -> str:
     """The imports the body uses, the path's and `more` (its functions' own, hoisted), its plain `import`s on one
     line (a short script is counted in lines), each `from` import on its own."""
-    used = _used(ast.parse(body))
+    used = used_names(ast.parse(body))
     lines = [line for name, line in _IMPORTS if name in used] + [line for line in library.split("\n") if line.strip()]
     lines = list(dict.fromkeys(lines + more))
     plain = [line.removeprefix("import ") for line in lines if line.startswith("import ")]

@@ -24,7 +24,7 @@ import ast
 import re
 
 
-def _used(node: ast.AST) -> set[str]:
+def used_names(node: ast.AST) -> set[str]:
     return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
 
 
@@ -85,7 +85,7 @@ def static_only(code: str) -> str:
     drop: set[int] = set()
     dedent: dict[int, int] = {}
     for node in ast.walk(ast.parse(code)):
-        if isinstance(node, ast.If) and not node.orelse and "dynamic" in _used(node.test):
+        if isinstance(node, ast.If) and not node.orelse and "dynamic" in used_names(node.test):
             drop.update(range(node.lineno, node.end_lineno + 1))
         elif isinstance(node, ast.With) and all("backed_size_oblivious" in ast.unparse(w) for w in node.items):
             drop.update(range(node.lineno, node.body[0].lineno))
@@ -226,12 +226,12 @@ def prune(code: str, roots: tuple[str, ...] = ()) -> str:
     tree = ast.parse(code)
     defs = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}  # the last wins
     keep: set[str] = set()
-    todo = [*roots, *(name for n in tree.body if not isinstance(n, (ast.FunctionDef, ast.ClassDef)) for name in _used(n))]
+    todo = [*roots, *(name for n in tree.body if not isinstance(n, (ast.FunctionDef, ast.ClassDef)) for name in used_names(n))]
     while todo:
         name = todo.pop()
         if name in defs and name not in keep:
             keep.add(name)
-            todo.extend(_used(defs[name]))
+            todo.extend(used_names(defs[name]))
     drop: set[int] = set()
     for node in tree.body:
         if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and defs[node.name] is not node or (
