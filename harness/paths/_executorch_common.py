@@ -76,17 +76,13 @@ def op_name(target) -> str:
 
     from torch._ops import OpOverload
 
-    if isinstance(target, OpOverload):  # ATen graphs: "aten.to.dtype"
-        return str(target)
-    inner = getattr(target, "_op", None)  # EdgeOpOverload wraps an OpOverload
+    inner = target if isinstance(target, OpOverload) else getattr(target, "_op", None)  # ATen's, or an Edge op's
     if isinstance(inner, OpOverload):
         return str(inner)
     if target is operator.getitem:
         return "getitem"
     text = str(target)
-    if text.startswith("<"):
-        text = getattr(target, "__name__", text)
-    return text
+    return getattr(target, "__name__", text) if text.startswith("<") else text  # "<built-in function …>": its name
 
 
 def load_forward(buffer: bytes):

@@ -80,10 +80,8 @@ def symbolic_shapes(example, dynamic, low):
     one of its own shape stays static (its sizes are part of the case's structure)."""
     import torch
 
-    dims, top = dynamic
-    x = example[0]
-    named = {d: torch.export.Dim(f"d{d}", min=low, max=top) for d in dims}
-    return tuple(dict(named) if t.shape == x.shape else None for t in example)
+    named = {d: torch.export.Dim(f"d{d}", min=low, max=dynamic[1]) for d in dynamic[0]}
+    return tuple(dict(named) if t.shape == example[0].shape else None for t in example)
 
 
 def is_backward(model) -> bool:

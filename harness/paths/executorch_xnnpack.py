@@ -46,29 +46,13 @@ def delegation_facts(edge) -> dict:
 
     plumbing = {"getitem", "executorch_call_delegate"}
     gm = edge.exported_program().graph_module
-    delegated: set[str] = set()
-    undelegated: set[str] = set()
-    calls = 0
-    for node in gm.graph.nodes:
-        if node.op != "call_function":
-            continue
-        name = op_name(node.target)
-        if name == "executorch_call_delegate":
-            calls += 1
-            lowered = getattr(gm, node.args[0].target)
-            if isinstance(lowered, LoweredBackendModule):
-                for inner in lowered.original_module.graph.nodes:
-                    if inner.op == "call_function":
-                        delegated.add(op_name(inner.target))
-        elif name not in plumbing:
-            undelegated.add(name)
-    delegated -= plumbing
-    return {
-        "delegated": calls > 0,
-        "fully_delegated": calls > 0 and not undelegated,
-        "delegated_ops": sorted(delegated),
-        "undelegated_ops": sorted(undelegated),
-    }
+    calls = [node for node in gm.graph.nodes if node.op == "call_function"]
+    delegates = [getattr(gm, n.args[0].target) for n in calls if op_name(n.target) == "executorch_call_delegate"]
+    delegated = {op_name(inner.target) for lowered in delegates if isinstance(lowered, LoweredBackendModule)
+                 for inner in lowered.original_module.graph.nodes if inner.op == "call_function"} - plumbing
+    undelegated = {op_name(node.target) for node in calls} - plumbing
+    return {"delegated": bool(delegates), "fully_delegated": bool(delegates) and not undelegated,
+            "delegated_ops": sorted(delegated), "undelegated_ops": sorted(undelegated)}
 
 
 def warm_up() -> None:

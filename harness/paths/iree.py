@@ -81,13 +81,9 @@ def reduction_dtypes(mlir: str) -> list[str]:
 
     linalg = ic.compile_str(mlir, target_backends=["llvm-cpu"], extra_args=["--compile-to=input"],
                             output_format="MLIR_TEXT").decode()
-    found = set()
-    for line in linalg.splitlines():
-        if "linalg.generic" in line and '"reduction"' in line:
-            outs = re.search(r"outs\([^)]*:\s*tensor<(?:[0-9?]+x)*(\w+)>", line)
-            if outs:
-                found.add(outs.group(1))
-    return sorted(found)
+    outs = (re.search(r"outs\([^)]*:\s*tensor<(?:[0-9?]+x)*(\w+)>", line) for line in linalg.splitlines()
+            if "linalg.generic" in line and '"reduction"' in line)  # a reduction's `outs(... : tensor<...xTYPE>)`
+    return sorted({m.group(1) for m in outs if m})
 
 
 def load_main(vmfb: bytes):
@@ -110,12 +106,11 @@ def run_main(loaded, arrays: tuple) -> np.ndarray | tuple:
     args = []
     for a in arrays:
         a = np.ascontiguousarray(a)
-        if a.dtype == ml_dtypes.bfloat16:
-            args.append(device.allocator.allocate_buffer_copy(
-                memory_type=rt.MemoryType.DEVICE_LOCAL, allowed_usage=rt.BufferUsage.DEFAULT, device=device,
-                buffer=a.view(np.uint16), element_type=rt.HalElementType.BFLOAT_16))
-        else:
-            args.append(a)
+        if a.dtype == ml_dtypes.bfloat16:  # its 16-bit words in a buffer typed BFLOAT_16
+            a = device.allocator.allocate_buffer_copy(memory_type=rt.MemoryType.DEVICE_LOCAL, device=device,
+                                                      allowed_usage=rt.BufferUsage.DEFAULT, buffer=a.view(np.uint16),
+                                                      element_type=rt.HalElementType.BFLOAT_16)
+        args.append(a)
     out = main(*args)
     outs = []
     for item in out if isinstance(out, (tuple, list)) else (out,):  # a model of several outputs: each

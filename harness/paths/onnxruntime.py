@@ -147,8 +147,7 @@ def session_runner(session):
     # ONNX element type -> (the NumPy dtype its bits are held in, onnx.TensorProto's enum name)
     element = {"tensor(float)": ("float32", "FLOAT"), "tensor(float16)": ("float16", "FLOAT16"),
                "tensor(double)": ("float64", "DOUBLE"), "tensor(bfloat16)": ("uint16", "BFLOAT16")}
-    inputs = session.get_inputs()
-    outputs = session.get_outputs()
+    inputs, outputs = session.get_inputs(), session.get_outputs()
     for out in outputs:
         if out.type not in element:
             raise RuntimeError(f"unexpected output {out.type} of shape {out.shape}")

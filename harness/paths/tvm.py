@@ -58,13 +58,9 @@ def relax_ops(mod, func: str = "main") -> list[str]:
     import tvm
     from tvm import relax
 
-    found: set[str] = set()
-
-    def visit(expr):
-        if isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op):
-            found.add(str(expr.op.name))
-
-    relax.analysis.post_order_visit(mod[func], visit)
+    found: set[str] = set()  # post_order_visit calls the lambda on every expression: each op call adds its name
+    relax.analysis.post_order_visit(mod[func], lambda e: isinstance(e, relax.Call) and isinstance(e.op, tvm.ir.Op)
+                                    and found.add(str(e.op.name)))
     return sorted(found)
 
 

@@ -28,6 +28,7 @@ held to the bound.
 from __future__ import annotations
 
 import math
+import re
 import textwrap
 
 import numpy as np
@@ -49,16 +50,19 @@ def up(v: float) -> float:
     return s if s >= v else float(f"{v * (1 + 5e-3):.2e}")
 
 
-def literal(values, name: str, comment: str, column: bool = False) -> str:
+def literal(values, name: str, comment: str, column: bool = False, width: int | None = WIDTH) -> str:
     """`NAME = value  # comment` for per-row values: one number where every row has it, else an array (a
-    column, with `column`, to scale a row's elements)."""
+    column, with `column`, to scale a row's elements); wrapped to `width`, or on one line where it is None (a
+    short script, read whole: every line counts)."""
     vals = [up(float(v)) for v in np.asarray(values).reshape(-1)]
     text = ["np.inf" if v == math.inf else repr(v) for v in vals]
     if len(set(vals)) == 1:
         return f"{name} = {text[0]}  # {comment}"
     tail = "[:, None]" if column else ""
     one = f"{name} = np.array([{', '.join(text)}]){tail}"
-    if len(one) <= WIDTH:
+    if width is None:
+        return f"{one}  # {comment}"
+    if len(one) <= width:
         return f"# {comment}\n{one}"
     body = textwrap.fill(", ".join(text), WIDTH - 4, initial_indent="    ",
                          subsequent_indent="    ", break_long_words=False)
@@ -95,7 +99,7 @@ def _ulp(r: str) -> str:
             f"  # {r}'s spacing at v >= 0")
 
 
-def _program_unit(ref: Reference, rounding: str, measured: bool) -> list[str]:
+def _program_unit(ref: Reference, rounding: str, measured: bool, width: int | None) -> list[str]:
     """Per row RTOL and ATOL with RTOL·|ref| + ATOL at least the program's unit everywhere: its bound, or on a
     row where the bound is infinite somewhere 1 for the measured rule (absolute error), else infinity."""
     unit = program_unit(ref, rounding)
@@ -110,8 +114,8 @@ def _program_unit(ref: Reference, rounding: str, measured: bool) -> list[str]:
         rtol[r] = up(float(np.max(u[big] / a[big]))) if big.any() else 0.0
         atol[r] = up(float(max(0.0, np.max(u - rtol[r] * a))))
     what = "normdiff's running bound of the program (each of its roundings, carried to the output)"
-    return [literal(rtol, "RTOL", f"per row, {what}, as RTOL*|ref| + ATOL: at least the bound everywhere", True),
-            literal(atol, "ATOL", "per row (with RTOL 0: the bound is infinite on the row)", True),
+    return [literal(rtol, "RTOL", f"per row, {what}, as RTOL*|ref| + ATOL: at least the bound everywhere", True, width),
+            literal(atol, "ATOL", "per row (with RTOL 0: the bound is infinite on the row)", True, width),
             "unit = ATOL + RTOL * rows(np.abs(ref))",
             f"pe = rows({C_OUT:g} * ulp(np.abs(ref) * {1 + 2 * unit_roundoff(rounding)!r}))"
             f"  # {C_OUT:g} ulp of {rounding}: rounding the output"]
@@ -126,7 +130,7 @@ def _catalog_unit(ref: Reference, rounding: str) -> list[str]:
 
 
 def check_code(spec: CaseSpec, ref: Reference, path: str, expected: str, output: int | None = None,
-               name: str | None = None) -> str:
+               name: str | None = None, width: int | None = WIDTH) -> str:
     """Code defining `check(out, eager)`: 1 where normdiff's verdict on `out` fails (its shape, its dtype, a row
     beyond the rule), else 0, printing the errors and the rows failing. Every script normdiff writes pastes it
     (the full and module scripts, the short script): one decision, the comparator's.
@@ -134,17 +138,17 @@ def check_code(spec: CaseSpec, ref: Reference, path: str, expected: str, output:
     `ref` is the reference of the output checked; `expected` the expression of the dtype `out` must have
     (eager's, or torch's promotion for eager; a gradient's own, judged without eager). For output `output` of several (named `name`), the function is
     `check_OUTPUT(out, eager, ref=ref[OUTPUT])`: that output's thresholds and reference, the script's `ref`
-    being the tuple of the outputs' references."""
+    being the tuple of the outputs' references. `width` is the literals' (None: each on one line)."""
     rounding = narrowest(ref.rounding_dtype, ref.out_dtype)
     alone = ref.gradient  # a gradient is judged without eager, eager itself as any path (compare.score)
     compiled = path != "eager" and not alone
     program = ref.bound is not None
     lines = [f"rows = lambda a: {rows_view(spec, ref)}", _ulp(rounding)]
     allowed = witness_allowance(ref, rounding) if compiled or alone else None
-    lines += _program_unit(ref, rounding, allowed is not None) if program else _catalog_unit(ref, rounding)
+    lines += _program_unit(ref, rounding, allowed is not None, width) if program else _catalog_unit(ref, rounding)
     if allowed is not None:
         lines.append(literal(allowed, "ALLOWED", f"per row, per unit: {EAGER_MULTIPLIER:g}x what normdiff's float32 "
-                             "witnesses (correct implementations) err there, at least the floor"))
+                             "witnesses (correct implementations) err there, at least the floor", width=width))
         rule = ["excess = lambda e: np.where(e > pe, (e - pe) / unit, 0.0).max(1)  # beyond pe, per unit",
                 "over = excess(err) > ALLOWED  # a gradient: judged alone, eager's error not read" if alone else
                 f"over = excess(err) > np.maximum({EAGER_MULTIPLIER:g} * excess(eager_err), ALLOWED)"]
@@ -171,3 +175,43 @@ def check_code(spec: CaseSpec, ref: Reference, path: str, expected: str, output:
     about = ("# -- normdiff's check (its comparator's rule), per normalization row, with the thresholds it "
              "derived here" + ("" if name is None else f": output {name}"))
     return "\n".join([about, head, textwrap.indent("\n".join(lines), "    ")]) + "\n"
+
+
+_ASSIGN = re.compile(r"^    (\w+) = (.*?)(?:  # (.*))?$")
+
+
+def shared_check_code(checks: list[str], names: list[str], expected: list[str]) -> str | None:
+    """One `check(out, eager, ref, name, **thresholds)` for the outputs of a case of several, from their
+    check_code(…, output=k, name=names[k], width=None): the lines every output shares, once; the assignments
+    that differ (each output's thresholds: RTOL, ATOL, ALLOWED, its rows, its dtype) as THRESHOLDS, one line
+    per output. The same decision, each output held to its own numbers. None where the checks differ
+    otherwise (each keeps its own function then)."""
+    bodies = []
+    for text, name, dtype in zip(checks, names, expected):
+        body = text.split("\n")[2:]
+        if len(set(expected)) > 1:
+            body = [line.replace(f"{{{dtype}}}", "{expected}").replace(f"!= {dtype} ", "!= expected ") for line in body]
+        bodies.append([line.replace(f"output {name}: ", "output {name}: ") for line in body if line])
+    if len({len(b) for b in bodies}) != 1:
+        return None
+    params: list[tuple[str, str]] = []  # (its name, its comment)
+    common = []
+    for lines in zip(*bodies):
+        if len(set(lines)) == 1:
+            common.append(lines[0])
+            continue
+        found = [_ASSIGN.match(line) for line in lines]
+        if not all(found) or len({m[1] for m in found}) != 1:
+            return None
+        params.append((found[0][1], found[0][3] or ""))
+    values = [[m[2] for m in (_ASSIGN.match(line) for line in b) if m and m[1] in dict(params)] for b in bodies]
+    if len(set(expected)) > 1:
+        params.append(("expected", "the dtype the output must have"))
+        values = [v + [d] for v, d in zip(values, expected)]
+    keys = [p for p, _ in params]
+    about = ("# -- normdiff's check (its comparator's rule), per normalization row, each output with the thresholds "
+             "it derived for it (THRESHOLDS)")
+    lines = [about, f"def check(out, eager, ref, name, {', '.join(keys)}):", *common,
+             "THRESHOLDS = {  # " + "; ".join(f"{p}: {c}" for p, c in params if c)]
+    lines += [f"    {name!r}: dict({', '.join(f'{k}={v}' for k, v in zip(keys, vals))})," for name, vals in zip(names, values)]
+    return "\n".join(lines)[:-1] + "}\n"  # the last output's line closes the dict

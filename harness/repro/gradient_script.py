@@ -15,12 +15,10 @@ module's own parameters.
 from __future__ import annotations
 
 import hashlib
-import inspect
 import textwrap
 
 import numpy as np
 
-from harness.oracle import inputs as draws
 from harness.oracle.inputs import COTANGENT
 from harness.repro import program_script as P
 from harness.spec import CaseSpec
@@ -50,25 +48,26 @@ def cotangent_names(spec: CaseSpec) -> tuple[str, ...]:
     return ("dy",) if n == 1 else tuple(f"dy{k}" for k in range(n))
 
 
-def cotangent_code(spec: CaseSpec, draw, with_rng: bool = False) -> str:
+def cotangent_code(spec: CaseSpec, draw, rng: str = "") -> str:
     """Code drawing each cotangent as normdiff does (`draw(spec, p, stream, name, rounded, shape)` -> its line,
-    script.draw_input's signature), checking their bytes, and appending them to INPUTS."""
+    script.draw_input's signature), checking their bytes, and appending them to INPUTS; `rng` is the code
+    defining the streams where the script has none yet."""
     from harness.core.dtypes import name_of
 
     cots = setup(spec).inputs.cotangents
     names = cotangent_names(spec)
     lines = ["# -- the cotangents: one per output of the norm, drawn from their own stream (normdiff's "
              f"{COTANGENT}, keyed by the output's position)"]
-    if with_rng:
-        lines += [inspect.getsource(draws._rng).strip("\n"), f"rng = lambda stream, name=None: _rng({spec.seed}, stream, name)"]
+    if rng:
+        lines.append(rng)
     h = hashlib.sha256()
     for k, (name, a) in enumerate(zip(names, cots)):
         code = draw(spec, spec.cotangent_dict, (COTANGENT, str(k)), name, a, a.shape)
         lines.append(code if f"\n{name} = " in "\n" + code else
                      code + f"\n{name} = {name}64.reshape({a.shape!r}).astype({P.NUMPY_TYPES[name_of(a.dtype)]})")
         h.update(np.ascontiguousarray(a).tobytes())
-    lines += [f'assert hashlib.sha256(b"".join(a.tobytes() for a in ({", ".join(names)},))).hexdigest() == (',
-              f'    "{h.hexdigest()}"), "the cotangents differ from normdiff\'s"',
+    lines += [f'assert hashlib.sha256(b"".join(a.tobytes() for a in ({", ".join(names)},))).hexdigest() == '
+              f'"{h.hexdigest()}", "the cotangents differ from normdiff\'s"',
               f"INPUTS = INPUTS + ({', '.join(names)},)  # the Backward's inputs: the norm's, then the cotangents"]
     return "\n".join(lines) + "\n"
 

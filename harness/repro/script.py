@@ -157,12 +157,13 @@ def _draw_params(spec: CaseSpec) -> str:
     return "\n".join(lines)
 
 
-def _digest(spec: CaseSpec, params: list[str] | None = None) -> str:
-    """The SHA-256 of normdiff's bytes of x, the extra inputs and the parameters (default: all of them)."""
+def _digest(spec: CaseSpec, params: list[str] | None = None, more: tuple = ()) -> str:
+    """The SHA-256 of normdiff's bytes of x, the extra inputs and the parameters (default: all of them), then
+    the arrays `more` (a gradient case's cotangents)."""
     inputs = make_inputs(spec)
     h = hashlib.sha256()
     chosen = inputs.params if params is None else {k: inputs.params[k] for k in params}
-    for a in (inputs.x, *(inputs.extra[k] for k in _extra_names(spec)), *chosen.values()):
+    for a in (inputs.x, *(inputs.extra[k] for k in _extra_names(spec)), *chosen.values(), *more):
         h.update(np.ascontiguousarray(a).tobytes())
     return h.hexdigest()
 

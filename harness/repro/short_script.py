@@ -14,15 +14,17 @@ what the case uses, built from the same pieces:
   style and for the other norms, else the style's or the case's program as
   the forward (harness.repro.script.model_code);
 * the path's own calls: its `script_code` (its pipeline pasted by source),
-  pruned to what `run_path` reaches, the pasted functions without their
-  docstrings (the full script keeps them);
+  cut to the lines this case runs (harness.repro.specialize), the pasted
+  functions without their docstrings (the full script keeps them);
 * normdiff's conversions without the branches the case never takes, and no
   blank lines (sections are marked by their `# --` lines): a report's script
   is read whole, at most 100 lines (tests/repro/test_short_script.py);
 * the FP64 reference (harness.repro.script.reference_code, with the terms
-  its bound reads) and normdiff's check itself (harness.repro.check_code, as
-  the full script's): its rows, its bound, the witnesses' allowance per row,
-  the shape and the dtype; one check per output of a case of several.
+  its bound reads; a gradient case of torch's own module: its float64
+  autograd) and normdiff's check itself (harness.repro.check_code, as the
+  full script's): its rows, its bound, the witnesses' allowance per row, the
+  shape and the dtype; a case of several outputs calls one shared check with
+  each output's thresholds.
 
 It exits 1 while the bug is present (a failed check, or the path raising),
 0 once it is fixed. Its output lines are the report's "Output" section, and
@@ -37,25 +39,32 @@ import re
 
 from harness import paths
 from harness.core import tensors
-from harness.oracle import inputs as draws
-from harness.oracle.inputs import EXTRA_STREAMS, NAMED, extra_type, make_inputs
+from harness.oracle.inputs import COTANGENT, EXTRA_STREAMS, NAMED, extra_type, make_inputs
 from harness.oracle.reference import reference
 from harness.program.ir import ones_value
 from harness.repro import pieces as T
-from harness.repro.check_code import check_code
+from harness.repro.check_code import check_code, shared_check_code
+from harness.repro.specialize import (backward_only, fold_constants, forward_only, hoisted, inline_identities, joined,
+                                       one_line_ifs, prune, static_only, tight, used_names, without_bfloat16)
 from harness.repro import gradient_script as G
 from harness.repro import program_script as P
 from harness.repro import script as S
 from harness.spec import CaseSpec
 
 # Names the script may use, each with the import that defines it (kept only where the script uses it).
-_IMPORTS = (("hashlib", "import hashlib"), ("zlib", "import zlib"),
+_IMPORTS = (("copy", "import copy"), ("hashlib", "import hashlib"), ("zlib", "import zlib"),
             ("ml_dtypes", "import ml_dtypes"), ("np", "import numpy as np"), ("torch", "import torch"),
             ("nn", "from torch import nn"), ("F", "import torch.nn.functional as F"))
 FIRST = 4  # how many first values the script prints
 RUN = "out = run_path(model, example, INPUTS)"  # the script's one line running the path
-# normdiff's stream generator (harness.oracle.inputs._rng), pasted by its source
-_RNG = inspect.getsource(draws._rng).strip("\n")
+
+
+def rng_code(seed: int) -> str:
+    """normdiff's stream generator (harness.oracle.inputs._rng: PCG64 seeded by [seed, stream] and a named
+    stream's CRC-32) in one line; NumPy's default_rng seeds PCG64 by the same SeedSequence
+    (tests/repro/test_short_script.py holds the two to the same draws; the SHA-256 line to normdiff's bytes)."""
+    return (f"rng = lambda stream, name=None: np.random.default_rng([{seed}, stream] + ([] if name is None else "
+            f"[zlib.crc32(name.encode())]))  # normdiff's streams (harness.oracle.inputs._rng), seed {seed}")
 _VALUES = re.compile(r"^(?:output \S+: )?(?P<who>[\w.-]+) \((?P<dtype>\w+)\): (?P<values>\[.*\])$")  # the first output's, of several
 
 
@@ -136,15 +145,19 @@ def _inputs(spec: CaseSpec) -> str:
     params = [] if _torch_init(spec) else S._param_names(spec)
     if params:
         lines.append(_params(spec))
+    cotangents = G.setup(spec).inputs.cotangents if spec.grad else ()
+    names = list(G.cotangent_names(spec)) if spec.grad else []
+    for k, (name, a) in enumerate(zip(names, cotangents)):  # as harness.repro.gradient_script.cotangent_code
+        lines.append(_draw(spec, spec.cotangent_dict, (COTANGENT, str(k)), name, a, repr(tuple(a.shape)),
+                           S._NP[str(a.dtype)], a.shape) + f"  # the cotangent of output {k}: its own stream")
     if any("rng(" in line for line in lines):  # a seeded kind: normdiff's streams, pasted by source, checked
         lines[0] += " (the SHA-256 below checks every byte)"
-        arrays = ", ".join(["x", *S._extra_names(spec), *params])
-        lines.append(f'assert hashlib.sha256(b"".join(a.tobytes() for a in ({arrays},))).hexdigest() == (\n'
-                     f'    "{S._digest(spec, params)}"), '
-                     '"the inputs differ from normdiff\'s"')
-        lines[2:2] = [_RNG, "", "", f"rng = lambda stream, name=None: _rng({spec.seed}, stream, name)  # the case's "
-                      f"streams (seed {spec.seed})"]
-    lines.append(f"INPUTS = ({', '.join(['x', *S._extra_names(spec)])},)")
+        arrays = ", ".join(["x", *S._extra_names(spec), *params, *names])
+        lines.append(f'assert hashlib.sha256(b"".join(a.tobytes() for a in ({arrays},))).hexdigest() == '
+                     f'"{S._digest(spec, params, cotangents)}", "the inputs differ from normdiff\'s"')
+        lines[2:2] = [rng_code(spec.seed)]
+    lines.append(f"INPUTS = ({', '.join(['x', *S._extra_names(spec), *names])},)"
+                 + ("  # the Backward's inputs: the norm's, then the cotangents" if names else ""))
     return "\n".join(lines) + "\n"
 
 
@@ -168,19 +181,24 @@ def _plain(spec: CaseSpec) -> bool:
 
 # to_numpy where no tensor is bfloat16: harness.core.tensors.to_numpy without that branch; for a case of one output
 # without `single` (a path returning more is a shape mismatch, and fails here too). Tests hold them to the bits.
-_TO_NUMPY = ('def to_numpy(t) -> np.ndarray:  # no bfloat16 here: torch\'s own .numpy()\n'
-             "    t = single(t)\n"
-             "    return tuple(map(to_numpy, t)) if isinstance(t, (list, tuple)) else t.detach().cpu().contiguous().numpy().copy()\n")
+_TO_NUMPY = ("def to_numpy(t) -> np.ndarray:  # no bfloat16 here: torch's own .numpy(); several outputs: a tuple\n"
+             "    if isinstance(t, (list, tuple)): return to_numpy(t[0]) if len(t) == 1 else tuple(map(to_numpy, t))\n"
+             "    return t.detach().cpu().contiguous().numpy().copy()\n")
 _TO_NUMPY_ONE = ("def to_numpy(t) -> np.ndarray:  # one output (alone in a list or not), its bits\n"
                  "    return to_numpy(t[0]) if isinstance(t, (list, tuple)) and len(t) == 1 else "
                  "t.detach().cpu().contiguous().numpy().copy()\n")
 _TO_NUMPY_ONE_BFLOAT16 = ("def to_numpy(t) -> np.ndarray:  # one output (alone in a list or not), its bits: bfloat16 "
                           "as its 16-bit words\n"
-                          "    if isinstance(t, (list, tuple)) and len(t) == 1:\n"
-                          "        return to_numpy(t[0])\n"
+                          "    if isinstance(t, (list, tuple)) and len(t) == 1: return to_numpy(t[0])\n"
                           "    t = t.detach().cpu().contiguous()\n"
                           "    return t.view(torch.int16).numpy().view(ml_dtypes.bfloat16).copy() if t.dtype == "
                           "torch.bfloat16 else t.numpy().copy()\n")
+_TO_TORCH = ('def to_torch(x: np.ndarray, layout: str = "contiguous"):  # no bfloat16 and no layout here\n'
+             "    return torch.from_numpy(np.ascontiguousarray(x).copy())\n")
+_TO_TORCH_BFLOAT16 = ('def to_torch(x: np.ndarray, layout: str = "contiguous"):  # bfloat16 as its 16-bit words; no layout\n'
+                      "    x = np.ascontiguousarray(x)\n"
+                      "    return torch.from_numpy(x.view(np.int16).copy()).view(torch.bfloat16) if x.dtype == "
+                      "ml_dtypes.bfloat16 else torch.from_numpy(x.copy())\n")
 
 
 def _no_bfloat16(spec: CaseSpec, ref) -> bool:
@@ -200,16 +218,7 @@ def _conversions(spec: CaseSpec, ref) -> str:
         text = text.replace(inspect.getsource(tensors.to_numpy), short)
     if spec.layout != "contiguous":
         return text
-    to_torch = inspect.getsource(tensors.to_torch)
-    if _plain(spec):
-        short = ('def to_torch(x: np.ndarray, layout: str = "contiguous"):  # no bfloat16 and no layout here\n'
-                 "    return torch.from_numpy(np.ascontiguousarray(x).copy())\n")
-    else:
-        short = ('def to_torch(x: np.ndarray, layout: str = "contiguous"):  # bfloat16 as its 16-bit words; no layout\n'
-                 "    if x.dtype == np.dtype(ml_dtypes.bfloat16):\n"
-                 "        return torch.from_numpy(np.ascontiguousarray(x).view(np.int16).copy()).view(torch.bfloat16)\n"
-                 "    return torch.from_numpy(np.ascontiguousarray(x).copy())\n")
-    return text.replace(to_torch, short)
+    return text.replace(inspect.getsource(tensors.to_torch), _TO_TORCH if _plain(spec) else _TO_TORCH_BFLOAT16)
 
 
 def _reference(spec: CaseSpec) -> str:
@@ -226,6 +235,17 @@ def _reference(spec: CaseSpec) -> str:
             f"ref = to_numpy(Program({params}, {float(spec.eps)!r})({args}))\n")
 
 
+def _autograd_reference(spec: CaseSpec) -> str:
+    """A gradient case of torch's own module (nn.LayerNorm, nn.RMSNorm: no rounding of its own): its FP64
+    reference as torch's float64 autograd of the same module, which normdiff checks its lifted backward against
+    (harness.modules.lift_backward.float64_gradients; the full script pastes the lifted backward itself)."""
+    n_inputs = 1 + len(S._extra_names(spec))
+    return ("# -- the FP64 reference: torch's float64 autograd of the same module (normdiff's lifted backward, which the "
+            "full script pastes, is checked against it)\n"
+            f"ref = to_numpy(Backward(copy.deepcopy(model.forward_module).double(), {n_inputs})"
+            "(*(to_torch(a.astype(np.float64)) for a in INPUTS)))\n")
+
+
 def _check(spec: CaseSpec, path: str, ref) -> str:
     """Code running eager and the path and exiting 1 where normdiff's check fails (harness.repro.check_code)."""
     if ref.outputs:
@@ -234,11 +254,10 @@ def _check(spec: CaseSpec, path: str, ref) -> str:
     first = f"[float(v) for v in {{}}.reshape(-1)[:{FIRST}]]"
     eager = "model(*example).detach().numpy()" if _plain(spec) else "to_numpy(model(*example))"
     example = ("torch.from_numpy(a)" if _plain(spec) else f"to_torch(a, {spec.layout!r})") + " for a in INPUTS"
-    lines = [check_code(spec, ref, path, expected), "",
+    lines = [check_code(spec, ref, path, expected, width=None), "",
              f"example = tuple({example})",
              f"eager = {eager}",
-             f'print("expected (FP64 reference):", {first.format("ref")})',
-             f'print(f"eager ({{eager.dtype}}):", {first.format("eager")})',
+             f'print(f"expected (FP64 reference): {{{first.format("ref")}}}\\neager ({{eager.dtype}}): {{{first.format("eager")}}}")',
              f"{RUN}",
              f'print(f"{path} ({{out.dtype}}):", {first.format("out")})',
              "raise SystemExit(check(out, eager))"]
@@ -246,21 +265,28 @@ def _check(spec: CaseSpec, path: str, ref) -> str:
 
 
 def _check_each(spec: CaseSpec, path: str, ref) -> str:
-    """_check for a case of several outputs: each output held to its own `check_K` (its reference, its
-    thresholds: harness.repro.check_code, as the full script's), in turn."""
-    checks = [check_code(spec, r, path, "eager.dtype" if path != "eager" and not r.gradient
-                         else f"np.dtype({S._NP[r.out_dtype]})", k, name)
-              for k, (r, name) in enumerate(zip(ref.each, ref.output_names))]
+    """_check for a case of several outputs: each output held to its own thresholds and reference
+    (harness.repro.check_code, as the full script's) by one shared check where their checks differ only in
+    their numbers (check_code.shared_check_code), else by its own `check_K`, in turn."""
+    expected = ["eager.dtype" if path != "eager" and not r.gradient else f"np.dtype({S._NP[r.out_dtype]})"
+                for r in ref.each]
+    names = list(ref.output_names)
+    checks = [check_code(spec, r, path, e, k, name, width=None)
+              for k, (r, name, e) in enumerate(zip(ref.each, names, expected))]
+    shared = shared_check_code(checks, names, expected)
     first = f"[float(v) for v in {{}}.reshape(-1)[:{FIRST}]]"
-    lines = [*checks, f"example = tuple(to_torch(a, {spec.layout!r}) for a in INPUTS)", "with torch.no_grad():",
-             "    eagers = to_numpy(model(*example))", RUN, "outs = out if isinstance(out, tuple) else (out,)",
-             f"CHECKS = ({', '.join(f'check_{k}' for k in range(len(checks)))},)",
-             f"for name, r, eager, out in zip({ref.output_names!r}, ref, eagers, outs):",
-             f'    print(f"output {{name}}: expected (FP64 reference):", {first.format("r")})',
-             f'    print(f"output {{name}}: eager ({{eager.dtype}}):", {first.format("eager")})',
-             f'    print(f"output {{name}}: {path} ({{out.dtype}}):", {first.format("out")})',
-             "failing = [check(out, eager) for check, out, eager in zip(CHECKS, outs, eagers)]",
-             "raise SystemExit(1 if len(outs) != len(CHECKS) or any(failing) else 0)"]
+    lines = [shared or "\n".join(checks), f"example = tuple(to_torch(a, {spec.layout!r}) for a in INPUTS)",
+             "eagers = to_numpy(model(*example))", RUN,
+             "outs, failing = out if isinstance(out, tuple) else (out,), []"]
+    if shared is None:
+        lines.append(f"CHECKS = ({', '.join(f'check_{k}' for k in range(len(checks)))},)")
+    each = f"zip({tuple(names)!r}, ref, eagers, outs)"
+    lines += [f"for name, r, eager, out in {each}:" if shared else f"for k, (name, r, eager, out) in enumerate({each}):",
+              f'    print(f"output {{name}}: expected (FP64 reference): {{{first.format("r")}}}\\noutput {{name}}: eager '
+              f'({{eager.dtype}}): {{{first.format("eager")}}}\\noutput {{name}}: {path} ({{out.dtype}}): {{{first.format("out")}}}")',
+              "    failing.append(" + ("check(out, eager, r, name, **THRESHOLDS[name]))" if shared else
+                                     "CHECKS[k](out, eager))"),
+              f"raise SystemExit(1 if len(outs) != {len(names)} or any(failing) else 0)"]
     return "\n".join(lines) + "\n"
 
 
@@ -284,76 +310,15 @@ def _compact(code: str, imports: str = "") -> str:
     return "\n".join(line for i, line in enumerate(lines, 1) if i not in drop)
 
 
-def _asks_backward(test: ast.AST) -> bool:
-    """A test that holds only for a gradient case: is_backward(…), alone or in an `and`."""
-    calls = [test] if not isinstance(test, ast.BoolOp) or not isinstance(test.op, ast.And) else test.values
-    return any(isinstance(c, ast.Call) and isinstance(c.func, ast.Name) and c.func.id == "is_backward" for c in calls)
-
-
-def forward_only(code: str) -> str:
-    """`code` without the branches a forward case never takes (`if is_backward(model): …` with no else): a
-    path's pipeline runs gradient cases too, and a forward case's short script has no line of them."""
-    lines = code.split("\n")
-    drop: set[int] = set()
-    for node in ast.walk(ast.parse(code)):
-        if isinstance(node, ast.If) and not node.orelse and _asks_backward(node.test):
-            drop.update(range(node.lineno, node.end_lineno + 1))
-    return "\n".join(line for i, line in enumerate(lines, 1) if i not in drop)
-
-
-def static_only(code: str) -> str:
-    """`code` without its symbolic branches, for a static case (DYNAMIC is None): every `if` testing the name
-    `dynamic` without an else (the pipeline keeps what only a symbolic compile runs in such blocks), and every
-    `with` of the size-oblivious tracing (a re-trace that keeps a symbolic range) left for its body; prune then
-    drops what they alone called (symbolic_export, marked_dynamic, partial_shapes…)."""
-    lines = code.split("\n")
-    drop: set[int] = set()
-    dedent: set[int] = set()
-    for node in ast.walk(ast.parse(code)):
-        if isinstance(node, ast.If) and not node.orelse and "dynamic" in _used(node.test):
-            drop.update(range(node.lineno, node.end_lineno + 1))
-        elif isinstance(node, ast.With) and all("backed_size_oblivious" in ast.unparse(w) for w in node.items):
-            drop.update(range(node.lineno, node.body[0].lineno))
-            dedent.update(range(node.body[0].lineno, node.end_lineno + 1))
-    return "\n".join(line[4:] if i in dedent else line for i, line in enumerate(lines, 1) if i not in drop)
-
-
-def _used(node: ast.AST) -> set[str]:
-    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name)}
-
-
-def prune(code: str) -> str:
-    """`code` with only the top-level functions and classes its other statements reach, one blank line apart."""
-    tree = ast.parse(code)
-    defs = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}  # the last wins
-    keep: set[str] = set()
-    todo = [name for n in tree.body if not isinstance(n, (ast.FunctionDef, ast.ClassDef)) for name in _used(n)]
-    while todo:
-        name = todo.pop()
-        if name in defs and name not in keep:
-            keep.add(name)
-            todo.extend(_used(defs[name]))
-    lines = code.split("\n")
-    drop: set[int] = set()
-    for node in tree.body:
-        if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and defs[node.name] is not node or (
-                node in defs.values() and node.name not in keep):
-            start = min([node.lineno, *(d.lineno for d in node.decorator_list)])
-            drop.update(range(start, node.end_lineno + 1))
-    kept = [line for i, line in enumerate(lines, 1) if i not in drop]
-    return re.sub(r"\n{3,}", "\n\n", "\n".join(kept)).strip("\n") + "\n"
-
-
-def tight(code: str) -> str:
-    """`code` without blank lines: a short script is read top to bottom, its sections marked by their `# --`
-    lines (every line counts: a report's script is at most a screenful, the seed's 60 lines)."""
-    return "\n".join(line for line in code.split("\n") if line.strip()) + "\n"
-
-
-def _imports(body: str, library: str) -> str:
-    used = _used(ast.parse(body))
-    lines = [line for name, line in _IMPORTS if name in used]
-    return "\n".join(lines) + "\n" + library
+def _imports(body: str, library: str, more: list[str]) -> str:
+    """The imports the body uses, the path's and `more` (its functions' own, hoisted), its plain `import`s on one
+    line (a short script is counted in lines), each `from` import on its own."""
+    used = used_names(ast.parse(body))
+    lines = [line for name, line in _IMPORTS if name in used] + [line for line in library.split("\n") if line.strip()]
+    lines = list(dict.fromkeys(lines + more))
+    plain = [line.removeprefix("import ") for line in lines if line.startswith("import ")]
+    plain = [p for p in plain if f"{p} as " not in ", ".join(plain) or p.split(".")[0] in used]  # `a.b as c` imports a.b
+    return "\n".join(["import " + ", ".join(plain), *(line for line in lines if not line.startswith("import "))]) + "\n"
 
 
 def render_short(spec: CaseSpec, path: str, title: str) -> str:
@@ -365,26 +330,31 @@ def render_short(spec: CaseSpec, path: str, title: str) -> str:
         first, _, rest = model.partition("\n")
         model = f"{first}  # the model: torch's own module\n{rest}"
     # a static case's calls pass None where a symbolic one's pass DYNAMIC (no line of its own here)
-    path_code = S.path_code(spec, runner) if spec.dynamic else runner.script_code().replace("DYNAMIC", "None")
+    path_code = (f"DYNAMIC = ({tuple(spec.dynamic)!r}, {spec.dynamic_max})  # x's dims {tuple(spec.dynamic)} compiled "
+                 f"symbolic in [1, {spec.dynamic_max}] (one compile for every size), run at its shape\n\n"
+                 + runner.script_code()) if spec.dynamic else runner.script_code().replace("DYNAMIC", "None")
     reference_code, check = _reference(spec), _check(spec, path, ref)
     inputs = _inputs(spec)
     if spec.grad:  # the Backward, the cotangents, the lifted backward's reference (harness.repro.gradient_script)
         model += "\n" + S.backward_code(spec)
-        inputs += G.cotangent_code(spec, lambda sp, p, stream, name, a, shape: _draw(
-            sp, p, stream, name, a, repr(tuple(shape)), S._NP[str(a.dtype)], shape), "rng = " not in inputs)
-        reference_code = G.reference_code(spec)
+        reference_code = G.reference_code(spec) if _torch_module(spec) is None else _autograd_reference(spec)
+        path_code = backward_only(path_code)
     else:
         path_code = forward_only(path_code)
+    path_code = path_code if spec.dynamic else static_only(path_code)
+    path_code = prune(without_bfloat16(path_code) if _no_bfloat16(spec, ref) else path_code, ("run_path",))
+    path_code = inline_identities(fold_constants(path_code))  # what run_path alone calls: its literals settle branches
     if _plain(spec):  # to_torch comes to torch.from_numpy here (the path's own calls keep theirs)
         model, reference_code = (re.sub(r"\bto_torch\(", "torch.from_numpy(", c) for c in (model, reference_code))
     inputs = _inline_types(inputs, "\n".join((model, reference_code, path_code, check)))
     body = "\n\n".join(part.strip("\n") for part in (
         _conversions(spec, ref), inputs, model, reference_code,
         "# -- the path's own calls (normdiff's harness/paths/, pasted)\n" + path_code, check))
-    body = tight(prune(_compact(body if spec.dynamic else static_only(body), runner.script_imports)))
+    body = tight(one_line_ifs(joined(prune(_compact(body if spec.dynamic else static_only(body), runner.script_imports)))))
     head = (f'#!/usr/bin/env python3\n"""{S._clean(title)}: exits 1 while the bug is present, 0 once it is fixed '
             '(written by normdiff repro --report)."""\n')
-    return head + _imports(body, runner.script_imports).rstrip("\n") + "\n\n" + body
+    body, more = hoisted(body)
+    return head + _imports(body, runner.script_imports, more).rstrip("\n") + "\n" + body
 
 
 def first_values(output: str, who: str) -> tuple[str, str] | None:

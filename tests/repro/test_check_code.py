@@ -100,15 +100,16 @@ FUSED_ADD = {"pattern": "rms_norm", "dtype": "bfloat16", "shape": [4, 64], "para
 
 
 def test_a_case_of_several_outputs_holds_each_to_its_own_check(tmp_path):
-    """`return normed, h`: check_0 and check_1, each with its output's reference and thresholds, decide as
-    compare.score does on that output (harness.oracle.outputs.score_each scores each so)."""
+    """`return normed, h`: the shared check, with each output's reference and thresholds (THRESHOLDS), decides
+    as compare.score does on that output (harness.oracle.outputs.score_each scores each so)."""
     from harness.spec import CaseSpec
 
     spec = CaseSpec.from_dict(FUSED_ADD)
     ref = reference(spec, make_inputs(spec))
     script = render_short(spec, "executorch-recompose", "two outputs")
     head, run, _ = script.partition(RUN)
-    assert run and "def check_0(out, eager, ref=ref[0]):" in head and "def check_1(out, eager, ref=ref[1]):" in head
+    assert run and "def check(out, eager, ref, name, " in head and "THRESHOLDS = {" in head and "check_0" not in head
+    names = list(ref.output_names)
     files = {}
     for k, r in enumerate(ref.each):
         for i, out in enumerate(_candidates(spec, r)):
@@ -116,8 +117,9 @@ def test_a_case_of_several_outputs_holds_each_to_its_own_check(tmp_path):
             np.save(files[(k, i)], out.view(np.uint16))  # bfloat16 as its bits (.npy has no bfloat16)
     tail = ("for k, e in enumerate(eagers):\n    np.save(f'{EAGER}{k}.npy', e.view(np.uint16))\n"
             "for (k, i), f in FILES.items():\n"
-            "    print('decision', k, i, (check_0, check_1)[k](np.load(f).view(eagers[k].dtype), eagers[k]))\n")
-    text = head + f"EAGER, FILES = {str(tmp_path / 'eager')!r}, {files!r}\n" + tail
+            "    print('decision', k, i, check(np.load(f).view(eagers[k].dtype), eagers[k], ref[k], NAMES[k], "
+            "**THRESHOLDS[NAMES[k]]))\n")
+    text = head + f"EAGER, FILES, NAMES = {str(tmp_path / 'eager')!r}, {files!r}, {names!r}\n" + tail
     (tmp_path / "check.py").write_text(text, encoding="utf-8")
     done = subprocess.run([sys.executable, "check.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "PYTHONPATH": ""})
