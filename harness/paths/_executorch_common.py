@@ -81,8 +81,8 @@ def op_name(target) -> str:
         return str(inner)
     if target is operator.getitem:
         return "getitem"
-    text = str(target)
-    return getattr(target, "__name__", text) if text.startswith("<") else text  # "<built-in function …>": its name
+    text = str(target)  # "<built-in function …>" stands for its name
+    return getattr(target, "__name__", text) if text.startswith("<") else text
 
 
 def load_forward(buffer: bytes):
