@@ -29,7 +29,8 @@ summation order). A program (or a module case's lifted program) is held the
 same way to its own witnesses (harness.program.witness_run: the program run in
 its dtypes with float32 sums sequential, pairwise and blocked, two-pass and
 Welford), with the bound as the unit: a row is `inaccurate` when its error
-beyond C_OUT ULPs, per unit of the running bound, is more than
+beyond C_OUT ULPs (C_CAST for an output computed in float32 and rounded once
+into a narrower dtype: a gradient's), per unit of the running bound, is more than
 EAGER_MULTIPLIER times the largest of eager's and the witnesses' and more
 than FLOOR (the bound is a sum of rounding and accumulation terms; FLOOR of
 it is at most one standard deviation of each); on a row where the bound is
