@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from harness.core.dtypes import DTYPES, narrowest
 from harness.core.records import LiftCheck
 
 
@@ -54,7 +55,8 @@ def gradient_parts(spec, make_forward, inputs, input_names: tuple[str, ...], mem
     """The gradient case of `spec`: `make_forward()` builds a fresh forward module with the case's parameters,
     `inputs` are the forward's (harness.oracle.inputs.Inputs), `input_names` the forward's names of them (x
     first); `memo` keeps each structure's lifted backward (the program depends on the structure alone)."""
-    from harness.modules.lift_backward import float64_gradients, lift_backward
+    from harness.modules.lift_backward import cotangent_names, float64_gradients, lift_backward
+    from harness.oracle import cotangent_walk
     from harness.oracle.backward import Backward, gradient_names
     from harness.oracle.inputs import draw_cotangents
     from harness.oracle.reference import evaluation_reference
@@ -75,7 +77,10 @@ def gradient_parts(spec, make_forward, inputs, input_names: tuple[str, ...], mem
                                   spec.dtype, spec.weight_dtype)
     lifted = memo[key]
     arrays = lifted.arrays(inputs.run_arg, module)
-    evaluation = evaluate(lifted.program, lifted.case, arrays)
+    # the rows' errors in a sum over them add as a random walk of the cotangent's signs (harness.oracle.cotangent_walk)
+    symmetric = cotangent_walk.symmetric(spec.cotangent_dict)
+    walk = cotangent_walk.walker(cotangent_names(len(inputs.cotangents))) if symmetric else None
+    evaluation = evaluate(lifted.program, lifted.case, arrays, walker_class=walk)
     witnesses = program_witnesses(spec.case_id, lifted.program, lifted.case, arrays)
     ref = gradient_reference(evaluation_reference(evaluation, witnesses), gradient_names(("x", *input_names[1:]), module))
     grads, why = float64_gradients(backward, inputs.run_arg)
@@ -83,10 +88,26 @@ def gradient_parts(spec, make_forward, inputs, input_names: tuple[str, ...], mem
     return GradientParts(inputs, ref, build, lift)
 
 
+# the dtypes narrower than float32 (float16, bfloat16): a gradient in one of them is rounded from float32
+NARROW = tuple(d for d in DTYPES if narrowest(d, "float32") != "float32")
+
+
+def rounded_once(ref) -> bool:
+    """Whether the lifted backward computes in float32 and rounds each gradient once: its only stages narrower
+    than float32 are casts, one per narrower gradient (the lifter's precision plan, docs/gradients.md). A
+    program that rounds an intermediate into float16 or bfloat16 (a program written in float16) is not."""
+    narrow = [s for s in ref.stages if s.dtype in NARROW]
+    outputs = sum(r.out_dtype in NARROW for r in ref.each)
+    return bool(narrow) and all(s.op == "cast" for s in narrow) and len(narrow) == outputs
+
+
 def gradient_reference(ref, names: tuple[str, ...]):
     """`ref` (the lifted backward's) as a gradient case's: each output named by its gradient and judged without
-    eager (harness.oracle.compare.score: Reference.gradient)."""
-    each = tuple(dataclasses.replace(r, gradient=True, outputs=(), names=()) for r in ref.each)
+    eager (harness.oracle.compare.score: Reference.gradient), and rounded once where the backward is
+    (harness.oracle.compare.out_ulps)."""
+    once = rounded_once(ref)
+    each = tuple(dataclasses.replace(r, gradient=True, outputs=(), names=(),
+                                     rounded_once=once and r.out_dtype in NARROW) for r in ref.each)
     return dataclasses.replace(each[0], outputs=each, names=tuple(names))
 
 

@@ -29,7 +29,8 @@ summation order). A program (or a module case's lifted program) is held the
 same way to its own witnesses (harness.program.witness_run: the program run in
 its dtypes with float32 sums sequential, pairwise and blocked, two-pass and
 Welford), with the bound as the unit: a row is `inaccurate` when its error
-beyond C_OUT ULPs, per unit of the running bound, is more than
+beyond C_OUT ULPs (C_CAST for an output computed in float32 and rounded once
+into a narrower dtype: a gradient's), per unit of the running bound, is more than
 EAGER_MULTIPLIER times the largest of eager's and the witnesses' and more
 than FLOOR (the bound is a sum of rounding and accumulation terms; FLOOR of
 it is at most one standard deviation of each); on a row where the bound is
@@ -53,6 +54,12 @@ from harness.oracle import witness_error
 from harness.oracle.reference import Reference
 
 C_OUT = 2.0
+# An output computed in float32 and rounded once into a narrower dtype (Reference.rounded_once: a gradient's
+# float32 backward and its one cast): every correct implementation's float32 value is within the running
+# bound's float32 part of the exact one, and the cast rounds it correctly (IEEE conversion, round to nearest),
+# so beyond that part it errs by half an ULP at most. C_OUT's other 1.5 ULP (a deliberate rounding on the way,
+# last-bit differences of FMA or operation order) are float32 roundings here, already in the bound.
+C_CAST = 0.5
 # A program's running bound counts each of its roundings; two correct implementations may still
 # differ in the last bit of the output (FMA, operation order): one ULP of the rounding dtype.
 C_IMPL = 1.0
@@ -350,8 +357,14 @@ class _ProgramTerms:
     unbounded: np.ndarray  # per row
 
 
+def out_ulps(ref: Reference) -> float:
+    """The ULPs of the output's rounding dtype a program's measured rule grants before the bound's unit:
+    C_CAST for an output rounded once from float32 (Reference.rounded_once), else C_OUT."""
+    return C_CAST if ref.rounded_once else C_OUT
+
+
 def _program_terms(ref: Reference, r: str, n_rows: int) -> _ProgramTerms:
-    per_element = C_OUT * ulp(np.abs(ref.out) * (1.0 + 2.0 * unit_roundoff(r)), r)
+    per_element = out_ulps(ref) * ulp(np.abs(ref.out) * (1.0 + 2.0 * unit_roundoff(r)), r)
     unbounded = _row_max((~np.isfinite(ref.bound)).astype(float), ref.rows, n_rows) > 0
     return _ProgramTerms(per_element, np.where(unbounded[ref.rows], 1.0, ref.bound), unbounded)
 
@@ -389,7 +402,8 @@ def _program_measured(err, eager_err, ref: Reference, rounding: str, n_rows: int
         witnessed = _program_witness_units(ref, terms, n_rows)
         allowed = np.maximum(allowed, EAGER_MULTIPLIER * witnessed)
     units = tuple("absolute error (the bound is infinite on this row)" if u else "the bound" for u in terms.unbounded)
-    return _Blame(own, eager, witnessed, floor, own > allowed, f"error beyond {C_OUT:g} ulp of {rounding}", units)
+    return _Blame(own, eager, witnessed, floor, own > allowed, f"error beyond {out_ulps(ref):g} ulp of {rounding}",
+                  units)
 
 
 def measured_rows(out: np.ndarray, ref: Reference, eager_out: np.ndarray | None) -> tuple | None:

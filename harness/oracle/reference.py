@@ -54,6 +54,10 @@ class Reference:
     # A gradient (a `"grad": true` case's output): judged by the reference, its bound and its witnesses alone,
     # never by eager, which is a path like the others for gradients (harness.oracle.compare.score).
     gradient: bool = False
+    # The output is computed in float32 and rounded once into its narrower dtype (a lifted backward whose only
+    # narrower stages are its gradients' own casts, harness.engine.gradients): correct implementations then
+    # differ beyond the running bound by that one correctly rounded cast alone (compare.out_ulps).
+    rounded_once: bool = False
 
     @property
     def each(self) -> tuple["Reference", ...]:

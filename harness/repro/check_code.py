@@ -34,7 +34,7 @@ import textwrap
 import numpy as np
 
 from harness.core.dtypes import narrowest, ulp, unit_roundoff
-from harness.oracle.compare import (C_ACC, C_IMPL, C_OUT, C_ROUND, EAGER_MULTIPLIER, program_unit,
+from harness.oracle.compare import (C_ACC, C_IMPL, C_OUT, C_ROUND, EAGER_MULTIPLIER, out_ulps, program_unit,
                                     witness_allowance)
 from harness.oracle.reference import Reference
 from harness.spec import CaseSpec
@@ -117,8 +117,8 @@ def _program_unit(ref: Reference, rounding: str, measured: bool, width: int | No
     return [literal(rtol, "RTOL", f"per row, {what}, as RTOL*|ref| + ATOL: at least the bound everywhere", True, width),
             literal(atol, "ATOL", "per row (with RTOL 0: the bound is infinite on the row)", True, width),
             "unit = ATOL + RTOL * rows(np.abs(ref))",
-            f"pe = rows({C_OUT:g} * ulp(np.abs(ref) * {1 + 2 * unit_roundoff(rounding)!r}))"
-            f"  # {C_OUT:g} ulp of {rounding}: rounding the output"]
+            f"pe = rows({out_ulps(ref):g} * ulp(np.abs(ref) * {1 + 2 * unit_roundoff(rounding)!r}))"
+            f"  # {out_ulps(ref):g} ulp of {rounding}: rounding the output"]
 
 
 def _catalog_unit(ref: Reference, rounding: str) -> list[str]:
