@@ -210,8 +210,8 @@ def shared_check_code(checks: list[str], names: list[str], expected: list[str]) 
         values = [v + [d] for v, d in zip(values, expected)]
     keys = [p for p, _ in params]
     about = ("# -- normdiff's check (its comparator's rule), per normalization row, each output with the thresholds "
-             "it derived for it (THRESHOLDS)")
+             "it derived for it (THRESHOLDS: " + "; ".join(f"{p}: {c}" for p, c in params if c) + ")")
+    entries = [f"{name!r}: dict({', '.join(f'{k}={v}' for k, v in zip(keys, vals))})," for name, vals in zip(names, values)]
     lines = [about, f"def check(out, eager, ref, name, {', '.join(keys)}):", *common,
-             "THRESHOLDS = {  # " + "; ".join(f"{p}: {c}" for p, c in params if c)]
-    lines += [f"    {name!r}: dict({', '.join(f'{k}={v}' for k, v in zip(keys, vals))})," for name, vals in zip(names, values)]
+             "THRESHOLDS = {" + entries[0], *("    " + e for e in entries[1:])]  # the first output's on the opening line
     return "\n".join(lines)[:-1] + "}\n"  # the last output's line closes the dict

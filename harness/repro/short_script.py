@@ -45,14 +45,14 @@ from harness.program.ir import ones_value
 from harness.repro import pieces as T
 from harness.repro.check_code import check_code, shared_check_code
 from harness.repro.specialize import (backward_only, fold_constants, forward_only, hoisted, inline_identities, joined,
-                                       one_line_ifs, prune, static_only, tight, used_names, without_bfloat16)
+                                       norm_only, one_line_ifs, prune, static_only, tight, used_names, without_bfloat16)
 from harness.repro import gradient_script as G
 from harness.repro import program_script as P
 from harness.repro import script as S
 from harness.spec import CaseSpec
 
 # Names the script may use, each with the import that defines it (kept only where the script uses it).
-_IMPORTS = (("copy", "import copy"), ("hashlib", "import hashlib"), ("zlib", "import zlib"),
+_IMPORTS = (("copy", "import copy"), ("hashlib", "import hashlib"), ("types", "import types"), ("zlib", "import zlib"),
             ("ml_dtypes", "import ml_dtypes"), ("np", "import numpy as np"), ("torch", "import torch"),
             ("nn", "from torch import nn"), ("F", "import torch.nn.functional as F"))
 FIRST = 4  # how many first values the script prints
@@ -76,9 +76,9 @@ def _torch_module(spec: CaseSpec) -> str | None:
     affine = spec.affine != "none"
     if spec.pattern == "layer_norm":
         bias = "" if spec.affine != "weight" else ", bias=False"
-        line = f"model = nn.LayerNorm({c}, eps={eps}, elementwise_affine={affine}{bias}, dtype={wdt}).eval()"
-    else:
-        line = f"model = nn.RMSNorm({c}, eps={eps}, elementwise_affine={affine}, dtype={wdt}).eval()"
+        line = f"model = torch.nn.LayerNorm({c}, eps={eps}, elementwise_affine={affine}{bias}, dtype={wdt}).eval()"
+    else:  # torch.nn: no `from torch import nn` line where nothing else is an nn.Module
+        line = f"model = torch.nn.RMSNorm({c}, eps={eps}, elementwise_affine={affine}, dtype={wdt}).eval()"
     names = S._param_names(spec)
     if spec.params_dict["kind"] == "ones" or not names:  # torch's own init is the `ones` kind: 1, and 0 for bias
         return line + "\n"
@@ -246,10 +246,27 @@ def _autograd_reference(spec: CaseSpec) -> str:
             "(*(to_torch(a.astype(np.float64)) for a in INPUTS)))\n")
 
 
-def _check(spec: CaseSpec, path: str, ref) -> str:
-    """Code running eager and the path and exiting 1 where normdiff's check fails (harness.repro.check_code)."""
+def _gradients_code() -> str:
+    """A gradient case of torch's own module (one input x, one output) on a path that differentiates the norm
+    itself (specialize.norm_only: TVM's vjp_target of model.forward_module): normdiff's Backward would be pasted
+    only for eager's gradients and the FP64 reference, which are what it computes, torch.autograd.grad of the
+    output with the cotangent over x then the floating parameters in the module's order, zero where autograd
+    says None (harness.oracle.backward.Backward; tests/repro/test_short_script.py holds the two to the bits)."""
+    return ("# -- eager's gradients and the FP64 reference (torch's float64 autograd of the same module), as normdiff's "
+            "Backward takes them: autograd.grad of the output with its cotangent, over x then the floating parameters\n"
+            "def gradients(module, x, dy):\n"
+            "    leaves = [torch.from_numpy(x).requires_grad_(True)] + [p.requires_grad_(True) for p in module.parameters() "
+            "if p.is_floating_point()]  # None below: a zero gradient\n"
+            "    return tuple((torch.zeros_like(t) if g is None else g).detach().numpy() for g, t in "
+            "zip(torch.autograd.grad(module(leaves[0]), leaves, torch.from_numpy(dy), allow_unused=True), leaves))\n"
+            "ref = gradients(copy.deepcopy(model).double(), *(a.astype(np.float64) for a in INPUTS))\n")
+
+
+def _check(spec: CaseSpec, path: str, ref, gradients: bool = False) -> str:
+    """Code running eager and the path and exiting 1 where normdiff's check fails (harness.repro.check_code);
+    `gradients`: the model is torch's module, eager's gradients `gradients(model, *INPUTS)` (_gradients_code)."""
     if ref.outputs:
-        return _check_each(spec, path, ref)
+        return _check_each(spec, path, ref, gradients)
     expected = f"np.dtype({S._NP[ref.out_dtype]})" if path == "eager" else "eager.dtype"
     first = f"[float(v) for v in {{}}.reshape(-1)[:{FIRST}]]"
     eager = "model(*example).detach().numpy()" if _plain(spec) else "to_numpy(model(*example))"
@@ -264,7 +281,7 @@ def _check(spec: CaseSpec, path: str, ref) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _check_each(spec: CaseSpec, path: str, ref) -> str:
+def _check_each(spec: CaseSpec, path: str, ref, gradients: bool = False) -> str:
     """_check for a case of several outputs: each output held to its own thresholds and reference
     (harness.repro.check_code, as the full script's) by one shared check where their checks differ only in
     their numbers (check_code.shared_check_code), else by its own `check_K`, in turn."""
@@ -275,9 +292,14 @@ def _check_each(spec: CaseSpec, path: str, ref) -> str:
               for k, (r, name, e) in enumerate(zip(ref.each, names, expected))]
     shared = shared_check_code(checks, names, expected)
     first = f"[float(v) for v in {{}}.reshape(-1)[:{FIRST}]]"
-    lines = [shared or "\n".join(checks), f"example = tuple(to_torch(a, {spec.layout!r}) for a in INPUTS)",
-             "eagers = to_numpy(model(*example))", RUN,
-             "outs, failing = out if isinstance(out, tuple) else (out,), []"]
+    example = f"tuple({'torch.from_numpy(a)' if _plain(spec) else f'to_torch(a, {spec.layout!r})'} for a in INPUTS)"
+    if gradients:  # eager's by _gradients_code; of normdiff's Backward, run_path reads only the norm and its count of inputs
+        run = RUN.replace("run_path(model, example", f"run_path(types.SimpleNamespace(forward_module=model, n_inputs=1), {example}")
+        lines = [shared or "\n".join(checks), "eagers = gradients(model, *INPUTS)",
+                 run + "  # of normdiff's Backward, run_path reads only the norm and its count of inputs"]
+    else:
+        lines = [shared or "\n".join(checks), f"example = {example}", "eagers = to_numpy(model(*example))", RUN]
+    lines.append("outs, failing = out if isinstance(out, tuple) else (out,), []")
     if shared is None:
         lines.append(f"CHECKS = ({', '.join(f'check_{k}' for k in range(len(checks)))},)")
     each = f"zip({tuple(names)!r}, ref, eagers, outs)"
@@ -336,9 +358,14 @@ def render_short(spec: CaseSpec, path: str, title: str) -> str:
     reference_code, check = _reference(spec), _check(spec, path, ref)
     inputs = _inputs(spec)
     if spec.grad:  # the Backward, the cotangents, the lifted backward's reference (harness.repro.gradient_script)
-        model += "\n" + S.backward_code(spec)
-        reference_code = G.reference_code(spec) if _torch_module(spec) is None else _autograd_reference(spec)
         path_code = backward_only(path_code)
+        alone = norm_only(path_code)  # the path differentiates the norm itself: no function is given the Backward
+        path_code = forward_only(path_code) if alone else path_code
+        if alone and _torch_module(spec) is not None and ref.outputs and not S._extra_names(spec):
+            reference_code, check = _gradients_code(), _check(spec, path, ref, gradients=True)
+        else:
+            model += "\n" + S.backward_code(spec)
+            reference_code = G.reference_code(spec) if _torch_module(spec) is None else _autograd_reference(spec)
     else:
         path_code = forward_only(path_code)
     path_code = path_code if spec.dynamic else static_only(path_code)

@@ -8,7 +8,10 @@ copy):
 
 * forward_only / backward_only: a forward case drops the `if
   is_backward(model):` branches; a gradient case keeps only that branch of
-  `run_path` (its model is always the Backward);
+  `run_path` (its model is always the Backward); where that branch reads of
+  the Backward only its norm and count of inputs (norm_only: TVM
+  differentiates `vjp_target(model.forward_module, …)` itself), no function
+  is given a Backward and the rest is forward_only too;
 * static_only: a static case drops the symbolic branches (`if dynamic…`)
   and the size-oblivious tracing;
 * without_bfloat16: a case with no bfloat16 tensor drops the branches taken
@@ -75,6 +78,17 @@ def backward_only(code: str) -> str:
                     _take(node, fn.body[k + 1:], drop, dedent)
                     break
     return _cut(code, drop, dedent)
+
+
+def norm_only(code: str) -> bool:
+    """Whether `run_path` (after backward_only) reads its model only as `model.forward_module` and
+    `model.n_inputs`: the path differentiates the norm itself and hands the Backward to no function."""
+    fn = next((n for n in ast.parse(code).body if isinstance(n, ast.FunctionDef) and n.name == "run_path"), None)
+    if fn is None:
+        return False
+    reads = {id(n.value) for n in ast.walk(fn) if isinstance(n, ast.Attribute) and n.attr in ("forward_module", "n_inputs")}
+    uses = [n for n in ast.walk(fn) if isinstance(n, ast.Name) and n.id == "model"]
+    return bool(uses) and all(id(n) in reads for n in uses)
 
 
 def static_only(code: str) -> str:

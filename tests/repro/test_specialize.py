@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 
 from harness.repro.specialize import (backward_only, fold_constants, forward_only, hoisted, inline_identities, joined,
-                                      one_line_ifs, prune, static_only, without_bfloat16)
+                                      norm_only, one_line_ifs, prune, static_only, without_bfloat16)
 
 
 def test_prune_keeps_what_the_statements_reach_and_the_last_definition_of_a_name():
@@ -25,6 +25,15 @@ def test_a_forward_case_drops_the_gradient_branches_and_a_gradient_case_keeps_on
     assert backward_only(code) == "def run_path(model, x):\n    y = grad(model, x)\n    return y\n"
     other = code.replace("run_path", "export")  # called with other modules too: its tests stay
     assert backward_only(other) == other
+
+
+def test_a_run_path_reading_only_the_backwards_norm_hands_the_backward_to_no_function():
+    tvm = ("def run_path(model, example, x):\n    mod = target(export(vjp(model.forward_module, model.n_inputs), example))\n"
+           "    return run(gradient(mod, model.n_inputs), x)\n")
+    assert norm_only(tvm)
+    assert not norm_only("def run_path(model, example, x):\n    return run(export(model, example), x)\n")
+    assert not norm_only(tvm.replace("vjp(model.forward_module", "vjp(model, model.forward_module"))
+    assert not norm_only("def other(model):\n    return model.forward_module\n")  # no run_path
 
 
 def test_a_static_case_drops_the_symbolic_branches():
