@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import warnings
 
 from harness.commands import bugs, fuzz, gate, history, lift, model, paths, reduce, repro, run, zoo
 from harness.commands.common import Parser
@@ -22,6 +23,11 @@ def build_parser() -> argparse.ArgumentParser:
     for module in COMMANDS:
         module.add_command(sub)
     return parser
+
+
+# torch's pytree deprecating its own LeafSpec check, raised where a command unpickles a tree spec a worker sent
+# (`bugs --check`'s first lines): a library's chatter, not a message of the command. Workers ignore all warnings.
+warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` is deprecated", category=FutureWarning)
 
 
 def main(argv: list[str] | None = None) -> int:
