@@ -33,7 +33,12 @@ def worker_main(conn, cfg: WorkerConfig) -> None:
     os.close(log)
     import faulthandler
 
-    faulthandler.enable(file=2, all_threads=False)  # a crash leaves its stack in the log (fd 2, whatever sys.stderr is)
+    # A crash leaves its stack in the log (fd 2, whatever sys.stderr is). Disabled first: a worker forked from a
+    # process where faulthandler was on (pytest's, a forkserver's) inherits it as on, and enable() then only moves
+    # its file, keeping no handler if a library has since put its own on SIGABRT: the crash left an empty log
+    # (tests/engine/test_procs.py, under xdist). disable() + enable() installs faulthandler's handlers again.
+    faulthandler.disable()
+    faulthandler.enable(file=2, all_threads=False)
     _watch_parent(os.getppid())
     executor = warm_executor(cfg)
     if cfg.max_memory:
