@@ -246,9 +246,10 @@ def test_a_baseline_makes_every_failing_verdict_it_expects_known_to_the_policy(t
     from harness.commands.run import policy_arg
     from harness.spec import CaseSpec
 
-    specs = [CaseSpec.from_dict({"pattern": "layer_norm", "dtype": d, "shape": [2, 8]}) for d in ("float16", "bfloat16")]
-    entries = [{"case_id": s.case_id, "path": "tvm", "verdict": v, "upstream": "new", "reason": "r", "case": s.to_dict()}
-               for s, v in zip(specs, ("error", "inaccurate"))]
+    specs = [CaseSpec.from_dict({"pattern": "layer_norm", "dtype": d, "shape": [2, 8]})
+             for d in ("float16", "bfloat16")]
+    entries = [{"case_id": s.case_id, "path": "tvm", "verdict": v, "upstream": "new", "reason": "r",
+                "case": s.to_dict()} for s, v in zip(specs, ("error", "inaccurate"))]
     baseline = tmp_path / "baseline.json"
     baseline.write_text(json.dumps({"format": "normdiff-baseline", "version": 1, "entries": entries}))
     policy = policy_arg(argparse.Namespace(attribute=False, baseline=str(baseline)))
