@@ -20,6 +20,8 @@ structure, every path), in one go:
 * smoke: the smoke suite cold (its own empty cache) and warm;
 * shapes: the shapes suite cold and warm, and each path's compiles against its executions
   (harness.commands.bench_shapes);
+* gradients: a sample of the gradients suite's structures cold and warm, and where the cold run's seconds went
+  (harness.commands.bench_where);
 * zoo: ZOO_STRUCTURES module structures of the zoo suite (both inputs each)
   cold and warm (skipped, in one line, without the zoo extra);
 * fuzz: `normdiff fuzz --programs --paths executorch-recompose --minutes M`,
@@ -49,6 +51,12 @@ attributions. It prints on stdout (details go to stderr):
     smoke_cold_s: C  smoke_warm_s: W  smoke_warm_speedup: C/W  smoke_identical: yes|no
     shapes_cold_s: C  shapes_warm_s: W  shapes_warm_speedup: C/W  shapes_identical: yes|no
     shapes_compiles_per_executions: PATH=C/E …   (or "shapes: skipped (--no-shapes)")
+    shapes_seconds: compile C (P%)  run R (P%)  setup+scoring S (P%)  attribution A  builds B  static_controls N
+      shapes PATH: compile …  run …  setup+scoring …   (one line per path, the most compile first)
+    gradients_cold_s: C  gradients_warm_s: W  gradients_warm_speedup: C/W  gradients_identical: yes|no
+    gradients_seconds: … and its paths' lines, as the shapes'   (or "gradients: skipped (--no-gradients)")
+    structures_shared_across_suites: SUITE=S/N …  (of the suites make nightly runs: N structure keys, S of
+                                  them in another suite too: compiled once for both through the artifact cache)
     zoo_cold_s: C  zoo_warm_s: W  zoo_warm_speedup: C/W  zoo_identical: yes|no   (or "zoo: skipped (…)")
     fuzz_examples_per_minute: F   (or "fuzz: failed (…)" / "fuzz: skipped (--no-fuzz)")
 """
@@ -207,6 +215,8 @@ def main(argv=None) -> int:
                         help="skip the cold nightly shard (limit_ratio and the fixed start)")
     parser.add_argument("--no-smoke", action="store_true", help="skip the smoke suite's cold and warm runs")
     parser.add_argument("--no-shapes", action="store_true", help="skip the shapes suite's cold and warm runs")
+    parser.add_argument("--no-gradients", action="store_true",
+                        help="skip the gradients sample's cold and warm runs")
     parser.add_argument("--no-zoo", action="store_true", help="skip the zoo sample's cold and warm runs")
     parser.add_argument("--fuzz-minutes", type=float, default=FUZZ_MINUTES,
                         help=f"how long the program fuzzer runs (default {FUZZ_MINUTES:g}; 0 skips it)")
@@ -223,6 +233,8 @@ def main(argv=None) -> int:
 
     from harness import paths
     from harness.commands.bench_shard import SHARD, limit_seconds, run_shard
+    from harness.commands.bench_where import time_lines
+    from harness.core.records import read_results
     from harness.engine import ray_executor
     from harness.engine.cache import ArtifactCache
     from harness.engine.scheduler import Runner
@@ -296,6 +308,7 @@ def main(argv=None) -> int:
     if shard is not None:
         print(shard.line())
         print(shard.start.line())
+        print("\n".join(time_lines("shard", read_results(os.path.join(args.out, "shard", "results.jsonl")))))
     else:
         print(f"limit_ratio: skipped ({shard_note})")
     print(f"cold_s: {cold_wall:.1f}  warm_s: {warm_wall:.1f}  warm_speedup: {cold_wall / warm_wall:.1f}")
@@ -312,8 +325,8 @@ def main(argv=None) -> int:
 
 
 def more_lines(args, names: list[str], log) -> None:
-    """The smoke suite, the shapes suite and the zoo sample cold and warm, and the program fuzzer's rate: their
-    lines."""
+    """The smoke suite, the shapes suite, the gradients and zoo samples cold and warm, the structures the
+    nightly's suites share, and the program fuzzer's rate: their lines."""
     from cases.suites import suite
 
     yes = {True: "yes", False: "no"}
@@ -328,6 +341,12 @@ def more_lines(args, names: list[str], log) -> None:
         from harness.commands.bench_shapes import shapes_lines
 
         print("\n".join(shapes_lines(names, args.out, args.jobs, log, cold_and_warm)), flush=True)
+    if args.no_gradients:
+        print("gradients: skipped (--no-gradients)", flush=True)
+    else:
+        from harness.commands.bench_where import gradients_lines
+
+        print("\n".join(gradients_lines(names, args.out, args.jobs, log, cold_and_warm)), flush=True)
     zoo, why = ([], "--no-zoo") if args.no_zoo else zoo_sample()
     if zoo:
         log(f"zoo: {len(zoo)} module cases ({len({s.structure_key() for s in zoo})} structures) x {len(names)} paths")
@@ -336,6 +355,9 @@ def more_lines(args, names: list[str], log) -> None:
               f"zoo_identical: {yes[same]}", flush=True)
     else:
         print(f"zoo: skipped ({why})", flush=True)
+    from harness.commands.bench_where import shared_line
+
+    print(shared_line(), flush=True)
     if args.fuzz_minutes > 0:
         rate, why = fuzz_rate(args.fuzz_minutes, os.path.join(args.out, "fuzz"))
         print(f"fuzz_examples_per_minute: {rate:.1f}" if rate is not None else f"fuzz: failed ({why})", flush=True)

@@ -67,8 +67,10 @@ def shapes_lines(names: list[str], out: str, jobs: int, log, cold_and_warm) -> l
 
     specs = suite("shapes")
     log(f"shapes: {len(specs)} cases ({len({s.structure_key() for s in specs})} structures) x {len(names)} paths")
+    from harness.commands.bench_where import time_lines
+
     cold, warm, same, records = cold_and_warm(specs, names, os.path.join(out, "shapes"), jobs)
     per_path = compiles_per_path(records)
     return [f"shapes_cold_s: {cold:.1f}  shapes_warm_s: {warm:.1f}  shapes_warm_speedup: {cold / warm:.1f}  "
             f"shapes_identical: {'yes' if same else 'no'}",
-            "shapes_compiles_per_executions: " + "  ".join(c.text() for c in per_path)]
+            "shapes_compiles_per_executions: " + "  ".join(c.text() for c in per_path)] + time_lines("shapes", records)

@@ -183,7 +183,8 @@ class Cases:
             names = ("x", *(inputs.order if inputs.order is not None else sorted(inputs.extra)))
             make_forward = lambda: _catalog_build(spec, inputs)[0]  # noqa: E731 - a fresh module per call
         try:
-            parts = gradient_parts(spec, make_forward, inputs, tuple(names), self._backwards)
+            parts = gradient_parts(spec, make_forward, inputs, tuple(names), self._backwards, self.cache,
+                                   mc.digest if mc is not None else "", lift_versions() if self.cache else None)
         except Exception as exc:  # noqa: BLE001 - user code and torch's tracing: every failure is one record
             raise problem_of(exc) from None
         return Setup(parts.inputs, parts.ref, parts.build, parts.lift, lift_problem(parts.lift), mc)

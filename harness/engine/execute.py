@@ -82,6 +82,17 @@ def comparable(record: Record | dict) -> dict:
     return out
 
 
+def refusal(spec: CaseSpec, path) -> str | None:
+    """Why `path` refuses `spec` by what it declares, before the case is set up (one decision for both): a
+    gradient case on a path that cannot train (`trains` None), a symbolic case on one that compiles static
+    shapes only (`symbolic` None); None when it takes the case."""
+    if spec.grad and path.trains is None:
+        return path.cannot_train
+    if spec.dynamic and path.symbolic is None:
+        return f"symbolic dims: {path.cannot_symbolic}"
+    return None
+
+
 class Executor:
     """Runs executions in this process, reusing prepared artifacts (and the disk cache, if given).
 
@@ -168,8 +179,6 @@ class Executor:
         return Origin.MISS
 
     def _build(self, path, spec: CaseSpec, setup) -> Prepared | Exception:
-        if spec.dynamic and path.symbolic is None:  # declared: no prepare, no export
-            return Unsupported(f"symbolic dims: {path.cannot_symbolic}")
         try:
             module, example = setup.build()
             if not path.takes_shared_export:
@@ -211,9 +220,9 @@ class Executor:
             path = paths.get(path_name)
         except KeyError as exc:
             return record.fail(Verdict.ERROR, "compile", str(exc.args[0]))
-        if spec.grad and path.trains is None:  # a path that cannot train is not prepared for a gradient case
-            return record.fail(Verdict.UNSUPPORTED, None, path.cannot_train,
-                               seconds=round(time.perf_counter() - start, 6))
+        why = refusal(spec, path)
+        if why is not None:  # declared: no setup (a gradient's lift, the reference), no eager, no prepare
+            return record.fail(Verdict.UNSUPPORTED, None, why, seconds=round(time.perf_counter() - start, 6))
         try:
             setup = self.cases.setup(spec)
             record = replace(record, lift=setup.lift)

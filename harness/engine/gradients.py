@@ -12,16 +12,26 @@ witnesses, and judged without eager (Reference.gradient); the first input's
 gradient is d_x whatever the forward calls it, as a program calls it x. The lifted
 backward is checked against the float64 autograd of the same module, as a
 module case's lift is: an `error` at stage `lift` when they disagree.
+
+Lifting (torch's joint graph traced, exported and decomposed) costs seconds
+per structure, in every worker that sets the structure up and on every run,
+warm or cold; the lifted backward depends on the structure alone (and on a
+module case's code and torch's export), so it is kept in the artifact cache
+(kind LIFTED_BACKWARD, as plain data: its program's source parsed again) and a
+later worker or run restores it in milliseconds (docs/measurements.md).
 """
 from __future__ import annotations
 
 import dataclasses
+import json
 from dataclasses import dataclass
 
 import numpy as np
 
 from harness.core.dtypes import DTYPES, narrowest
 from harness.core.records import LiftCheck
+
+LIFTED_BACKWARD = "lifted-backward"  # the kind of a kept lifted backward in the artifact cache
 
 
 @dataclass(frozen=True)
@@ -51,11 +61,14 @@ def output_types(module, inputs, layout: str) -> tuple[tuple[tuple[int, ...], st
     return tuple((tuple(o.shape), name_of(o.dtype)) for o in outs)
 
 
-def gradient_parts(spec, make_forward, inputs, input_names: tuple[str, ...], memo: dict) -> GradientParts:
+def gradient_parts(spec, make_forward, inputs, input_names: tuple[str, ...], memo: dict, cache=None,
+                   salt: str = "", versions: dict | None = None) -> GradientParts:
     """The gradient case of `spec`: `make_forward()` builds a fresh forward module with the case's parameters,
     `inputs` are the forward's (harness.oracle.inputs.Inputs), `input_names` the forward's names of them (x
-    first); `memo` keeps each structure's lifted backward (the program depends on the structure alone)."""
-    from harness.modules.lift_backward import cotangent_names, float64_gradients, lift_backward
+    first); `memo` keeps each structure's lifted backward (the program depends on the structure alone), and
+    `cache` (an ArtifactCache, or None) keeps it across workers and runs, `salt` naming a module case's code and
+    `versions` the libraries a lift depends on (harness.engine.cases.lift_versions)."""
+    from harness.modules.lift_backward import cotangent_names, float64_gradients
     from harness.oracle import cotangent_walk
     from harness.oracle.backward import Backward, gradient_names
     from harness.oracle.inputs import draw_cotangents
@@ -73,8 +86,7 @@ def gradient_parts(spec, make_forward, inputs, input_names: tuple[str, ...], mem
     backward, example = Backward(module, n), _tensors(inputs.run_arg, spec.layout, inputs.x.shape)
     key = spec.structure_key()
     if key not in memo:
-        memo[key] = lift_backward(backward, example, input_names, spec.cls or spec.pattern or "program",
-                                  spec.dtype, spec.weight_dtype)
+        memo[key] = kept_lift(spec, backward, example, input_names, cache, salt, versions or {})
     lifted = memo[key]
     arrays = lifted.arrays(inputs.run_arg, module)
     # the rows' errors in a sum over them add as a random walk of the cotangent's signs (harness.oracle.cotangent_walk)
@@ -99,6 +111,54 @@ def rounded_once(ref) -> bool:
     narrow = [s for s in ref.stages if s.dtype in NARROW]
     outputs = sum(r.out_dtype in NARROW for r in ref.each)
     return bool(narrow) and all(s.op == "cast" for s in narrow) and len(narrow) == outputs
+
+
+def kept_lift(spec, backward, example, input_names: tuple[str, ...], cache, salt: str, versions: dict):
+    """`spec`'s LiftedBackward: restored from `cache` when kept there, else lifted (and kept). A lift that fails
+    raises, and is made again next time (its failure may be the moment's: memory)."""
+    from harness.modules.lift_backward import lift_backward
+
+    def lift():
+        return lift_backward(backward, example, input_names, spec.cls or spec.pattern or "program", spec.dtype,
+                             spec.weight_dtype)
+
+    if cache is None:
+        return lift()
+    # the shape too: a symbolic case's structure key drops sizes the lifted program's case holds
+    ckey = cache.derived_key(LIFTED_BACKWARD, structure=spec.structure_key(), shape=list(spec.shape),
+                             module=salt, versions=versions)
+    entry = cache.get(ckey)
+    if entry is not None:
+        try:
+            return lifted_from_dict(json.loads(entry.data))
+        except Exception:  # noqa: BLE001 - a kept lift that does not restore is dropped and made again
+            cache.discard(ckey)
+    lifted = lift()
+    cache.put(ckey, LIFTED_BACKWARD, json.dumps(lifted_to_dict(lifted)).encode(), {})
+    return lifted
+
+
+def lifted_to_dict(lifted) -> dict:
+    """A LiftedBackward as plain data: its program as source, its case's fields."""
+    program = lifted.program
+    return {"source": program.source, "program_inputs": list(program.inputs), "param_names": list(program.param_names),
+            "case": dataclasses.asdict(lifted.case), "inputs": list(lifted.inputs), "params": dict(lifted.params),
+            "ops": list(lifted.ops)}
+
+
+def lifted_from_dict(d: dict):
+    """The LiftedBackward `lifted_to_dict` gave: its source parsed against the names the lifter built it with (the
+    same Program), and checked against its case again."""
+    from harness.modules.lift_backward import LiftedBackward
+    from harness.program import ProgramCase, check, parse
+
+    c = d["case"]
+    case = ProgramCase(c["dtype"], tuple(c["shape"]), c["weight_dtype"], tuple(c["extra_inputs"]),
+                       {k: tuple(v) for k, v in c["param_shapes"].items()}, c["eps"],
+                       {k: (tuple(shape), dtype) for k, (shape, dtype) in c["input_types"].items()})
+    program = parse(d["source"], inputs=tuple(d["program_inputs"]), params=tuple(d["param_names"]))
+    check(program, case)
+    return LiftedBackward(program, case, tuple(d["inputs"]), dict(d["params"]), tuple(d["ops"]))
 
 
 def gradient_reference(ref, names: tuple[str, ...]):

@@ -236,3 +236,22 @@ def test_an_unreadable_baseline_for_a_run_is_one_line_and_exit_2(cli_here, tmp_p
     r = cli_here("run", "--paths", "eager", "--baseline", str(tmp_path / "bad.json"), "--out", str(tmp_path / "o"))
     assert r.returncode == 2 and "--baseline" in one_line(r.stderr)
     assert not (tmp_path / "o" / "results.jsonl").exists()
+
+
+def test_a_baseline_makes_every_failing_verdict_it_expects_known_to_the_policy(tmp_path):
+    """Not only the attributed ones: a symbolic `error` the baseline expects gets no static control (a static
+    compile of each failing size, every night), as a known wrong output gets no attribution."""
+    import argparse
+
+    from harness.commands.run import policy_arg
+    from harness.spec import CaseSpec
+
+    specs = [CaseSpec.from_dict({"pattern": "layer_norm", "dtype": d, "shape": [2, 8]})
+             for d in ("float16", "bfloat16")]
+    entries = [{"case_id": s.case_id, "path": "tvm", "verdict": v, "upstream": "new", "reason": "r",
+                "case": s.to_dict()} for s, v in zip(specs, ("error", "inaccurate"))]
+    baseline = tmp_path / "baseline.json"
+    baseline.write_text(json.dumps({"format": "normdiff-baseline", "version": 1, "entries": entries}))
+    policy = policy_arg(argparse.Namespace(attribute=False, baseline=str(baseline)))
+    assert policy.known == {(specs[0].case_id, "tvm"): {"error"}, (specs[1].case_id, "tvm"): {"inaccurate"}}
+    assert not policy.every and policy_arg(argparse.Namespace(attribute=True, baseline=str(baseline))).every

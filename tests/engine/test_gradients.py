@@ -181,3 +181,54 @@ def test_a_backward_that_rounds_intermediates_into_float16_keeps_the_two_ulp_gra
     manual = Cases().setup(CaseSpec.from_dict({"pattern": "layer_norm", "style": "manual", "dtype": "float16",
                                                "shape": [8, 64], "grad": True}))
     assert not rounded_once(manual.ref) and not any(r.rounded_once for r in manual.ref.each)
+
+
+def test_a_kept_lifted_backward_restores_the_same_program_in_another_worker(tmp_path):
+    """Lifting the joint graph costs seconds per structure in every worker and run: the artifact cache keeps it,
+    and another worker (or a warm run) restores the very Program, hence the very reference, from its source."""
+    import json
+
+    from harness.engine.cache import ArtifactCache
+    from harness.engine.gradients import LIFTED_BACKWARD, lifted_from_dict, lifted_to_dict
+
+    spec = CaseSpec.from_dict({"pattern": "layer_norm", "dtype": "float16", "shape": [16, 32], "grad": True,
+                               "params": {"kind": "normal"}})
+    cold_cases, warm_cases = Cases(ArtifactCache(str(tmp_path))), Cases(ArtifactCache(str(tmp_path)))
+    cold = cold_cases.setup(spec)
+    assert cold_cases.cache.stats.written == 1 and warm_cases.cache.stats.hits == 0
+    warm = warm_cases.setup(spec)
+    assert warm_cases.cache.stats.hits == 1 and warm_cases.cache.stats.written == 0  # restored, not lifted again
+    a, b = cold_cases.lifted_backward(spec), warm_cases.lifted_backward(spec)
+    assert a is not b and a == b  # the Program parsed from its source equals the lifter's, names and all
+    assert warm.lift == cold.lift and warm.ref.output_names == cold.ref.output_names
+    assert all(np.array_equal(x.out, y.out) and np.array_equal(x.bound, y.bound)
+               for x, y in zip(cold.ref.each, warm.ref.each))
+    assert lifted_from_dict(json.loads(json.dumps(lifted_to_dict(a)))) == a
+    # an entry that does not restore is dropped and the backward lifted again
+    (key,) = _entries(tmp_path)  # the one entry: a catalog case keeps nothing else
+    warm_cases.cache.put(key, LIFTED_BACKWARD, b"{}", {})
+    again = Cases(ArtifactCache(str(tmp_path)))
+    assert again.setup(spec).lift == cold.lift and again.cache.stats.written == 1
+
+
+def _entries(root) -> list[str]:
+    """The keys of the cache entries under `root` (harness.engine.cache: a file named by its key)."""
+    return [p.name for p in root.rglob("*") if p.is_file() and len(p.name) >= 32]
+
+
+def test_a_symbolic_case_on_a_static_only_path_is_refused_before_its_setup(monkeypatch):
+    """One decision before setup for both declarations (harness.engine.execute.refusal): no reference, no
+    lifted backward, no eager run, no prepare."""
+    from harness import paths
+
+    monkeypatch.setenv(paths.ENV, "")
+    paths.register("float16-storage", "tests.plugin_paths:Float16StoragePath")  # declares no symbolic compile
+    executor = Executor()
+    path = paths.get("float16-storage")
+    symbolic = CaseSpec.from_dict({"pattern": "layer_norm", "dtype": "float16", "shape": [4, 64], "dynamic": [0]})
+    for spec, why in ((symbolic, f"symbolic dims: {path.cannot_symbolic}"), (_spec(dynamic=[0]), path.cannot_train),
+                      (_spec(), path.cannot_train)):
+        record = executor.execute(spec, "float16-storage")
+        assert record.verdict == "unsupported" and record.message == why
+        assert record.structure_key is None and executor.misses == 0  # neither eager nor the path prepared
+        assert executor.cases.lifted_backward(spec) is None  # a gradient case: nothing lifted
