@@ -259,3 +259,19 @@ def test_a_symbolic_compile_is_kept_and_its_restore_serves_every_size_bit_for_bi
     assert plain_out == cold_out == warm_out
     assert cold.facts["inductor_precompiled"] == "miss" and warm.facts["inductor_precompiled"] == "hit"
     assert plain.facts["compiles"] == cold.facts["compiles"] == 1
+
+
+def test_a_size_the_precompiled_guards_exclude_runs_the_plain_compile_and_is_counted():
+    """Past dynamic_max (the guards' top) a precompiled function refuses the input: the plain compile of the case
+    runs it instead, recompiling at that size as the plain compile does, and `compiles` counts it, as there."""
+    raw = {"pattern": "layer_norm", "dtype": "float32", "shape": [1, 16], "dynamic": [0], "dynamic_max": 64}
+    spec = CaseSpec.from_dict(raw)
+    inputs = make_inputs(spec)
+
+    def build():
+        return build_module(spec, inputs.params), to_torch(inputs.x, spec.layout)
+
+    runs = [np.random.default_rng(3).standard_normal((n, 16)).astype(np.float32) for n in (5, 100)]
+    plain_out, cold_out, warm_out, (plain, cold, warm) = _cold_then_warm(paths.get("inductor"), spec, build, runs)
+    assert plain_out == cold_out == warm_out
+    assert plain.facts["compiles"] == cold.facts["compiles"] == warm.facts["compiles"] == 2
