@@ -41,13 +41,21 @@ Choices, written down:
   function that can be saved. `artifact` saves it (guards, Dynamo's bytecode,
   Inductor's bundled output) and `restore` loads it onto a freshly built
   module, so a warm run skips Dynamo's tracing as well as Inductor, which
-  costs far more than the load even when Inductor's caches hit. It is called without Dynamo in between; its guards are checked
-  on every call, and a miss is an error. A forward with a graph break, forward
-  hooks, or the caches off (--no-cache: precompiling needs them) takes the
-  plain torch.compile above, as the repro script does, and is not kept.
-  Checked: both give the same bits on the nightly and zoo suites. The cache
-  fact `inductor_precompiled` says which: hit (restored), miss (precompiled
-  now), off (traced).
+  costs far more than the load even when Inductor's caches hit. It is called
+  without Dynamo in between; its guards are checked on every call. A gradient
+  case precompiles its forward_module on leaves that require grad, with grad
+  on: AOTAutograd's forward and backward both compiled and bundled
+  (force_non_lazy_backward_lowering), as the first call of the plain compile
+  compiles them; the Backward differentiates it as before. A symbolic case
+  precompiles on its marked_dynamic example as symbolic_compiled does (low 1,
+  else 2); a size its guards exclude runs the plain compile of the case,
+  which recompiles it, and is counted, as before. A forward with a graph
+  break, forward hooks, or the caches off (--no-cache: precompiling needs
+  them) takes the plain torch.compile above, as the repro script does, and is
+  not kept. Checked: both give the same bits on the nightly and zoo suites,
+  and on gradient and symbolic cases (tests/paths/test_inductor.py). The
+  cache fact `inductor_precompiled` says which: hit (restored), miss
+  (precompiled now), off (traced).
 * The worker's one thread (torch.set_num_threads(1)) is what the generated
   C++ kernels are compiled for.
 """
@@ -63,6 +71,8 @@ from harness.paths.base import (Path, Prepared, dynamic_of, example_args, input_
 # last reset, and a lock so a compile and a run are not interleaved across threads.
 _LIVE = {"generation": 0}
 _LOCK = threading.RLock()
+# How a precompiled function says its guards refuse the inputs (torch._dynamo.aot_compile).
+GUARD_MISS = "GuardManager check failed"
 
 
 # -- the pipeline: what prepare and run call, and the repro scripts paste (one definition) ----------------------
@@ -233,40 +243,46 @@ def run_path(model, example, x):
         _LIVE["generation"] += 1
         return compiled, _LIVE["generation"]
 
-    def _precompile(self, module, args):
-        """An OptimizedModule whose forward is Dynamo's AOT precompile of `module` on `args` (one graph), or
-        None where that does not apply (the caches off, hooks, a graph break, any failure: the plain compile
-        then gives the path's own outcome)."""
+    def _precompile(self, module, args, dynamic=None):
+        """An OptimizedModule whose forward is Dynamo's AOT precompile of `module` (a Backward's forward_module,
+        on leaves that require grad, with grad on) on `args` (`dynamic`: marked as symbolic_compiled marks
+        them), or None where that does not apply (the caches off, hooks, a graph break, any failure: the plain
+        compile then gives the path's own outcome)."""
         import torch
-        import torch._dynamo.config as dynamo_config
 
-        if torch.compiler.config.force_disable_caches or _has_hooks(module) or is_backward(module):
-            return None  # a gradient case's backward is compiled at its first call: the plain compile
-        from torch._dynamo.aot_compile import ModelInput
-
-        _reset()
-        try:
-            with dynamo_config.patch(enable_aot_compile=True), precision_config(self.emulate), torch.no_grad():
-                compiled = torch.compile(module, dynamic=False, fullgraph=True)
-                compiled._aot_compile([ModelInput(args, {}, [])])
-        except Exception:  # noqa: BLE001 - a graph break, or a failure the plain compile will report as its own
+        if torch.compiler.config.force_disable_caches or _has_hooks(module) or (dynamic and is_backward(module)):
             return None
-        return compiled
+        if is_backward(module):  # the training flow: AOTAutograd compiles the forward and the backward now
+            target, grad = module.forward_module, True
+            args = tuple(a.detach().requires_grad_(True) for a in args[:module.n_inputs])
+        else:
+            target, grad = module, False
+        _reset()
+        for low in ((1, 2) if dynamic else (None,)):
+            try:
+                return _aot_compiled(target, marked_dynamic(args, dynamic, low) if dynamic else args, self.emulate,
+                                     grad, bool(dynamic))
+            except Exception as exc:  # noqa: BLE001 - a graph break, or a failure the plain compile reports itself
+                from torch.fx.experimental.symbolic_shapes import ConstraintViolationError
+
+                if not (low == 1 and isinstance(exc, ConstraintViolationError)):
+                    return None
+                torch._dynamo.reset()  # torch's code guards the size away from 1: [2, max], as symbolic_compiled
+        return None
 
     def prepare(self, spec, module, example) -> Prepared:
         args = example_args(example)
         dynamic = dynamic_of(spec)
         with _LOCK, stage("compile"):
             before = _counters()
-            # a symbolic compile is the plain one: a precompile's guard miss would be an error, not a compile
-            precompiled = None if dynamic else self._precompile(module, args)
+            precompiled = self._precompile(module, args, dynamic)
             if precompiled is None:
                 compiled, generation = self._compile(module, args, dynamic)
             after = _counters()
         facts = {
             # a gradient case: Inductor compiles AOTAutograd's forward and backward graphs (2 for one Dynamo graph)
-            **({"inductor_backward": "compiled (AOTAutograd)", "inductor_compiled_graphs": sum(
-                after[k] - before[k] for k in ("fx_hit", "fx_miss", "fx_bypass"))} if is_backward(module) else {}),
+            **({"inductor_backward": "compiled (AOTAutograd)", "inductor_compiled_graphs": _inductor_graphs(
+                before, after)} if is_backward(module) else {}),
             "inductor_emulate_precision_casts": self.emulate,
             "inductor_graphs": after["graphs"] - before["graphs"],
             "inductor_graph_breaks": after["breaks"] - before["breaks"],
@@ -276,12 +292,19 @@ def run_path(model, example, x):
         }
         if is_backward(module):
             facts.update(_backward_facts(module, args))
-        if precompiled is not None:
-            return Prepared(_precompiled_runner(precompiled, spec.layout), facts, precompiled)
         if dynamic:  # the compile that serves (a first try refused by a guard not counted); runs add their own
             facts["compiles"] = 1
-        state = {"compiled": compiled, "generation": generation}
-        layout = spec.layout
+        if precompiled is not None:
+            return self._precompiled(spec, precompiled, module, args, facts)
+        prepared = Prepared(None, facts)
+        prepared.run_fn = self._plain_runner(prepared, module, args, dynamic, spec.layout,
+                                             {"compiled": compiled, "generation": generation})
+        return prepared
+
+    def _plain_runner(self, prepared, module, args, dynamic, layout, state):
+        """run(x) of the plain compile `state` holds, compiled again (not counted) where another prepare reset
+        Dynamo since (or not compiled yet: generation -1); a symbolic case's recompiles are added to
+        prepared.facts["compiles"] (the facts the engine holds, read after the runs)."""
 
         def run_fn(x):
             inputs = tuple(to_torch(a, layout) for a in input_arrays(x))
@@ -292,10 +315,20 @@ def run_path(model, example, x):
                 start = _counters()["graphs"]
                 out = inductor_output(state["compiled"], inputs, recompile=bool(dynamic))
                 if dynamic:  # a size outside the compile's guards was compiled again: the facts, read after runs
-                    facts["compiles"] += _counters()["graphs"] - start
+                    prepared.facts["compiles"] += _counters()["graphs"] - start
                 return out
 
-        return Prepared(run_fn, facts)
+        return run_fn
+
+    def _precompiled(self, spec, compiled, module, args, facts) -> Prepared:
+        """The Prepared of a precompiled OptimizedModule `compiled` (built: what `artifact` saves): a gradient
+        case's Backward around it; a symbolic case's guard miss runs the plain compile (see the docstring)."""
+        model = type(module)(compiled, module.n_inputs) if is_backward(module) else compiled
+        prepared = Prepared(None, facts, compiled)
+        plain = (self._plain_runner(prepared, module, args, dynamic_of(spec), spec.layout,
+                                    {"compiled": None, "generation": -1}) if spec.dynamic else None)
+        prepared.run_fn = _precompiled_runner(model, spec.layout, plain)
+        return prepared
 
     def artifact(self, prepared: Prepared) -> bytes | None:
         """The precompiled function (None: traced by the plain compile, not kept)."""
@@ -308,16 +341,47 @@ def run_path(model, example, x):
 
     def restore(self, spec, data: bytes, build=None) -> Prepared:
         """The precompiled function `artifact` saved, loaded onto a module `build` makes (its parameters are
-        the function's inputs): neither Dynamo nor Inductor runs."""
+        the function's inputs; a gradient case's, onto its forward_module): neither Dynamo nor Inductor runs."""
         import torch
         import torch._dynamo.config as dynamo_config
 
-        module, _ = build()
+        module, example = build()
         with _LOCK, dynamo_config.patch(enable_aot_compile=True):
-            compiled = torch.compile(module, dynamic=False, fullgraph=True)
+            compiled = torch.compile(module.forward_module if is_backward(module) else module, dynamic=False,
+                                     fullgraph=True)
             compiled._load_aot_compiled_module(data)
         facts = {"inductor_fx_graph_cache": "off", "inductor_aot_autograd_cache": "off", "inductor_precompiled": "hit"}
-        return Prepared(_precompiled_runner(compiled, spec.layout), facts, compiled)
+        if spec.dynamic:  # the restored function is the one compile (as kept); a guard miss's runs add theirs
+            facts["compiles"] = 1
+        return self._precompiled(spec, compiled, module, example_args(example), facts)
+
+
+def _aot_compiled(module, args, emulate: bool, grad: bool, dynamic: bool):
+    """torch.compile(module, dynamic=False, fullgraph=True) precompiled by Dynamo's AOT compile on `args`
+    under precision_config(emulate), with grad on if `grad` (a training flow), size-oblivious if `dynamic`."""
+    import contextlib
+
+    import torch
+    import torch._dynamo.config as dynamo_config
+    from torch._dynamo.aot_compile import ModelInput
+
+    oblivious = (torch.fx.experimental._config.patch(backed_size_oblivious=True) if dynamic
+                 else contextlib.nullcontext())
+    with dynamo_config.patch(enable_aot_compile=True), precision_config(emulate), \
+            torch.set_grad_enabled(grad), oblivious:
+        compiled = torch.compile(module, dynamic=False, fullgraph=True)
+        compiled._aot_compile([ModelInput(args, {}, [])])
+    return compiled
+
+
+def _inductor_graphs(before: dict, after: dict) -> int:
+    """How many graphs Inductor compiled between two _counters() of a compile: its FX graph cache's lookups,
+    or, where it compiled without them (a precompile bypasses that cache; --no-cache), its compile_fx_inner
+    calls (Dynamo's timings, cleared by the compile's own reset of Dynamo)."""
+    from torch._dynamo.utils import compilation_time_metrics
+
+    looked_up = sum(after[k] - before[k] for k in ("fx_hit", "fx_miss", "fx_bypass"))
+    return max(looked_up, len(compilation_time_metrics.get("compile_fx_inner", ())))
 
 
 def _backward_facts(backward, args) -> dict:
@@ -332,15 +396,21 @@ def _backward_facts(backward, args) -> dict:
     return joint_facts(graph, [op for op in backward_ops(graph.graph) if op not in decomposed])
 
 
-def _precompiled_runner(compiled, layout):
-    """run(x) of a precompiled module: its guards checked on each call (a miss raises), no Dynamo."""
+def _precompiled_runner(model, layout, plain=None):
+    """run(x) of a precompiled module (or a Backward around one): its guards checked on each call, no Dynamo.
+    A guard miss raises, or, for a symbolic case, runs `plain` (the plain compile's run_fn), as it would."""
 
     def run_fn(x):
         import torch
 
         inputs = tuple(to_torch(a, layout) for a in input_arrays(x))
         with _LOCK, torch.no_grad():
-            return to_numpy(compiled(*inputs))
+            try:
+                return to_numpy(model(*inputs))
+            except RuntimeError as exc:
+                if plain is None or not str(exc).startswith(GUARD_MISS):
+                    raise
+        return plain(x)
 
     return run_fn
 

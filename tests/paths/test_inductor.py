@@ -174,8 +174,7 @@ def test_a_traced_artifact_still_runs_after_a_precompile_reset_dynamo():
 
 
 def test_a_gradient_case_runs_autograd_through_the_compiled_forward():
-    """AOTAutograd compiles the forward and the backward (two Inductor graphs for the one Dynamo graph); runs
-    after another prepare reset Dynamo compile it again, with the same result."""
+    """AOTAutograd compiles the forward and the backward (two Inductor graphs for the one Dynamo graph)."""
     from helpers import grad_case, grad_error
 
     spec, build, example, x, expected = grad_case(
@@ -189,7 +188,7 @@ def test_a_gradient_case_runs_autograd_through_the_compiled_forward():
     assert facts["inductor_backward"] == "compiled (AOTAutograd)" and facts["inductor_compiled_graphs"] == 2
     # Inductor's decomposition table decomposes the backward op before its kernels
     assert facts["joint_backward_ops"] == ["aten.native_layer_norm_backward.default"] and facts["backward_kept"] == []
-    assert facts["inductor_precompiled"] == "off" and path.artifact(prepared) is None  # not kept: compiled at its call
+    assert facts["inductor_precompiled"] == "miss" and path.artifact(prepared)  # precompiled: both graphs, kept
 
 
 def test_a_symbolic_compile_from_a_size_1_example_serves_every_size_and_counts_its_compiles():
@@ -205,3 +204,74 @@ def test_a_symbolic_compile_from_a_size_1_example_serves_every_size_and_counts_i
             eager = module(to_torch(inputs.x, spec.layout)).numpy()
         np.testing.assert_allclose(prepared.run(inputs.x), eager, rtol=1e-5, atol=1e-5)
     assert prepared.facts["compiles"] == 1
+
+
+def _bits(out) -> list[bytes]:
+    return [np.ascontiguousarray(o).tobytes() for o in (out if isinstance(out, tuple) else (out,))]
+
+
+def _cold_then_warm(path, spec, build, runs):
+    """The plain compile (--no-cache), the precompile (cold) and its artifact restored (warm) of one case:
+    (their outputs on each of `runs`, as bytes, and the three Prepared). `build()` -> (module, example)."""
+    from harness.engine.cache import library_caches
+
+    with library_caches(None):
+        plain = path.prepare(spec, *build())
+        plain_out = [_bits(plain.run(x)) for x in runs]
+    cold = path.prepare(spec, *build())
+    data = path.artifact(cold)
+    assert data, "a precompiled case is kept"
+    warm = path.restore(spec, data, build=build)
+    return plain_out, [_bits(cold.run(x)) for x in runs], [_bits(warm.run(x)) for x in runs], (plain, cold, warm)
+
+
+@pytest.mark.parametrize("path", INDUCTOR)
+def test_a_gradient_case_s_compiled_backward_is_kept_and_restores_bit_for_bit(path):
+    """The training flow precompiled (AOTAutograd's forward and backward bundled) is kept: the warm restore
+    gives the cold run's gradients, which are the plain compile's, byte for byte, and the same facts."""
+    from helpers import grad_case
+
+    spec, build, example, x, _ = grad_case(
+        {"pattern": "rms_norm", "style": "qwen", "dtype": "bfloat16", "shape": [4, 64], "params": {"kind": "normal"}})
+    plain_out, cold_out, warm_out, (plain, cold, warm) = _cold_then_warm(
+        paths.get(path), spec, lambda: (build(), example), [x])
+    assert plain_out == cold_out == warm_out
+    assert (plain.facts["inductor_precompiled"], cold.facts["inductor_precompiled"],
+            warm.facts["inductor_precompiled"]) == ("off", "miss", "hit")
+    caches = paths.get(path).cache_facts
+    assert {k: v for k, v in cold.facts.items() if k not in caches} == \
+        {k: v for k, v in plain.facts.items() if k not in caches}
+    assert cold.facts["inductor_compiled_graphs"] == 2
+
+
+def test_a_symbolic_compile_is_kept_and_its_restore_serves_every_size_bit_for_bit():
+    """mark_dynamic's compile precompiled from a size-2 example (instance_norm: torch guards the size away
+    from 1, so [2, max]): restored, it runs every size with the plain compile's bytes, one compile."""
+    raw = {"pattern": "instance_norm", "dtype": "float16", "shape": [1, 4, 7], "dynamic": [2]}
+    spec = CaseSpec.from_dict(raw)
+    inputs = make_inputs(spec)
+
+    def build():
+        return build_module(spec, inputs.params), to_torch(inputs.x, spec.layout)
+
+    runs = [make_inputs(CaseSpec.from_dict({**raw, "shape": [1, 4, n]})).x for n in (2, 7, 4099)]
+    plain_out, cold_out, warm_out, (plain, cold, warm) = _cold_then_warm(paths.get("inductor"), spec, build, runs)
+    assert plain_out == cold_out == warm_out
+    assert cold.facts["inductor_precompiled"] == "miss" and warm.facts["inductor_precompiled"] == "hit"
+    assert plain.facts["compiles"] == cold.facts["compiles"] == 1
+
+
+def test_a_size_the_precompiled_guards_exclude_runs_the_plain_compile_and_is_counted():
+    """Past dynamic_max (the guards' top) a precompiled function refuses the input: the plain compile of the case
+    runs it instead, recompiling at that size as the plain compile does, and `compiles` counts it, as there."""
+    raw = {"pattern": "layer_norm", "dtype": "float32", "shape": [1, 16], "dynamic": [0], "dynamic_max": 64}
+    spec = CaseSpec.from_dict(raw)
+    inputs = make_inputs(spec)
+
+    def build():
+        return build_module(spec, inputs.params), to_torch(inputs.x, spec.layout)
+
+    runs = [np.random.default_rng(3).standard_normal((n, 16)).astype(np.float32) for n in (5, 100)]
+    plain_out, cold_out, warm_out, (plain, cold, warm) = _cold_then_warm(paths.get("inductor"), spec, build, runs)
+    assert plain_out == cold_out == warm_out
+    assert plain.facts["compiles"] == cold.facts["compiles"] == warm.facts["compiles"] == 2
