@@ -17,6 +17,7 @@ from harness import paths
 from harness.spec import CaseSpec
 from harness.engine.execute import execute
 from harness.repro.script import render
+from helpers import REPRESENTATIVES
 
 TRIVIAL = CaseSpec.from_dict({"pattern": "rms_norm", "style": "qwen", "dtype": "float32", "shape": [2, 16]})
 
@@ -64,10 +65,10 @@ for script in sys.argv[1:]:
 """
 
 
-@pytest.mark.slow
-def test_every_path_writes_a_script_that_passes_a_trivial_case(tmp_path):
+def _scripts_pass_a_trivial_case(names, tmp_path):
+    """Each path's full repro script of TRIVIAL, all run in one interpreter (the libraries imported once)."""
     scripts = {}
-    for name in paths.default_names():
+    for name in names:
         text = render(TRIVIAL, name)
         ast.parse(text)
         scripts[name] = tmp_path / f"repro_{name.replace('-', '_')}.py"
@@ -80,6 +81,17 @@ def test_every_path_writes_a_script_that_passes_a_trivial_case(tmp_path):
         printed = (tmp_path / (script.name + ".out")).read_text()
         assert codes[str(script)] == "0", f"{name}: {printed[-2000:]}"
         assert f"OK: {name} matches the FP64 reference" in printed, name
+
+
+@pytest.mark.slow
+def test_the_representative_paths_write_a_script_that_passes_a_trivial_case(tmp_path):
+    _scripts_pass_a_trivial_case(REPRESENTATIVES, tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.sweep
+def test_every_path_writes_a_script_that_passes_a_trivial_case(tmp_path):
+    _scripts_pass_a_trivial_case(paths.default_names(), tmp_path)
 
 
 def test_normdiff_paths_lists_every_path_with_versions(cli):
