@@ -80,34 +80,10 @@ class Cases:
         case = self._structure_case(spec)
         if not spec.dynamic or case.spec.shape == spec.shape:
             return case
-        key = (spec.structure_key(), spec.shape)
-        if key not in self._sized:
-            try:
-                self._sized[key] = case.at(spec)
-            except Exception as exc:  # noqa: BLE001 - user code: every failure is one record
-                self._sized[key] = problem_of(exc)
-            while len(self._sized) > SETUP_MEMO:
-                self._sized.popitem(last=False)
-        self._sized.move_to_end(key)
-        sized = self._sized[key]
-        if isinstance(sized, CaseProblem):
-            raise sized
-        return sized
+        return _memoized(self._sized, (spec.structure_key(), spec.shape), lambda: case.at(spec), SETUP_MEMO)
 
     def _structure_case(self, spec):
-        key = spec.structure_key()
-        if key not in self._modules:
-            try:
-                self._modules[key] = self._resolve(spec)
-            except Exception as exc:  # noqa: BLE001 - user code: every failure is one record
-                self._modules[key] = problem_of(exc)
-            while len(self._modules) > MODULE_MEMO:
-                self._modules.popitem(last=False)
-        self._modules.move_to_end(key)
-        case = self._modules[key]
-        if isinstance(case, CaseProblem):
-            raise case
-        return case
+        return _memoized(self._modules, spec.structure_key(), lambda: self._resolve(spec), MODULE_MEMO)
 
     def _resolve(self, spec):
         """harness.modules.module_case.resolve, its lifted program read from the cache when kept there (the class
@@ -214,3 +190,20 @@ def lift_problem(lift: LiftCheck) -> CaseProblem | None:
 
     why = lift.problem(LIFT_SHARE)
     return None if why is None else CaseProblem(Verdict.ERROR, "lift", why)
+
+
+def _memoized(table, key, make, limit: int):
+    """table[key], made by make() once and kept (the newest `limit`); user code's failure is kept as its
+    CaseProblem and raised again at each look-up, so a class that fails costs one attempt per structure."""
+    if key not in table:
+        try:
+            table[key] = make()
+        except Exception as exc:  # noqa: BLE001 - user code: every failure is one record
+            table[key] = problem_of(exc)
+        while len(table) > limit:
+            table.popitem(last=False)
+    table.move_to_end(key)
+    found = table[key]
+    if isinstance(found, CaseProblem):
+        raise found
+    return found
