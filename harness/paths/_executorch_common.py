@@ -56,6 +56,44 @@ def export(module, example, exported=None, spec=None):
         return export_program(module, example_args(example), dynamic_of(spec) if spec is not None else None)
 
 
+# The core-ATen decomposition to_edge makes first, of the last exported program it was made of:
+# [that program, what it was made under, the decomposed program (never handed out itself)].
+_DECOMPOSED: list = [None, None, None]
+
+
+def decomposed_once(ep):
+    """`ep` for a to_edge that adds no preserve_ops: its core-ATen decomposition (to_edge's first step, with
+    ExecuTorch's default table) made once for every ET path that lowers the same exported program.
+
+    executorch, executorch-recompose and -no-dim-order all begin with that very
+    decomposition of the structure's one export (most of a to_edge); the later
+    passes change the decomposed program in place, so each caller gets its own
+    deep copy (the graph copied node for node, names and metadata as made). What
+    is handed to to_edge is a shallow copy of `ep` whose run_decompositions
+    gives that copy: `ep` itself is left as it is. A decomposition under another
+    table, grad mode or size-oblivious setting is made afresh.
+    """
+    import copy
+
+    import torch
+    from torch.fx.experimental import _config as shape_config
+
+    proxy = copy.copy(ep)
+
+    def run_decompositions(decomp_table=None, decompose_custom_triton_ops=False):
+        table = getattr(decomp_table, "decomp_table", decomp_table)
+        made_under = (decompose_custom_triton_ops, torch.is_grad_enabled(), shape_config.backed_size_oblivious,
+                      type(decomp_table), None if table is None else len(table),
+                      frozenset(getattr(decomp_table, "deleted_custom_ops", ())))
+        if _DECOMPOSED[0] is not ep or _DECOMPOSED[1] != made_under:
+            _DECOMPOSED[:] = [None, None, None]  # the old one goes before the new one is made
+            _DECOMPOSED[:] = [ep, made_under, ep.run_decompositions(decomp_table, decompose_custom_triton_ops)]
+        return copy.deepcopy(_DECOMPOSED[2])
+
+    proxy.run_decompositions = run_decompositions
+    return proxy
+
+
 def planned_bytes(program) -> int:
     """The bytes the .pte's memory plan sets aside for its activations (every non-constant buffer of its one
     execution plan): with symbolic dims, planned for their upper bound."""

@@ -13,7 +13,17 @@ operators are registered (docs/measurements.md has the figures):
   when the registrations are the same list as last time makes nothing new.
   torch does not cache this because a custom op can be registered at any
   time, so the memo keys on the registrations themselves: a new op changes
-  the list and the walk runs again.
+  the list and the walk runs again. Reading the registrations (a list of
+  thousands of names from C++) costs more than the rest of that check, so a
+  collection reads them once for all its namespaces (nothing registers an
+  op while it walks them), not once per namespace.
+* `run_decompositions` also lends each preserved CIA op (about 560) a
+  Python kernel for some 20 dispatch keys, each through `op.py_impl(key)`,
+  and restores them after: 12,000 calls a decomposition, each defining the
+  same decorator afresh (and evaluating its `Callable[...]` annotations,
+  most of the call's cost). The decorator `py_impl(key)` returns depends
+  only on the op and the key, so the first one made for them is kept and
+  handed out again: it registers exactly what a fresh one would.
 * `torch.onnx.export` builds its `ONNXRegistry` from torchlib on every call
   (`ONNXRegistry.from_torchlib`: an ONNX signature inferred per
   function). The registry is a pure function of the opset version and of
@@ -21,9 +31,9 @@ operators are registered (docs/measurements.md has the figures):
   for that opset (its own dict and lists, so `register_op` on one registry
   changes no other), holding the same, never-mutated function entries.
 
-Both give each compile exactly what it would have built itself (tests/paths/
-test_frontend_memo.py compares the collected ops, the registries and the
-exported ONNX bytes with the memo on and off). NORMDIFF_FRONTEND_MEMO=0
+Each gives each compile exactly what it would have built itself (tests/paths/
+test_frontend_memo.py compares the collected ops, the decomposed programs, the
+registries and the exported ONNX bytes with the memo on and off). NORMDIFF_FRONTEND_MEMO=0
 leaves torch as it is. Paths that compile through these frontends name
 the memo they use among their warm-ups (Path.warm_imports), so the
 forkserver installs it once for every worker it forks.
@@ -55,8 +65,10 @@ def install() -> None:
 
 
 def install_decompositions() -> None:
-    """The CIA walk's memo: for paths that run torch.export's decompositions (TVM's importer, ExecuTorch)."""
+    """The CIA walk's memo and the kept py_impl decorators: for paths that run torch.export's decompositions
+    (TVM's importer, ExecuTorch)."""
     _once("cia", _install_cia)
+    _once("py_impl", _install_py_impl)
 
 
 def install_onnx_registry() -> None:
@@ -78,7 +90,15 @@ def uninstall() -> None:
         if "cia" in _originals:
             from torch._export import utils
 
-            utils._materialize_cpp_cia_ops = _originals["cia"]
+            original, collect = _originals["cia"]
+            utils._materialize_cpp_cia_ops = original
+            if collect is not None:
+                for module in _collect_importers():
+                    module._collect_all_valid_cia_ops = collect
+        if "py_impl" in _originals:
+            from torch._ops import OperatorBase
+
+            OperatorBase.py_impl = _originals["py_impl"]
         if "onnx" in _originals:
             from torch.onnx._internal.exporter import _registration
 
@@ -93,17 +113,79 @@ def _install_cia() -> None:
     original = getattr(utils, "_materialize_cpp_cia_ops", None)
     if original is None:
         return
+    collect = getattr(utils, "_collect_all_valid_cia_ops", None)
     walked: list = [None]  # the registrations of the last complete walk
+    reading: list = [None]  # the registrations, read once while a collection walks its namespaces
+
+    def registrations() -> list:
+        if reading[0] is not None:
+            return reading[0]
+        return torch._C._dispatch_get_registrations_for_dispatch_key("CompositeImplicitAutograd")
 
     def materialize_cpp_cia_ops() -> None:
-        registrations = torch._C._dispatch_get_registrations_for_dispatch_key("CompositeImplicitAutograd")
-        if registrations == walked[0]:
+        seen = registrations()
+        if seen == walked[0]:
             return
         original()
-        walked[0] = registrations
+        walked[0] = seen
+
+    def collect_all_valid_cia_ops():
+        if reading[0] is not None:  # a collection inside a collection: the outer one reads
+            return collect()
+        reading[0] = registrations()
+        try:
+            return collect()
+        finally:
+            reading[0] = None
 
     utils._materialize_cpp_cia_ops = materialize_cpp_cia_ops
-    _originals["cia"] = original
+    if collect is not None:
+        for module in _collect_importers():
+            module._collect_all_valid_cia_ops = collect_all_valid_cia_ops
+    _originals["cia"] = (original, collect)
+
+
+def _collect_importers() -> list:
+    """The modules that call torch's `_collect_all_valid_cia_ops` by a name of their own (imported from
+    torch._export.utils), with that module itself: where the collection is replaced."""
+    import importlib
+
+    modules = []
+    for name in ("torch._export.utils", "torch.export.exported_program", "torch.export.decomp_utils"):
+        try:
+            module = importlib.import_module(name)
+        except ImportError:
+            continue
+        if hasattr(module, "_collect_all_valid_cia_ops"):
+            modules.append(module)
+    return modules
+
+
+def _install_py_impl() -> None:
+    import functools
+
+    from torch._ops import OperatorBase
+
+    original = OperatorBase.__dict__.get("py_impl")
+    if original is None:
+        return
+    made: dict = {}  # (id(op), key) -> (op, its decorator); the op is held so its id is not reused
+
+    @functools.wraps(original)
+    def py_impl(self, k):
+        try:
+            return made[(id(self), k)][1]
+        except (KeyError, TypeError):  # TypeError: a key that does not hash is not kept
+            pass
+        decorator = original(self, k)
+        try:
+            made[(id(self), k)] = (self, decorator)
+        except TypeError:
+            pass
+        return decorator
+
+    OperatorBase.py_impl = py_impl
+    _originals["py_impl"] = original
 
 
 def _install_onnx_registry() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 from harness.paths._executorch_common import (
     EXECUTORCH_WARM,
     call_ops,
+    decomposed_once,
     export,
     forward_output,
     load_forward,
@@ -61,7 +62,7 @@ def run_path(model, example, x):
         quiet_imports()
         ep = export(module, example, exported, spec)
         with stage("compile"):
-            edge = edge_program(ep)
+            edge = edge_program(decomposed_once(ep) if exported is not None else ep)
             ops = call_ops(edge.exported_program().graph)
             program = pte_program(edge)
             buffer = bytes(program.buffer)

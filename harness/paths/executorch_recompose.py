@@ -35,6 +35,7 @@ from harness.paths._backward import joint_facts
 from harness.paths._executorch_common import (
     EXECUTORCH_WARM,
     call_ops,
+    decomposed_once,
     dtype_of,
     export,
     graph_output,
@@ -106,8 +107,9 @@ class _Recompose(Path):
     trains = "torch's joint graph through the rewrite, run in Python"
     symbolic = "torch.export Dim: the rewritten graph keeps the symbolic sizes and runs every size in Python"
 
-    def _rewrite(self, ep):
-        """(the graph module after both passes, the facts, what `_save` keeps): the path's pipeline call."""
+    def _rewrite(self, ep, shared: bool):
+        """(the graph module after both passes, the facts, what `_save` keeps): the path's pipeline call on `ep`,
+        `shared` if it is the runner's export of the structure (which other ET paths lower too)."""
         raise NotImplementedError
 
     def _script_rewrite(self) -> str:
@@ -119,7 +121,7 @@ class _Recompose(Path):
         quiet_imports()
         ep = export(module, example, exported, spec)
         with stage("compile"):
-            graph_module, facts, built = self._rewrite(ep)
+            graph_module, facts, built = self._rewrite(ep, shared=exported is not None)
         return graph_module, {**facts, **symbolic_facts(spec, ep)}, built
 
     def _save(self, built) -> bytes:
@@ -179,8 +181,8 @@ class RecomposePath(_Recompose):
     pipeline = _PIPELINE + (edge_rewritten,)
     skip_dim_order = False
 
-    def _rewrite(self, ep):
-        return edge_rewritten(ep, self.skip_dim_order)
+    def _rewrite(self, ep, shared: bool):
+        return edge_rewritten(decomposed_once(ep) if shared else ep, self.skip_dim_order)
 
     def _script_rewrite(self) -> str:
         return f"edge_rewritten(ep, {self.skip_dim_order!r})"
@@ -216,7 +218,7 @@ class RecomposeCapturePath(_Recompose):
                    "(quantization_capture=True) -> the graph run in Python")
     pipeline = _PIPELINE + (capture_rewritten,)
 
-    def _rewrite(self, ep):
+    def _rewrite(self, ep, shared: bool):
         return capture_rewritten(ep)
 
     def _script_rewrite(self) -> str:

@@ -325,3 +325,80 @@ def test_a_symbolic_dim_keeps_its_range_through_to_edge_from_a_size_1_example():
     x = torch.randn(5, 16)  # the rewritten edge graph runs a size other than its example's
     out = graph_module(x)
     assert torch.allclose(out[0] if isinstance(out, (list, tuple)) else out, norm(x).detach(), atol=1e-6)
+
+
+@pytest.mark.parametrize("dynamic", [{}, {"dynamic": [0], "dynamic_max": 4096}], ids=["static", "symbolic"])
+def test_the_paths_sharing_an_export_decompose_it_once_and_lower_what_their_own_would(dynamic):
+    """executorch, executorch-recompose and -no-dim-order given the runner's shared export (`exported`) make its
+    core-ATen decomposition once (decomposed_once) and still build, byte for byte, what each builds from an
+    export of its own: the same .pte, the same rewritten edge program (saved), the same facts; the shared export
+    is left as it was."""
+    import io
+    import re
+    import zipfile
+
+    import torch
+
+    from executorch.exir.serde.serialize import save
+
+    from harness.paths import _executorch_common as common
+    from harness.paths.base import dynamic_of, example_args, export_program, symbolic_range
+
+    spec = CaseSpec.from_dict({**SEED, **dynamic})
+    inputs = make_inputs(spec)
+    example = to_torch(inputs.x, spec.layout)
+    build = lambda: build_module(spec, inputs.params)  # noqa: E731
+    ep = export_program(build(), example_args(example), dynamic_of(spec))  # the runner's shared export
+    code, state = ep.graph_module.code, {k: v.clone() for k, v in ep.state_dict.items()}
+
+    def saved(built):  # a .pte, or a saved edge program's members but for its nodes' graph ids (id()s of graphs)
+        if isinstance(built, (bytes, bytearray)):
+            return bytes(built)
+        buffer = io.BytesIO()
+        save(built, buffer)
+        members = zipfile.ZipFile(buffer)
+        return {n: re.sub(rb'graph_id[\\"]*: \d+', b"graph_id: 0", members.read(n)) for n in members.namelist()}
+
+    made = []
+    for name in ("executorch", "executorch-recompose", "executorch-recompose-no-dim-order"):
+        shared = paths.get(name).prepare(spec, build(), example, exported=ep)
+        assert common._DECOMPOSED[0] is ep, name  # made (by the first) or reused (by the others)
+        made.append(common._DECOMPOSED[2])
+        own = paths.get(name).prepare(spec, build(), example)
+        assert shared.facts == own.facts, name
+        assert saved(shared.built) == saved(own.built), name
+    assert made[0] is made[1] is made[2]  # one decomposition for the three
+    assert "run_decompositions" not in vars(ep) and ep.graph_module.code == code
+    assert all(torch.equal(state[k], v) for k, v in ep.state_dict.items())
+    if dynamic:
+        assert symbolic_range(ep) == [1, 4096]
+
+
+def test_each_lowering_of_the_shared_decomposition_gets_its_own_copy():
+    """to_edge changes the decomposed program in place (it drops an unused parameter from the program's state
+    and graph, and torch's dtype asserts): the kept decomposition stays whole, each to_edge lowering a copy."""
+    import torch
+
+    from harness.paths import _executorch_common as common
+    from harness.paths._executorch_common import decomposed_once, pte_program
+    from harness.paths.base import export_program
+    from harness.paths.executorch import edge_program
+
+    class Unused(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm = torch.nn.LayerNorm(16)
+            self.spare = torch.nn.Parameter(torch.ones(3))  # never read: to_edge removes it
+
+        def forward(self, x):
+            return self.norm(x.to(torch.float16).float())
+
+    ep = export_program(Unused().eval(), (torch.randn(2, 16),))
+    own = pte_program(edge_program(ep)).buffer
+    for _ in range(3):
+        edge = edge_program(decomposed_once(ep))
+        assert "spare" not in edge.exported_program().state_dict
+        assert pte_program(edge).buffer == own
+        kept = common._DECOMPOSED[2]
+        assert "spare" in kept.state_dict and "_assert_tensor_metadata" in kept.graph_module.code
+    assert "spare" in ep.state_dict

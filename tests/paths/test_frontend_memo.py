@@ -1,6 +1,7 @@
 """The frontend memo gives each compile what torch would have built: the same CIA ops, decompositions,
 ONNX registry and ONNX bytes, memo on and off; a custom op registered after the memo has seen the
-registrations is still found; each export gets its own registry.
+registrations is still found; each export gets its own registry; a kept py_impl decorator registers
+and refuses as a fresh one; uninstalling gives torch back every function it replaced.
 
 Run in a fresh interpreter: the memo changes torch's module state, which the
 other tests in this worker should not see.
@@ -61,10 +62,29 @@ one.register_op(torch.ops.aten.add.Tensor, lambda a, b: a)
 own_copies = one is not two and len(two.get_decomps(torch.ops.aten.add.Tensor)) == len(
     _registration.ONNXRegistry.from_torchlib().get_decomps(torch.ops.aten.add.Tensor)) and (
     len(one.get_decomps(torch.ops.aten.add.Tensor)) == len(two.get_decomps(torch.ops.aten.add.Tensor)) + 1)
+# py_impl: one decorator per op and key, registering (and refusing a second registration) as a fresh one
+from torch._C import DispatchKey
+from torch._ops import OperatorBase
+op, key = torch.ops.aten.linear.default, DispatchKey.AutogradCPU
+kept = op.py_impl(key) is op.py_impl(key) and op.py_impl(key) is not torch.ops.aten.addmm.default.py_impl(key)
+mark = lambda *args: None
+registered = op.py_impl(key)(mark) is mark and op.py_kernels[key] is mark
+try:
+    op.py_impl(key)(mark)
+    refused = False
+except RuntimeError:
+    refused = True
+del op.py_kernels[key]
+op._dispatch_cache.clear()
 memo.uninstall()
+from torch.export import decomp_utils, exported_program
+given_back = (not hasattr(OperatorBase.py_impl, "__wrapped__") and utils._materialize_cpp_cia_ops.__module__ ==
+              "torch._export.utils" and all(m._collect_all_valid_cia_ops.__module__ == "torch._export.utils"
+                                            for m in (utils, decomp_utils, exported_program)))
 print(json.dumps({k: {"first": on_first[k] == off[k], "again": on_again[k] == off[k]} for k in off}
                  | {"found_new": found_new, "own_copies": own_copies, "n_cia": len(off["cia"]),
-                    "n_registry": len(off["registry"]), "uninstalled": not memo.installed()}))
+                    "n_registry": len(off["registry"]), "uninstalled": not memo.installed() and given_back,
+                    "py_impl": {"kept": kept, "registered": registered, "refused": refused}}))
 '''
 
 
@@ -78,6 +98,7 @@ def test_the_memo_changes_nothing_a_compile_gets():
     assert got["found_new"], "a CIA op registered later was missed"
     assert got["own_copies"], "registries share state between exports"
     assert got["uninstalled"]
+    assert got["py_impl"] == {"kept": True, "registered": True, "refused": True}, got["py_impl"]
 
 
 def test_the_memo_stays_off_when_asked(monkeypatch):
