@@ -159,7 +159,7 @@ class TvmPath(Path):
     forward_pipeline = (is_backward, symbolic_shapes, export_program, symbolic_export, imported_module, decomposed,
                         relax_ops, compiled_executable, vm_main, tvm_tensor, tvm_array, output_tensors, main_output,
                         returned_var, tensor_bindings, expose, exposed_runner)
-    pipeline = forward_pipeline + (grad.vjp_target, grad.imported_target, grad.no_gradient_ops, grad.gradient_module,
+    pipeline = forward_pipeline + (grad.vjp_target, grad.imported_vjp, grad.imported_target, grad.no_gradient_ops, grad.gradient_module,
                                    gradient_output)
     takes_shared_export = True
     artifact_cacheable = True
@@ -208,7 +208,7 @@ def intermediates(model, example, x):
 
     def prepare(self, spec, module, example, exported=None) -> Prepared:
         if is_backward(module):
-            return self._prepare_gradient(module, example_args(example))
+            return self._prepare_gradient(module, example_args(example), exported)
         with stage("export"):
             ep = exported if exported is not None else export_program(module, example_args(example), dynamic_of(spec))
 
@@ -223,14 +223,15 @@ def intermediates(model, example, x):
         facts = {"tvm_decomposed": bool(self.decompose), "tvm_ops": ops, **symbolic_facts(spec, ep)}
         return Prepared(run_fn, facts, built=build)
 
-    def _prepare_gradient(self, module, example) -> Prepared:
+    def _prepare_gradient(self, module, example, exported=None) -> Prepared:
         """Relax's training flow (_tvm_gradient): the vjp target exported, imported with its parameters as
         inputs, [decomposed], differentiated by relax.transform.Gradient, compiled. The joint graph the runner
-        shares is not this path's: TVM differentiates the forward itself."""
+        shares (`exported`) is not this path's, TVM differentiates the forward itself: it only names the
+        structure, so that `tvm` and `tvm-decompose` export and import the vjp target once (_vjp_program)."""
         with stage("export"):
-            ep = export_program(grad.vjp_target(module.forward_module, module.n_inputs), example)
+            ep = _vjp_program(module, example, exported)
         with stage("compile", step="import"):
-            mod = grad.imported_target(ep, self.decompose)
+            mod = decomposed(_per_program(_VJP_IMPORTS, ep, lambda: grad.imported_vjp(ep)), self.decompose)
             differentiated = relax_ops(mod)
         with stage("compile", step="gradient"):
             mod = grad.differentiated(mod, module.n_inputs, differentiated)
@@ -256,18 +257,38 @@ def intermediates(model, example, x):
 # was (checked: the printed module is unchanged after both), so `tvm` and the
 # decompose paths can start from one import. Entries go with their program.
 _IMPORTS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+# A gradient case's vjp target (_tvm_gradient) by the runner's shared program of its structure (the joint graph,
+# which names the structure: its modules are built afresh per path, with the same parameters and example), and
+# the vjp target's import by its program; Gradient, like any Relax pass, leaves its input as it was.
+_VJP_PROGRAMS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_VJP_IMPORTS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _per_program(table, ep, make):
+    """make(), once per program `ep` (kept in `table` while the program lives; made each time for a program
+    that cannot be weakly referenced)."""
+    try:
+        return table[ep]
+    except (KeyError, TypeError):
+        pass
+    value = make()
+    with contextlib.suppress(TypeError):
+        table[ep] = value
+    return value
 
 
 def _imported(ep):
     """imported_module(ep), once per program."""
-    try:
-        return _IMPORTS[ep]
-    except (KeyError, TypeError):
-        pass
-    mod = imported_module(ep)
-    with contextlib.suppress(TypeError):
-        _IMPORTS[ep] = mod
-    return mod
+    return _per_program(_IMPORTS, ep, lambda: imported_module(ep))
+
+
+def _vjp_program(module, example, exported=None):
+    """The ExportedProgram of the vjp target of the Backward `module`, once per shared program `exported` of the
+    structure (exported afresh without one)."""
+    def export():
+        return export_program(grad.vjp_target(module.forward_module, module.n_inputs), example)
+
+    return export() if exported is None else _per_program(_VJP_PROGRAMS, exported, export)
 
 
 @dataclass(frozen=True)
