@@ -284,11 +284,22 @@ def _imported(ep):
 
 def _vjp_program(module, example, exported=None):
     """The ExportedProgram of the vjp target of the Backward `module`, once per shared program `exported` of the
-    structure (exported afresh without one)."""
+    structure and the example's sizes (exported afresh without a shared program)."""
     def export():
         return export_program(grad.vjp_target(module.forward_module, module.n_inputs), example)
 
-    return export() if exported is None else _per_program(_VJP_PROGRAMS, exported, export)
+    if exported is None:
+        return export()
+    by_sizes = _per_program(_VJP_PROGRAMS, exported, dict)
+    sizes = tuple(_sizes(a) for a in example)  # a symbolic structure's sizes: each its own program
+    if sizes not in by_sizes:
+        by_sizes[sizes] = export()
+    return by_sizes[sizes]
+
+
+def _sizes(arg):
+    """What torch.export specialises an example argument on: a tensor's shape, strides and dtype (else itself)."""
+    return (tuple(arg.shape), tuple(arg.stride()), str(arg.dtype)) if hasattr(arg, "stride") else repr(arg)
 
 
 @dataclass(frozen=True)
