@@ -266,14 +266,33 @@ _VJP_IMPORTS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 def _per_program(table, ep, make):
     """make(), once per program `ep` (kept in `table` while the program lives; made each time for a program
-    that cannot be weakly referenced)."""
+    that cannot be weakly referenced). A failure is kept too and raised again: TVM's importer refusing a
+    program (a bfloat16 layer_norm, …) refuses it for every TVM path, each of which paid the import again."""
     try:
-        return table[ep]
+        value = table[ep]
     except (KeyError, TypeError):
-        pass
-    value = make()
-    with contextlib.suppress(TypeError):
-        table[ep] = value
+        try:
+            value = make()
+        except MemoryError:  # of the moment (the worker's limit): the next path tries again
+            raise
+        except Exception as exc:  # noqa: BLE001 - kept as it is, raised again below
+            value = _Failed(exc)
+        with contextlib.suppress(TypeError):
+            table[ep] = value
+    return _outcome(value)
+
+
+@dataclass(frozen=True)
+class _Failed:
+    """What a make() that raised left in a table: the exception, raised again at each look-up (_outcome)."""
+
+    error: Exception
+
+
+def _outcome(value):
+    """The kept value, or the kept failure raised again."""
+    if isinstance(value, _Failed):
+        raise value.error
     return value
 
 
@@ -337,8 +356,14 @@ def _compiled(ep, mod) -> LinkedBuild:
         kept = []
     for seen, build in kept:
         if tvm_ffi.structural_equal(seen, mod):
-            return build
-    executable = compiled_executable(mod)
+            return _outcome(build)
+    try:
+        executable = compiled_executable(mod)
+    except MemoryError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - a module tvm.compile refuses (legalization): for each path alike
+        kept.append((mod, _Failed(exc)))
+        raise
     try:
         library = _library(executable)
         build = LinkedBuild(library, _loaded(library))
