@@ -36,6 +36,7 @@ Choices, written down:
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import tempfile
 import threading
@@ -159,8 +160,8 @@ class TvmPath(Path):
     forward_pipeline = (is_backward, symbolic_shapes, export_program, symbolic_export, imported_module, decomposed,
                         relax_ops, compiled_executable, vm_main, tvm_tensor, tvm_array, output_tensors, main_output,
                         returned_var, tensor_bindings, expose, exposed_runner)
-    pipeline = forward_pipeline + (grad.vjp_target, grad.imported_vjp, grad.imported_target, grad.no_gradient_ops, grad.gradient_module,
-                                   gradient_output)
+    pipeline = forward_pipeline + (grad.vjp_target, grad.imported_vjp, grad.imported_target, grad.no_gradient_ops,
+                                   grad.gradient_module, gradient_output)
     takes_shared_export = True
     artifact_cacheable = True
     has_intermediates = True
@@ -252,47 +253,59 @@ def intermediates(model, example, x):
         return Prepared(_vm_runner(_loaded(data), gradient_output if spec.grad else main_output), {})
 
 
-# The importer's module of an ExportedProgram the runner shared among the TVM
-# paths: Relax passes return new modules and tvm.compile leaves its input as it
-# was (checked: the printed module is unchanged after both), so `tvm` and the
-# decompose paths can start from one import. Entries go with their program.
+# The importer's module of an ExportedProgram the runner shared among the TVM paths: Relax passes return new
+# modules and tvm.compile leaves its input as it was (checked: the printed module is unchanged after both), so
+# `tvm` and the decompose paths can start from one import. Entries go with their program.
 _IMPORTS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-# A gradient case's vjp target (_tvm_gradient) by the runner's shared program of its structure (the joint graph,
-# which names the structure: its modules are built afresh per path, with the same parameters and example), and
-# the vjp target's import by its program; Gradient, like any Relax pass, leaves its input as it was.
+# A gradient case's vjp target (_tvm_gradient) by the runner's shared program (the joint graph: it names the
+# structure), and the vjp target's import by its program; Gradient, like any Relax pass, leaves its input as it was.
 _VJP_PROGRAMS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _VJP_IMPORTS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 
 
 def _per_program(table, ep, make):
-    """make(), once per program `ep` (kept in `table` while the program lives; made each time for a program
-    that cannot be weakly referenced). A failure is kept too and raised again: TVM's importer refusing a
-    program (a bfloat16 layer_norm, …) refuses it for every TVM path, each of which paid the import again."""
+    """make(), once per program `ep` (kept in `table` while the program lives). A failure is kept too: TVM's
+    importer refusing a program (float16 x, float32 weights, …) refuses it for every TVM path."""
     try:
         value = table[ep]
     except (KeyError, TypeError):
         try:
             value = make()
-        except MemoryError:  # of the moment (the worker's limit): the next path tries again
+        except Exception as exc:  # noqa: BLE001 - raised now, kept (a copy) for the structure's next paths
+            _keep(table, ep, _failure(exc))
             raise
-        except Exception as exc:  # noqa: BLE001 - kept as it is, raised again below
-            value = _Failed(exc)
-        with contextlib.suppress(TypeError):
-            table[ep] = value
+        _keep(table, ep, value)
     return _outcome(value)
+
+
+def _keep(table, ep, value) -> None:
+    with contextlib.suppress(TypeError):  # a program that cannot be weakly referenced: nothing kept
+        if value is not None:
+            table[ep] = value
 
 
 @dataclass(frozen=True)
 class _Failed:
-    """What a make() that raised left in a table: the exception, raised again at each look-up (_outcome)."""
+    """A kept failure: a copy of the exception without its traceback (whose frames hold the program: a weak
+    table's entry would keep its own key alive), raised again as a fresh copy at each look-up (_outcome)."""
 
     error: Exception
+
+
+def _failure(exc) -> _Failed | None:
+    """`exc` kept, or None: a MemoryError (of the moment: the worker's limit), or one that does not copy to the
+    same words."""
+    try:
+        kept = None if isinstance(exc, MemoryError) else copy.copy(exc)
+    except Exception:  # noqa: BLE001 - not kept: the next path tries again
+        return None
+    return _Failed(kept) if type(kept) is type(exc) and str(kept) == str(exc) else None
 
 
 def _outcome(value):
     """The kept value, or the kept failure raised again."""
     if isinstance(value, _Failed):
-        raise value.error
+        raise copy.copy(value.error)
     return value
 
 
@@ -359,10 +372,8 @@ def _compiled(ep, mod) -> LinkedBuild:
             return _outcome(build)
     try:
         executable = compiled_executable(mod)
-    except MemoryError:
-        raise
     except Exception as exc:  # noqa: BLE001 - a module tvm.compile refuses (legalization): for each path alike
-        kept.append((mod, _Failed(exc)))
+        kept.extend([(mod, failed) for failed in [_failure(exc)] if failed is not None])
         raise
     try:
         library = _library(executable)
