@@ -42,37 +42,27 @@ sweeps: $(STAMP)
 clean:
 	rm -rf $(VENV) reports/latest .pytest_cache
 
-# The nightly suite on every path, its reports, and the gate against the committed baseline; then the context suite
-# against reports/context-baseline.json, the shapes suite against reports/shapes-baseline.json and the gradients
-# suite against reports/gradients-baseline.json;
-# the night is appended to the run history $(HISTORY) (kept from night to night).
-# The run is given the baseline too: the failures it expects are not attributed again every night.
-# With the zoo extra installed (make install EXTRAS=zoo), the zoo suite too, gated against its own baseline:
-# it runs whatever the first gate says (a night with a regression keeps the zoo's reports and history),
-# and the target fails when either gate does.
+# The nightly, context, shapes and gradients suites (and, with the zoo extra installed, the zoo suite) on every
+# path as one run (--per-suite: the workers' start paid once, every suite's structures spread over the cores),
+# each suite written into reports/<suite>/ and appended to the run history $(HISTORY) (kept from night to night);
+# then each suite's gate against its committed baseline (reports/baseline.json for the nightly suite,
+# reports/<suite>-baseline.json for the others). The run is given the baselines too: the failures they expect
+# are not attributed again every night. Every gate runs whatever the one before it says; the target fails
+# when any gate does.
 ZOO_RUN  = $(BIN)/normdiff run --suite zoo --out reports/zoo --jobs $(JOBS) --quiet --history $(HISTORY) $(if $(wildcard reports/zoo-baseline.json),--baseline reports/zoo-baseline.json) || [ $$? -eq 1 ]
 ZOO_GATE = $(BIN)/normdiff gate reports/zoo/results.jsonl --baseline reports/zoo-baseline.json
 ZOO_INSTALLED = $(BIN)/python -c "from harness.zoo.catalog import installed; raise SystemExit(not installed())"
-# The context suite (each catalog norm in its neighbourhood, cases/neighbours.py), gated against its own baseline;
-# it too runs whatever the gate before it says.
-CONTEXT_RUN  = $(BIN)/normdiff run --suite context --out reports/context --jobs $(JOBS) --quiet --history $(HISTORY) --baseline reports/context-baseline.json || [ $$? -eq 1 ]
-CONTEXT_GATE = $(BIN)/normdiff gate reports/context/results.jsonl --baseline reports/context-baseline.json
-# The shapes suite (each norm compiled once with symbolic dims, run at boundary sizes: cases/shapes.py), gated
-# against its own baseline; it too runs whatever the gates before it say.
-SHAPES_RUN  = $(BIN)/normdiff run --suite shapes --out reports/shapes --jobs $(JOBS) --quiet --history $(HISTORY) --baseline reports/shapes-baseline.json || [ $$? -eq 1 ]
-SHAPES_GATE = $(BIN)/normdiff gate reports/shapes/results.jsonl --baseline reports/shapes-baseline.json
-# The gradients suite (each norm's backward, `"grad": true`: cases/gradients.py), gated against its own baseline;
-# it too runs whatever the gates before it say.
-GRADIENTS_RUN  = $(BIN)/normdiff run --suite gradients --out reports/gradients --jobs $(JOBS) --quiet --history $(HISTORY) --baseline reports/gradients-baseline.json || [ $$? -eq 1 ]
-GRADIENTS_GATE = $(BIN)/normdiff gate reports/gradients/results.jsonl --baseline reports/gradients-baseline.json
+NIGHT_SUITES = nightly context shapes gradients
+NIGHT_RUN = $(BIN)/normdiff run --per-suite $(foreach s,$(NIGHT_SUITES),--suite $(s)) --out reports --jobs $(JOBS) \
+	--quiet --history $(HISTORY) --baseline reports/baseline.json \
+	$(foreach s,$(filter-out nightly,$(NIGHT_SUITES)),--baseline reports/$(s)-baseline.json)
 
 nightly: $(STAMP)
-	$(BIN)/normdiff run --suite nightly --out reports/nightly --jobs $(JOBS) --quiet --history $(HISTORY) --baseline reports/baseline.json || [ $$? -eq 1 ]
+	zoo=; if $(ZOO_INSTALLED); then zoo="--suite zoo --baseline reports/zoo-baseline.json"; fi; \
+	$(NIGHT_RUN) $$zoo || [ $$? -eq 1 ]
 	failed=0; $(BIN)/normdiff gate reports/nightly/results.jsonl --baseline reports/baseline.json || failed=1; \
-	{ $(CONTEXT_RUN); } && $(CONTEXT_GATE) || failed=1; \
-	{ $(SHAPES_RUN); } && $(SHAPES_GATE) || failed=1; \
-	{ $(GRADIENTS_RUN); } && $(GRADIENTS_GATE) || failed=1; \
-	if $(ZOO_INSTALLED); then { $(ZOO_RUN); } && $(ZOO_GATE) || failed=1; fi; \
+	$(foreach s,$(filter-out nightly,$(NIGHT_SUITES)),$(BIN)/normdiff gate reports/$(s)/results.jsonl --baseline reports/$(s)-baseline.json || failed=1; ) \
+	if $(ZOO_INSTALLED); then $(ZOO_GATE) || failed=1; fi; \
 	exit $$failed
 
 # The zoo suite on every path (the zoo extra), gated against reports/zoo-baseline.json.

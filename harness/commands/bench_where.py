@@ -29,7 +29,7 @@ import sys
 from collections import defaultdict
 from dataclasses import dataclass
 
-NIGHTLY_SUITES = ("nightly", "context", "shapes", "gradients", "zoo")  # what `make nightly` runs (Makefile)
+NIGHTLY_SUITES = ("nightly", "context", "shapes", "gradients", "zoo")  # what `make nightly` runs (Makefile NIGHT_SUITES, the zoo)
 GRADIENT_STRUCTURES = 6  # gradients-suite structures make bench runs cold and warm, evenly spaced by structure key
 
 

@@ -16,6 +16,7 @@ import sys
 from cases.suites import suite, suite_notes
 from harness.commands.common import load_specs, paths_arg, results_records, shard_arg
 from harness.commands.module_args import add_module_options, module_spec
+from harness.commands.run_suites import suite_folder, suite_history, suites_specs, write_each
 from harness.core.errors import UsageError
 from harness.core.machine import cpu_features
 from harness.core.records import dumps, latest_per_execution, read_results, write_atomic
@@ -44,7 +45,14 @@ def _history_arg(args) -> str | None:
 
 
 def cmd_run(args) -> int:
-    specs = load_specs(args.suite, args.case, default=None if args.cls else "smoke")
+    per_suite = None
+    if args.per_suite:
+        if not args.suite or args.case or args.cls:
+            raise UsageError("--per-suite: needs --suite (repeatable), and no --case or --class")
+        per_suite = suites_specs(args.suite)
+        specs = list({s.case_id: s for specs in per_suite.values() for s in specs}.values())
+    else:
+        specs = load_specs(args.suite, args.case, default=None if args.cls else "smoke")
     if args.cls:
         spec = module_spec(args.cls, args)
         specs += [spec] if spec.case_id not in {s.case_id for s in specs} else []
@@ -71,8 +79,19 @@ def cmd_run(args) -> int:
     def finish(finished: bool) -> None:  # under the run's folder lock (harness.engine.run)
         if finished:
             mine.extend(r for r in latest_per_execution(read_results(results)) if (r["case_id"], r["path"]) in wanted)
-            _record_history(history, mine, "run", args.out)
-        _report(args.out, history)
+        if per_suite is None:
+            if finished:
+                _record_history(history, mine, "run", args.out)
+            _report(args.out, history)
+            return
+        done = mine if finished else results_records(args.out)
+
+        def write_out(folder: str, records: list[dict]) -> None:
+            hist = suite_history(history, bool(args.history), folder)
+            if finished:
+                _record_history(hist, records, "run", folder)
+            _report(folder, hist, records)
+        write_each(args.out, per_suite, done, write_out)
 
     try:
         run(specs, path_names, args.out, jobs=jobs, timeout=args.timeout,
@@ -88,8 +107,9 @@ def cmd_run(args) -> int:
         return 1
     bad = [r for r in mine if r["verdict"] != Verdict.PASS]
     missing = len(wanted) - len(mine)
+    where = args.out if per_suite is None else ", ".join(suite_folder(args.out, n) for n in per_suite)
     print(f"normdiff: {len(mine)} executions, {len(bad)} not passing"
-          + (f", {missing} missing" if missing else "") + f"; reports in {args.out}", file=sys.stderr)
+          + (f", {missing} missing" if missing else "") + f"; reports in {where}", file=sys.stderr)
     return 1 if bad or missing else 0
 
 
@@ -110,17 +130,18 @@ def policy_arg(args) -> Policy:
     (TVM's float16 literal at 70,000) got a static compile per size on every night otherwise."""
     if args.attribute or not args.baseline:
         return Policy(every=args.attribute)
-    try:
-        entries = gate.load_baseline(args.baseline)
-    except gate.BaselineError as exc:
-        raise UsageError(f"--baseline {exc}") from None
-    known = {}
+    known: dict = {}
     here = cpu_features()  # an entry of other CPUs' failures is not known here
-    for entry in entries.values():
-        expected = frozenset(v for v in Verdict if v != Verdict.PASS
-                             and gate.judge({"verdict": v, "cpu": here}, entry) in (Status.XFAIL, Status.FLAKY))
-        if expected:
-            known[entry.key] = expected
+    for path in args.baseline:  # several (one per suite of a --per-suite run): what any of them expects
+        try:
+            entries = gate.load_baseline(path)
+        except gate.BaselineError as exc:
+            raise UsageError(f"--baseline {exc}") from None
+        for entry in entries.values():
+            expected = frozenset(v for v in Verdict if v != Verdict.PASS
+                                 and gate.judge({"verdict": v, "cpu": here}, entry) in (Status.XFAIL, Status.FLAKY))
+            if expected:
+                known[entry.key] = known.get(entry.key, frozenset()) | expected
     return Policy(known)
 
 
@@ -234,8 +255,12 @@ def add_command(subparsers) -> None:
                    help="local: forkserver worker processes (default); ray: Ray actors (pip install 'normdiff[ray]')")
     p.add_argument("--address", metavar="RAY_ADDRESS",
                    help="the Ray cluster to join (default: a local one started for the run)")
-    p.add_argument("--baseline", metavar="FILE",
-                   help="the gate's baseline (reports/baseline.json): failures it expects get no attribution")
+    p.add_argument("--baseline", metavar="FILE", action="append",
+                   help="the gate's baseline (reports/baseline.json): failures it expects get no attribution "
+                        "(repeatable: what any of them expects)")
+    p.add_argument("--per-suite", action="store_true",
+                   help="with --suite repeated: one run of them all (the workers' start paid once), each suite's "
+                        "results and reports written into OUT/SUITE/ as a run of it alone would")
     p.add_argument("--attribute", action="store_true",
                    help="attribute every failing execution, known ones too (default: only those the --baseline "
                         "does not expect; every one without --baseline)")

@@ -79,14 +79,19 @@ def gradient_module(mod, n_inputs: int):
     return bind(tvm.IRModule({"main": adjoint}))
 
 
-def imported_target(ep, decompose: str):
+def imported_vjp(ep):
     """The Relax module of the vjp target's ExportedProgram `ep`: its parameters as inputs (Gradient
-    differentiates only a function's parameters), its scalar unwrapped, then the pass named `decompose`
-    ("" for none)."""
-    from tvm import relax
+    differentiates only a function's parameters), its scalar unwrapped."""
     from tvm.relax.frontend.torch import from_exported_program
 
-    mod = from_exported_program(ep, keep_params_as_input=True, unwrap_unit_return_tuple=True)
+    return from_exported_program(ep, keep_params_as_input=True, unwrap_unit_return_tuple=True)
+
+
+def imported_target(ep, decompose: str):
+    """imported_vjp(ep), then the pass named `decompose` ("" for none)."""
+    from tvm import relax
+
+    mod = imported_vjp(ep)
     return getattr(relax.transform, decompose)()(mod) if decompose else mod
 
 

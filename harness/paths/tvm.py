@@ -36,6 +36,7 @@ Choices, written down:
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 import tempfile
 import threading
@@ -159,8 +160,8 @@ class TvmPath(Path):
     forward_pipeline = (is_backward, symbolic_shapes, export_program, symbolic_export, imported_module, decomposed,
                         relax_ops, compiled_executable, vm_main, tvm_tensor, tvm_array, output_tensors, main_output,
                         returned_var, tensor_bindings, expose, exposed_runner)
-    pipeline = forward_pipeline + (grad.vjp_target, grad.imported_target, grad.no_gradient_ops, grad.gradient_module,
-                                   gradient_output)
+    pipeline = forward_pipeline + (grad.vjp_target, grad.imported_vjp, grad.imported_target, grad.no_gradient_ops,
+                                   grad.gradient_module, gradient_output)
     takes_shared_export = True
     artifact_cacheable = True
     has_intermediates = True
@@ -208,7 +209,7 @@ def intermediates(model, example, x):
 
     def prepare(self, spec, module, example, exported=None) -> Prepared:
         if is_backward(module):
-            return self._prepare_gradient(module, example_args(example))
+            return self._prepare_gradient(module, example_args(example), exported)
         with stage("export"):
             ep = exported if exported is not None else export_program(module, example_args(example), dynamic_of(spec))
 
@@ -223,14 +224,15 @@ def intermediates(model, example, x):
         facts = {"tvm_decomposed": bool(self.decompose), "tvm_ops": ops, **symbolic_facts(spec, ep)}
         return Prepared(run_fn, facts, built=build)
 
-    def _prepare_gradient(self, module, example) -> Prepared:
+    def _prepare_gradient(self, module, example, exported=None) -> Prepared:
         """Relax's training flow (_tvm_gradient): the vjp target exported, imported with its parameters as
         inputs, [decomposed], differentiated by relax.transform.Gradient, compiled. The joint graph the runner
-        shares is not this path's: TVM differentiates the forward itself."""
+        shares (`exported`) is not this path's, TVM differentiates the forward itself: it only names the
+        structure, so that `tvm` and `tvm-decompose` export and import the vjp target once (_vjp_program)."""
         with stage("export"):
-            ep = export_program(grad.vjp_target(module.forward_module, module.n_inputs), example)
+            ep = _vjp_program(module, example, exported)
         with stage("compile", step="import"):
-            mod = grad.imported_target(ep, self.decompose)
+            mod = decomposed(_per_program(_VJP_IMPORTS, ep, lambda: grad.imported_vjp(ep)), self.decompose)
             differentiated = relax_ops(mod)
         with stage("compile", step="gradient"):
             mod = grad.differentiated(mod, module.n_inputs, differentiated)
@@ -251,23 +253,85 @@ def intermediates(model, example, x):
         return Prepared(_vm_runner(_loaded(data), gradient_output if spec.grad else main_output), {})
 
 
-# The importer's module of an ExportedProgram the runner shared among the TVM
-# paths: Relax passes return new modules and tvm.compile leaves its input as it
-# was (checked: the printed module is unchanged after both), so `tvm` and the
-# decompose paths can start from one import. Entries go with their program.
+# The importer's module of an ExportedProgram the runner shared among the TVM paths: Relax passes return new
+# modules and tvm.compile leaves its input as it was (checked: the printed module is unchanged after both), so
+# `tvm` and the decompose paths can start from one import. Entries go with their program.
 _IMPORTS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+# A gradient case's vjp target (_tvm_gradient) by the runner's shared program (the joint graph: it names the
+# structure), and the vjp target's import by its program; Gradient, like any Relax pass, leaves its input as it was.
+_VJP_PROGRAMS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_VJP_IMPORTS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def _per_program(table, ep, make):
+    """make(), once per program `ep` (kept in `table` while the program lives). A failure is kept too: TVM's
+    importer refusing a program (float16 x, float32 weights, …) refuses it for every TVM path."""
+    try:
+        value = table[ep]
+    except (KeyError, TypeError):
+        try:
+            value = make()
+        except Exception as exc:  # noqa: BLE001 - raised now, kept (a copy) for the structure's next paths
+            _keep(table, ep, _failure(exc))
+            raise
+        _keep(table, ep, value)
+    return _outcome(value)
+
+
+def _keep(table, ep, value) -> None:
+    with contextlib.suppress(TypeError):  # a program that cannot be weakly referenced: nothing kept
+        if value is not None:
+            table[ep] = value
+
+
+@dataclass(frozen=True)
+class _Failed:
+    """A kept failure: a copy of the exception without its traceback (whose frames hold the program: a weak
+    table's entry would keep its own key alive), raised again as a fresh copy at each look-up (_outcome)."""
+
+    error: Exception
+
+
+def _failure(exc) -> _Failed | None:
+    """`exc` kept, or None: a MemoryError (of the moment: the worker's limit), or one that does not copy to the
+    same words."""
+    try:
+        kept = None if isinstance(exc, MemoryError) else copy.copy(exc)
+    except Exception:  # noqa: BLE001 - not kept: the next path tries again
+        return None
+    return _Failed(kept) if type(kept) is type(exc) and str(kept) == str(exc) else None
+
+
+def _outcome(value):
+    """The kept value, or the kept failure raised again."""
+    if isinstance(value, _Failed):
+        raise copy.copy(value.error)
+    return value
 
 
 def _imported(ep):
     """imported_module(ep), once per program."""
-    try:
-        return _IMPORTS[ep]
-    except (KeyError, TypeError):
-        pass
-    mod = imported_module(ep)
-    with contextlib.suppress(TypeError):
-        _IMPORTS[ep] = mod
-    return mod
+    return _per_program(_IMPORTS, ep, lambda: imported_module(ep))
+
+
+def _vjp_program(module, example, exported=None):
+    """The ExportedProgram of the vjp target of the Backward `module`, once per shared program `exported` of the
+    structure and the example's sizes (exported afresh without a shared program)."""
+    def export():
+        return export_program(grad.vjp_target(module.forward_module, module.n_inputs), example)
+
+    if exported is None:
+        return export()
+    by_sizes = _per_program(_VJP_PROGRAMS, exported, dict)
+    sizes = tuple(_sizes(a) for a in example)  # a symbolic structure's sizes: each its own program
+    if sizes not in by_sizes:
+        by_sizes[sizes] = export()
+    return by_sizes[sizes]
+
+
+def _sizes(arg):
+    """What torch.export specialises an example argument on: a tensor's shape, strides and dtype (else itself)."""
+    return (tuple(arg.shape), tuple(arg.stride()), str(arg.dtype)) if hasattr(arg, "stride") else repr(arg)
 
 
 @dataclass(frozen=True)
@@ -305,8 +369,12 @@ def _compiled(ep, mod) -> LinkedBuild:
         kept = []
     for seen, build in kept:
         if tvm_ffi.structural_equal(seen, mod):
-            return build
-    executable = compiled_executable(mod)
+            return _outcome(build)
+    try:
+        executable = compiled_executable(mod)
+    except Exception as exc:  # noqa: BLE001 - a module tvm.compile refuses (legalization): for each path alike
+        kept.extend([(mod, failed) for failed in [_failure(exc)] if failed is not None])
+        raise
     try:
         library = _library(executable)
         build = LinkedBuild(library, _loaded(library))

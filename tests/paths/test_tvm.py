@@ -239,3 +239,32 @@ def test_a_structure_compiles_each_distinct_module_once_for_its_tvm_paths(monkey
     alone = _run_path(spec.to_dict(), "tvm-decompose-inference")  # its own export, its own compile
     assert shared[1].run(inputs.x).tobytes() == alone.tobytes()
     assert shared[1].facts["tvm_decomposed"] and not shared[0].facts["tvm_decomposed"]
+
+
+def test_an_import_tvm_refuses_is_paid_once_for_a_structures_tvm_paths(monkeypatch):
+    """float16 x with float32 weights: TVM 0.27's importer refuses relax.nn.layer_norm (a TypeError); the other
+    TVM paths of the structure get that refusal again, word for word, without importing again."""
+    import torch
+    import tvm.relax.frontend.torch as frontend
+
+    from harness.paths.base import StageError
+
+    spec = CaseSpec.from_dict({"pattern": "layer_norm", "dtype": "float16", "weight_dtype": "float32",
+                               "shape": [2, 64], "params": {"kind": "normal"}})
+    inputs = make_inputs(spec)
+    x = to_torch(inputs.x, spec.layout)
+    with torch.no_grad():
+        ep = torch.export.export(build_module(spec, inputs.params), (x,))
+    calls = []
+    real = frontend.from_exported_program
+    monkeypatch.setattr(frontend, "from_exported_program", lambda *a, **k: calls.append(1) or real(*a, **k))
+    messages = []
+    for name in ("tvm", "tvm-decompose", "tvm-decompose-inference"):
+        with pytest.raises(StageError) as err:
+            paths.get(name).prepare(spec, build_module(spec, inputs.params), x, exported=ep)
+        messages.append((err.value.stage, str(err.value)))
+    assert len(calls) == 1
+    with pytest.raises(StageError) as alone:  # its own export, its own import
+        paths.get("tvm-decompose").prepare(spec, build_module(spec, inputs.params), x)
+    assert len(calls) == 2 and messages == [(alone.value.stage, str(alone.value))] * 3
+    assert "import: TypeError" in messages[0][1] and "relax.nn.layer_norm" in messages[0][1]

@@ -67,3 +67,26 @@ def test_tvm_decompose_inference_declares_it_cannot_train():
     path = paths.get("tvm-decompose-inference")
     assert path.trains is None and "DecomposeOpsForInference" in path.cannot_train
     assert paths.get("tvm").trains and paths.get("tvm-decompose").trains
+
+
+# A layer norm written out (no norm op for DecomposeOpsForTraining to split): both TVM paths train it alike.
+WRITTEN_OUT = {"pattern": "layer_norm", "style": "program", "dtype": "float32", "shape": [8, 32],
+               "params": {"kind": "normal"}, "param_shapes": {"w": [32], "b": [32]},
+               "program": "mean = x.mean(-1, keepdim=True)\nvar = ((x - mean) ** 2).mean(-1, keepdim=True)\n"
+                          "return (x - mean) / torch.sqrt(var + eps) * w + b"}
+
+
+def test_the_tvm_paths_of_a_gradient_structure_export_import_and_build_its_vjp_target_once():
+    from harness.oracle.backward import joint_graph
+    from harness.paths.base import export_program
+
+    spec, build, example, x, _ = grad_case(WRITTEN_OUT)
+    module = build()
+    shared = export_program(joint_graph(module, example), example)  # the runner's shared program names the structure
+    plain = paths.get("tvm").prepare(spec, module, example, exported=shared)
+    decomposed = paths.get("tvm-decompose").prepare(spec, build(), example, exported=shared)
+    assert decomposed.built is plain.built  # DecomposeOpsForTraining changed nothing: one build for both
+    alone = paths.get("tvm-decompose").prepare(spec, build(), example)  # its own export, import and build
+    assert alone.built is not plain.built and alone.facts == decomposed.facts
+    for a, b in zip(alone.run(x), decomposed.run(x)):
+        assert np.array_equal(a.view(np.uint32), b.view(np.uint32))
