@@ -87,14 +87,6 @@ def imported_vjp(ep):
     return from_exported_program(ep, keep_params_as_input=True, unwrap_unit_return_tuple=True)
 
 
-def imported_target(ep, decompose: str):
-    """imported_vjp(ep), then the pass named `decompose` ("" for none)."""
-    from tvm import relax
-
-    mod = imported_vjp(ep)
-    return getattr(relax.transform, decompose)()(mod) if decompose else mod
-
-
 def differentiated(mod, n_inputs: int, ops: list[str]):
     """gradient_module(mod, n_inputs), or Unsupported where Relax cannot differentiate it: an op of `ops`
     (main's) without a registered gradient, or a dtype Gradient refuses. Any other failure is raised as it is."""

@@ -160,7 +160,7 @@ class TvmPath(Path):
     forward_pipeline = (is_backward, symbolic_shapes, export_program, symbolic_export, imported_module, decomposed,
                         relax_ops, compiled_executable, vm_main, tvm_tensor, tvm_array, output_tensors, main_output,
                         returned_var, tensor_bindings, expose, exposed_runner)
-    pipeline = forward_pipeline + (grad.vjp_target, grad.imported_vjp, grad.imported_target, grad.no_gradient_ops,
+    pipeline = forward_pipeline + (grad.vjp_target, grad.imported_vjp, grad.no_gradient_ops,
                                    grad.gradient_module, gradient_output)
     takes_shared_export = True
     artifact_cacheable = True
@@ -173,13 +173,11 @@ class TvmPath(Path):
     def script_calls(self) -> str:
         training = f'''\
     if is_backward(model):  # a gradient case: Relax's training flow on sum(out * cotangent)
-        mod = imported_target(export_program(vjp_target(model.forward_module, model.n_inputs), example),
-                              {self.decompose!r})
+        mod = decomposed(imported_vjp(export_program(vjp_target(model.forward_module, model.n_inputs), example)),
+                         {self.decompose!r})
         print("Relax ops differentiated:", ", ".join(relax_ops(mod)),
               "; without a gradient:", no_gradient_ops(relax_ops(mod)))
-        mod = gradient_module(mod, model.n_inputs)
-        print("Relax ops of the gradient:", ", ".join(relax_ops(mod)))
-        return gradient_output(vm_main(compiled_executable(mod)), x)
+        return gradient_output(vm_main(compiled_executable(gradient_module(mod, model.n_inputs))), x)
 ''' if self.trains else ""
         return f'''\
 def run_path(model, example, x):
