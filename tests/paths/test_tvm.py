@@ -218,6 +218,16 @@ def test_repro_script_of_eval_batch_norm_exits_0(cli_here, tmp_path):
     assert "OK: tvm-decompose-inference matches the FP64 reference" in run.stdout
 
 
+def _exported(spec):
+    """(inputs, x, the ExportedProgram of its module): the export the runner shares across a structure's paths."""
+    import torch
+
+    inputs = make_inputs(spec)
+    x = to_torch(inputs.x, spec.layout)
+    with torch.no_grad():
+        return inputs, x, torch.export.export(build_module(spec, inputs.params), (x,))
+
+
 @pytest.mark.parametrize("pattern,compiles", [("layer_norm", 1), ("batch_norm", 2)])
 def test_a_structure_compiles_each_distinct_module_once_for_its_tvm_paths(monkeypatch, pattern, compiles):
     """DecomposeOpsForInference leaves layer_norm whole: tvm-decompose-inference runs tvm's very executable."""
@@ -226,10 +236,7 @@ def test_a_structure_compiles_each_distinct_module_once_for_its_tvm_paths(monkey
 
     spec = CaseSpec.from_dict({"pattern": pattern, "dtype": "float32", "shape": [2, 4, 3, 3] if pattern == "batch_norm"
                                else [2, 16], "params": {"kind": "normal"}})
-    inputs = make_inputs(spec)
-    x = to_torch(inputs.x, spec.layout)
-    with torch.no_grad():
-        ep = torch.export.export(build_module(spec, inputs.params), (x,))
+    inputs, x, ep = _exported(spec)
     calls = []
     real = tvm.compile
     monkeypatch.setattr(tvm, "compile", lambda *a, **k: calls.append(1) or real(*a, **k))
@@ -251,10 +258,7 @@ def test_an_import_tvm_refuses_is_paid_once_for_a_structures_tvm_paths(monkeypat
 
     spec = CaseSpec.from_dict({"pattern": "layer_norm", "dtype": "float16", "weight_dtype": "float32",
                                "shape": [2, 64], "params": {"kind": "normal"}})
-    inputs = make_inputs(spec)
-    x = to_torch(inputs.x, spec.layout)
-    with torch.no_grad():
-        ep = torch.export.export(build_module(spec, inputs.params), (x,))
+    inputs, x, ep = _exported(spec)
     calls = []
     real = frontend.from_exported_program
     monkeypatch.setattr(frontend, "from_exported_program", lambda *a, **k: calls.append(1) or real(*a, **k))
