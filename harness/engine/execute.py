@@ -297,7 +297,7 @@ class Executor:
             else:
                 return replace(kept, attribution=replace(kept.attribution,
                                                          seconds=round(time.perf_counter() - start, 6)))
-        backward = BackwardCase(self.cases.lifted_backward(spec), setup.build) if spec.grad else None
+        backward = BackwardCase(setup.backward, setup.build) if spec.grad else None
         record = annotate(record, spec, path, setup.inputs, out, setup.module_case, backward)
         if key:
             self.cache.put(key, path.name, stored.attribution_bytes(record), {})

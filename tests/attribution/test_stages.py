@@ -10,9 +10,9 @@ def test_a_gradient_cases_stages_are_its_lifted_backwards_each_output_held_to_it
     """The stages of `return d_x, d_weight, d_bias`, each gradient's stage anchored to its output and bounded as
     its score is: the sums over rows as the cotangent's random walk (harness.oracle.cotangent_walk)."""
     spec = CaseSpec.from_dict({"pattern": "layer_norm", "dtype": "float16", "shape": [64, 64], "grad": True})
-    cases = Cases()
-    setup = cases.setup(spec)
-    lifted = cases.lifted_backward(spec)
+    setup = Cases().setup(spec)
+    lifted = setup.backward
+    assert lifted.program.source.endswith("return _to_copy_6, _to_copy_7, _to_copy_8")
     stages = program_stages(spec, setup.inputs, backward=BackwardCase(lifted, setup.build))
     labels = [s.label for s in stages]
     assert labels[:2] == ["_to_copy:cast", "var_mean_var:var"] and "rsqrt:rsqrt" in labels
