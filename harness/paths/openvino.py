@@ -185,6 +185,8 @@ def run_path(model, example, x):
 
 def intermediates(model, example, x):
     """The model's inner nodes given Results where that changes nothing the CPU plugin computes, run once."""
+    if is_backward(model):  # as the path's hook: a joint graph's fused backward nodes are not checked
+        raise RuntimeError("a gradient case's joint graph is not read on OpenVINO")
     run, unread = exposed_runner(ov.Core(), convert(model, example, DYNAMIC), CONFIG, x)
     if unread:
         print("OpenVINO nodes the CPU plugin fused (not read: a Result on them changes what it computes):",
