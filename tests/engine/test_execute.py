@@ -142,14 +142,25 @@ def _stage(record, label) -> dict:
     return next(e for e in record["attribution"] if e["stage"] == label)
 
 
-def test_a_failing_gradient_on_eager_names_the_statistics_torch_saves_in_float16(tmp_path):
-    """nn.LayerNorm in float16, 64 rows of 64: torch's CPU native_layer_norm saves mean and rstd in float16 for
-    native_layer_norm_backward, where the lifted backward keeps them in float32; the mean comes first."""
-    from harness.attribution.annotate import CAPTURES
+@pytest.fixture(scope="module")
+def grad_cache(tmp_path_factory):
+    """An artifact cache of this module's own (attributions kept in it are this code's), and an executor over it:
+    the gradient tests below share the case's setup (its lift) and each path's artifact."""
     from harness.engine.cache import ArtifactCache
     from harness.engine.execute import Executor
 
-    record = Executor(ArtifactCache(tmp_path)).execute(LN16_GRAD, "eager")
+    cache = ArtifactCache(tmp_path_factory.mktemp("grad-cache"))
+    return cache, Executor(cache)
+
+
+def test_a_failing_gradient_on_eager_names_the_statistics_torch_saves_in_float16(grad_cache):
+    """nn.LayerNorm in float16, 64 rows of 64: torch's CPU native_layer_norm saves mean and rstd in float16 for
+    native_layer_norm_backward, where the lifted backward keeps them in float32; the mean comes first."""
+    from harness.attribution.annotate import CAPTURES
+    from harness.engine.execute import Executor
+
+    cache, executor = grad_cache
+    record = executor.execute(LN16_GRAD, "eager")
     assert record.verdict == Verdict.INACCURATE and record["facts"]["attribution"] == "read"
     assert record["first_stage_over"] == "var_mean_mean:mean"
     for label, kernel_item in (("var_mean_mean:mean", "#mean"), ("rsqrt:rsqrt", "#rsqrt")):
@@ -164,7 +175,7 @@ def test_a_failing_gradient_on_eager_names_the_statistics_torch_saves_in_float16
     assert round_trips(record)
     # the attribution cache keeps a gradient record's too: a new executor reads it back without a re-run
     runs = CAPTURES["count"]
-    again = Executor(ArtifactCache(tmp_path)).execute(LN16_GRAD, "eager")
+    again = Executor(cache).execute(LN16_GRAD, "eager")
     assert again["attribution"] == record["attribution"] and CAPTURES["count"] == runs
 
 
@@ -177,14 +188,11 @@ def test_a_passing_gradient_gets_no_attribution():
 
 
 @pytest.mark.slow
-def test_a_failing_gradient_on_tvm_decompose_names_its_float16_variance(tmp_path):
+def test_a_failing_gradient_on_tvm_decompose_names_its_float16_variance(grad_cache):
     """TVM's training flow (DecomposeOpsForTraining, then Gradient): every op float16, the variance first over
     (the seed-class finding tvm-new-gradient-fp16), read from the differentiated main's bindings."""
     pytest.importorskip("tvm")
-    from harness.engine.cache import ArtifactCache
-    from harness.engine.execute import Executor
-
-    record = Executor(ArtifactCache(tmp_path)).execute(LN16_GRAD, "tvm-decompose")
+    record = grad_cache[1].execute(LN16_GRAD, "tvm-decompose")
     assert record.verdict == Verdict.INACCURATE and record["facts"]["attribution"] == "read"
     assert record["first_stage_over"] == "var_mean_var:var"
     entry = _stage(record, "var_mean_var:var")
