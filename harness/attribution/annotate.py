@@ -25,11 +25,12 @@ _BUILT: OrderedDict = OrderedDict()
 BUILT_SIZE = 8
 
 
-def _runner(path, spec, inputs, module_case=None):
+def _runner(path, spec, inputs, module_case=None, backward=None):
     """run(x) -> Capture: the path's graph of (path, structure) with its intermediates exposed, built once.
 
     The path builds it (`Path.intermediates`, docs/contracts.md §6); one that cannot
-    raises IntermediatesUnavailable, and the record says why.
+    raises IntermediatesUnavailable, and the record says why. A gradient case's graph is its Backward module's
+    (`backward`: stages.BackwardCase), as the path's `prepare` got it.
     """
     from harness.core.tensors import to_torch
     from harness.oracle.modules import build_module
@@ -38,7 +39,9 @@ def _runner(path, spec, inputs, module_case=None):
     if key in _BUILT:
         _BUILT.move_to_end(key)
         return _BUILT[key]
-    if module_case is not None:  # a module case: the user's class, built as every path gets it
+    if backward is not None:  # a gradient case: the Backward module, its example the inputs then the cotangents
+        module, example = backward.build()
+    elif module_case is not None:  # a module case: the user's class, built as every path gets it
         module, example = module_case.build(), module_case.example(inputs, spec.layout)
     else:
         tensors = tuple(to_torch(a, spec.layout) for a in input_arrays(inputs.run_arg))
@@ -51,10 +54,11 @@ def _runner(path, spec, inputs, module_case=None):
     return _BUILT[key]
 
 
-def attribute(spec, path, inputs, out, verdict: Verdict, module_case=None) -> Attribution:
-    """The stages of the path's graph scored; IntermediatesUnavailable if it cannot be done."""
-    stages = program_stages(spec, inputs, module_case)
-    runner = _runner(path, spec, inputs, module_case)
+def attribute(spec, path, inputs, out, verdict: Verdict, module_case=None, backward=None) -> Attribution:
+    """The stages of the path's graph scored; IntermediatesUnavailable if it cannot be done. A gradient case's
+    stages are its lifted backward's (`backward`: stages.BackwardCase), its graph its Backward module's."""
+    stages = program_stages(spec, inputs, module_case, backward)
+    runner = _runner(path, spec, inputs, module_case, backward)
     CAPTURES["count"] += 1
     capture = runner(inputs.run_arg)
     changes = changes_of(capture, out)
@@ -64,13 +68,14 @@ def attribute(spec, path, inputs, out, verdict: Verdict, module_case=None) -> At
     return Attribution(attribution, first_stage_over(attribution, verdict), note)
 
 
-def annotate(record: Record, spec, path, inputs, out, module_case=None) -> Record:
-    """`record` with its attribution, if it is a failing one (as it is for other verdicts)."""
+def annotate(record: Record, spec, path, inputs, out, module_case=None, backward=None) -> Record:
+    """`record` with its attribution, if it is a failing one (as it is for other verdicts); `backward` (a
+    stages.BackwardCase) for a gradient case."""
     if record.verdict not in ATTRIBUTED:
         return record
     start = time.perf_counter()
     try:
-        found, fact = attribute(spec, path, inputs, out, record.verdict, module_case), "read"
+        found, fact = attribute(spec, path, inputs, out, record.verdict, module_case, backward), "read"
     except IntermediatesUnavailable as exc:
         found, fact = Attribution(None, None), f"unavailable: {exc}"
     except Exception as exc:  # noqa: BLE001 - attribution is extra: the record stands without it

@@ -7,17 +7,27 @@ a group_norm module is `F.group_norm(x, groups, w, b, eps)`; their input
 and parameters are the case's own (weight and bias read as w and b), in any
 layout, since the stages are logical values. instance_norm and batch_norm
 have no program: their executions say so.
+
+A gradient case's stages are its lifted backward's (BackwardCase:
+harness.modules.lift_backward, torch's joint graph decomposed and lifted),
+evaluated with the bound its gradients are scored with: the cotangent walk
+(harness.oracle.cotangent_walk) for the sums over rows when the cotangent is
+symmetric, so that each gradient's stage has the very bound its output is
+held to (docs/attribution.md "The backward").
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from dataclasses import dataclass
+from typing import Callable, NamedTuple
 
 from harness.attribution.match import canonical
+from harness.oracle import cotangent_walk
 from harness.spec import CaseSpec, program_case
 from harness.oracle.twins import PROGRAM_NAMES, TWIN_PATTERNS, parsed_style_case
 from harness.paths.base import IntermediatesUnavailable
 from harness.program import Program, ProgramCase, parse
-from harness.program.expand import evaluate_expanded, is_part
+from harness.program.expand import ExpandingWalker, is_part
+from harness.program.interpret import evaluate
 
 
 class ProgramStage(NamedTuple):
@@ -31,6 +41,15 @@ class ProgramStage(NamedTuple):
     # A program of several outputs (`return normed, h`): the position of the output this stage gives; None for
     # every other stage, and for every stage of a program of one output (its last stage is its output).
     returns: int | None = None
+
+
+@dataclass(frozen=True)
+class BackwardCase:
+    """What attribution needs of a gradient case beyond its spec and inputs: its lifted backward (a
+    harness.modules.lift_backward.LiftedBackward: program, case, the names it reads) and `build`, () -> (the
+    case's Backward module, its example: the inputs then the cotangents, as tensors), as every path gets them."""
+    lifted: object
+    build: Callable[[], tuple]
 
 
 def case_program(spec: CaseSpec) -> tuple[Program, ProgramCase]:
@@ -68,15 +87,32 @@ def labelled(stages) -> list[ProgramStage]:
     return out
 
 
-def program_stages(spec: CaseSpec, inputs, module_case=None) -> list[ProgramStage]:
+def walker_of(spec: CaseSpec, n_cotangents: int) -> type:
+    """The walker of a case's stages: a norm's parts opened (harness.program.expand); for a gradient case whose
+    cotangent is symmetric, the sums over rows walked too, as its reference's bound is (harness.engine.gradients)."""
+    if not spec.grad or not cotangent_walk.symmetric(spec.cotangent_dict):
+        return ExpandingWalker
+    from harness.modules.lift_backward import cotangent_names  # the lifter's modules: only for a gradient case
+
+    walk = cotangent_walk.walker(cotangent_names(n_cotangents))
+    return type("ExpandingCotangentWalker", (ExpandingWalker, walk), {})
+
+
+def program_stages(spec: CaseSpec, inputs, module_case=None, backward: BackwardCase | None = None
+                   ) -> list[ProgramStage]:
     """Every stage of the case's program in program order, norms opened into their parts; a module case's
-    program is its lifted one (`module_case`: harness.modules.module_case.ModuleCase)."""
-    if module_case is not None:
+    program is its lifted one (`module_case`: harness.modules.module_case.ModuleCase), a gradient case's its
+    lifted backward (`backward`), reading the inputs, the cotangents and the module's parameters."""
+    if backward is not None:
+        program, info = backward.lifted.program, backward.lifted.case
+        arrays = backward.lifted.arrays(inputs.run_arg, backward.build()[0].forward_module)
+    elif module_case is not None:
         program, info, arrays = module_case.program, module_case.case, module_case.reference_arrays(inputs)
     else:
         program, info = case_program(spec)
         arrays = case_arrays(spec, inputs)
-    evaluation = evaluate_expanded(program, info, arrays)
+    evaluation = evaluate(program, info, arrays, keep_stages=True,
+                          walker_class=walker_of(spec, len(inputs.cotangents or ())))
     stages = labelled(evaluation.stages)
     for k, each in enumerate(evaluation.outputs):  # several outputs: the stage that gives each
         # the walker hands a stage's value array on as the value itself, so the output is that very array (the last

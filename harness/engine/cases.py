@@ -44,6 +44,7 @@ class Setup:
     problem: CaseProblem | None = None  # a module case whose lift check fails: its reference is not trusted
     module_case: Any = None
     eager: dict = field(default_factory=dict)  # {"out": eager's output (None: it failed)}, once for every path
+    backward: Any = None  # a gradient case: its LiftedBackward (harness.modules.lift_backward), for attribution
 
 
 def problem_of(exc: BaseException, stage_of_spec: str = "spec") -> CaseProblem:
@@ -163,7 +164,8 @@ class Cases:
                                    mc.digest if mc is not None else "", lift_versions() if self.cache else None)
         except Exception as exc:  # noqa: BLE001 - user code and torch's tracing: every failure is one record
             raise problem_of(exc) from None
-        return Setup(parts.inputs, parts.ref, parts.build, parts.lift, lift_problem(parts.lift), mc)
+        return Setup(parts.inputs, parts.ref, parts.build, parts.lift, lift_problem(parts.lift), mc,
+                     backward=parts.lifted)
 
 
 def lift_versions() -> dict:

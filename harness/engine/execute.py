@@ -23,8 +23,9 @@ import numpy as np
 from harness import paths
 from harness.attribution import annotate
 from harness.attribution.policy import Policy
+from harness.attribution.stages import BackwardCase
 from harness.core.machine import cpu_features
-from harness.core.records import PROVENANCE, Attribution, Record, Resolution, StaticControl
+from harness.core.records import PROVENANCE, Record, Resolution, StaticControl
 from harness.core.verdicts import Verdict
 from harness.engine import stored
 from harness.engine.cache import ArtifactCache, Origin
@@ -36,7 +37,6 @@ from harness.paths.base import Prepared, StageError, Unsupported, first_line
 from harness.spec import CaseSpec
 
 
-GRADIENT_UNATTRIBUTED = "unavailable: a gradient case's backward stages are not attributed"
 _PATH_VERSIONS: dict[str, dict] = {}  # by path name: what every record of the path says (the metadata look-ups cost ms)
 
 
@@ -282,11 +282,8 @@ class Executor:
 
     def _attribute(self, record: Record, spec: CaseSpec, path, out, setup) -> Record:
         """The attribution of a failing record: the one the cache keeps for this very execution, else
-        computed (and kept). A gradient case's is not made: the stages are the forward program's, which a
-        backward's intermediates do not match (a null attribution, and the fact says so)."""
-        if spec.grad:
-            return replace(record.with_fact("attribution", GRADIENT_UNATTRIBUTED),
-                           attribution=Attribution(None, None))
+        computed (and kept). A gradient case's stages are its lifted backward's, its graph the Backward module's
+        (BackwardCase: docs/attribution.md "The backward")."""
         start = time.perf_counter()
         salt = setup.module_case.digest if setup.module_case is not None else ""
         key = stored.attribution_key(self.cache, path, spec, salt, record.verdict, out) if self.cache else None
@@ -300,7 +297,8 @@ class Executor:
             else:
                 return replace(kept, attribution=replace(kept.attribution,
                                                          seconds=round(time.perf_counter() - start, 6)))
-        record = annotate(record, spec, path, setup.inputs, out, setup.module_case)
+        backward = BackwardCase(setup.backward, setup.build) if spec.grad else None
+        record = annotate(record, spec, path, setup.inputs, out, setup.module_case, backward)
         if key:
             self.cache.put(key, path.name, stored.attribution_bytes(record), {})
         return record

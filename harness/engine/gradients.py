@@ -41,6 +41,7 @@ class GradientParts:
     ref: object           # harness.oracle.reference.Reference, one output per gradient
     build: object         # () -> (Backward(module, n), example: inputs then cotangents, as tensors)
     lift: LiftCheck       # the lifted backward and its check against float64 autograd
+    lifted: object = None  # the LiftedBackward itself (harness.modules.lift_backward): attribution's stages
 
 
 def _tensors(arrays, layout: str, like: tuple[int, ...]):
@@ -97,7 +98,7 @@ def gradient_parts(spec, make_forward, inputs, input_names: tuple[str, ...], mem
     ref = gradient_reference(evaluation_reference(evaluation, witnesses), gradient_names(("x", *input_names[1:]), module))
     grads, why = float64_gradients(backward, inputs.run_arg)
     lift = LiftCheck(program=lifted.source, lifted_pattern="backward", **_check(evaluation, grads, why))
-    return GradientParts(inputs, ref, build, lift)
+    return GradientParts(inputs, ref, build, lift, lifted)
 
 
 # the dtypes narrower than float32 (float16, bfloat16): a gradient in one of them is rounded from float32

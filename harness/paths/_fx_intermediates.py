@@ -15,7 +15,10 @@ arguments, and kept only when that call's output is bit-identical to the
 node's (else they may not be the node's, and the norm stays one stage).
 Statistics a kernel returns in a dtype narrower than float32 (its float32
 values rounded for returning, as native_layer_norm does for float16) are
-not exposed: they are not what it computed with.
+not exposed: they are not what it computed with. Unless the graph reads
+them: in torch's joint graph of a gradient case, native_layer_norm's float16
+mean and rstd are what native_layer_norm_backward computes with (saved in
+the input's dtype on CPU), so there they are the values to score.
 
 `fx_intermediates` uses only torch and the conversions of
 harness/core/tensors.py, so the repro scripts of eager and the recompose
@@ -55,14 +58,18 @@ def fx_intermediates(graph_module, example):
             index.setdefault(name, len(found))
             found.append((name, op, str(t.dtype).removeprefix("torch."), to_numpy(t)))
 
-    def items(name, op, kernel, values):
+    def items(name, op, kernel, values, read=None):
+        """A tuple's items; `read`: the indices some node of the graph reads (None: a whole norm's statistics)."""
         labels = labels_of.get(kernel, ())
         for i, t in enumerate(values):
+            stat = kernel in norm_kernels and i > 0
+            if stat and getattr(t, "dtype", None) in (torch.float16, torch.bfloat16) and i not in (read or ()):
+                continue  # float32 statistics rounded for returning, which no node reads: not what was used
+            if read is not None and i not in read and not stat:
+                continue  # what no node reads (a joint graph's forward output): not a value computed with
             if i == 0:
                 add(f"{name}[0]", op, t)
                 continue
-            if kernel in norm_kernels and getattr(t, "dtype", None) in (torch.float16, torch.bfloat16):
-                continue  # float32 statistics rounded for returning: not what the kernel used
             label = labels[i - 1] if i - 1 < len(labels) else str(i)
             add(f"{name}[{i}]", f"{op}#{label}" if labels else f"{op}#{i}", t)
 
@@ -96,8 +103,9 @@ def fx_intermediates(graph_module, example):
                 if key in index:
                     index[node.name] = index[key]
                 return result
-            if isinstance(result, (tuple, list)):
-                items(node.name, op, short(op), list(result))
+            if isinstance(result, (tuple, list)):  # the items some node reads (a backward reads saved statistics)
+                read = {u.args[1] for u in node.users if op_name(u.target) == "getitem" and u.users}
+                items(node.name, op, short(op), list(result), read)
                 return result
             add(node.name, op, result)
             args, kwargs = self.fetch_args_kwargs_from_env(node)

@@ -38,8 +38,9 @@ import numpy as np
 
 from harness.paths import _ov_intermediates as ovi
 from harness.paths._ov_intermediates import compile_cpu, infer_all
-from harness.paths.base import (Capture, Intermediate, Path, Prepared, Unsupported, dynamic_of, example_args,
-                                export_program, input_arrays, is_backward, stage, symbolic_facts)
+from harness.paths.base import (Capture, Intermediate, IntermediatesUnavailable, Path, Prepared, Unsupported,
+                                dynamic_of, example_args, export_program, input_arrays, is_backward, stage,
+                                symbolic_facts)
 
 
 def partial_shapes(args: tuple, dynamic):
@@ -184,6 +185,8 @@ def run_path(model, example, x):
 
 def intermediates(model, example, x):
     """The model's inner nodes given Results where that changes nothing the CPU plugin computes, run once."""
+    if is_backward(model):  # as the path's hook: a joint graph's fused backward nodes are not checked
+        raise RuntimeError("a gradient case's joint graph is not read on OpenVINO")
     run, unread = exposed_runner(ov.Core(), convert(model, example, DYNAMIC), CONFIG, x)
     if unread:
         print("OpenVINO nodes the CPU plugin fused (not read: a Result on them changes what it computes):",
@@ -198,6 +201,9 @@ def intermediates(model, example, x):
 
         from harness.core.tensors import to_numpy
 
+        if is_backward(module):  # the reader's fusion check was made on forward models only
+            raise IntermediatesUnavailable("a gradient case's joint graph is not read on OpenVINO (which of its "
+                                           "backward nodes the CPU plugin fuses is not checked)")
         args = example_args(example)
         with torch.no_grad():
             model = convert(module, args, dynamic_of(spec))

@@ -46,8 +46,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from harness.paths import _tvm_gradient as grad
+from harness.paths._tvm_gradient import gradient_module, imported_vjp, vjp_target  # exposed_runner's, as pasted
 from harness.paths._relax_intermediates import METHOD, expose, returned_var, tensor_bindings, tvm_array
-from harness.paths.base import (FRONTEND_MEMO, Capture, Intermediate, IntermediatesUnavailable, Path, Prepared,
+from harness.paths.base import (FRONTEND_MEMO, Capture, Intermediate, Path, Prepared,
                                 dynamic_of, example_args, export_program, input_arrays, is_backward, stage,
                                 symbolic_export, symbolic_facts, symbolic_shapes)
 
@@ -130,19 +131,23 @@ def gradient_output(main, arrays):
 def exposed_runner(model, example, decompose, dynamic=None):
     """The path's pipeline on `model` with every binding of main exposed (_relax_intermediates), compiled once.
 
-    `example` is the tuple of the model's input tensors, `decompose` the
-    path's pass, `dynamic` the symbolic dims (export_program's). Returns run(x), x the inputs as a tuple of NumPy arrays:
-    ([(name, op, dtype, value)], index of the returned value among them or
-    None, the re-run's output).
+    `example` is the tuple of the model's input tensors, `decompose` the path's pass, `dynamic` the symbolic dims
+    (export_program's); a Backward `model`: the training flow's differentiated main. Returns run(x), x the inputs
+    as a tuple of NumPy arrays: ([(name, op, dtype, value)], index of the returned one or None, the re-run's output).
     """
-    exposed, names, output = expose(decomposed(imported_module(export_program(model, example, dynamic)), decompose))
+    if is_backward(model):  # as run_path: Gradient of sum(out * cotangent), whose value main returns first (dropped)
+        target = export_program(vjp_target(model.forward_module, model.n_inputs), example)
+        mod = gradient_module(decomposed(imported_vjp(target), decompose), model.n_inputs)
+    else:
+        mod = decomposed(imported_module(export_program(model, example, dynamic)), decompose)
+    exposed, names, output = expose(mod)
     main = vm_main(compiled_executable(exposed))
 
     def run(x):
         result = list(main(*(tvm_tensor(a) for a in x)))
         values = [tvm_array(t) for t in result[1:]]
         items = [(name, op, str(v.dtype), v) for (name, op), v in zip(names, values)]
-        outs = tuple(tvm_array(t) for t in output_tensors(result[0]))  # several outputs: each
+        outs = tuple(tvm_array(t) for t in output_tensors(result[0]))[int(is_backward(model)):]  # each output
         return items, output, outs[0] if len(outs) == 1 else outs
 
     return run
@@ -194,9 +199,6 @@ def intermediates(model, example, x):
 
     def intermediates(self, spec, module, example):
         """Every binding of main returned as an output, recompiled as `prepare` compiles (_relax_intermediates)."""
-        if is_backward(module):
-            raise IntermediatesUnavailable("the bindings of a differentiated main (relax.transform.Gradient's) "
-                                           "are not exposed")
         run = exposed_runner(module, example_args(example), self.decompose, dynamic_of(spec))
 
         def capture(x) -> Capture:

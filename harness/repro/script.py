@@ -374,7 +374,7 @@ def render(spec: CaseSpec, path: str, *, bug=None, recorded: str | None = None) 
     report = report_code(spec, path, runner, ref, libraries)
     # A path that exposes its intermediates (declared: its script defines `intermediates`) gets the stage table
     # (docs/attribution.md), for a case of one output or of several.
-    stages = stage_section(spec) if runner.has_intermediates and not spec.grad else None
+    stages = stage_section(spec) if runner.has_intermediates else None
     inputs = input_code(spec) + ("\n" + G.cotangent_code(spec, draw_input) if spec.grad else "")
     sections = [
         _header(spec, path, description, library, bug, recorded),

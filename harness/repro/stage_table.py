@@ -20,7 +20,7 @@ import numpy as np
 
 from harness.attribution import match
 from harness.attribution.capture import Unavailable
-from harness.attribution.stages import case_program, program_stages
+from harness.attribution.stages import BackwardCase, case_program, program_stages
 from harness.spec import CaseSpec
 from harness.oracle.inputs import make_inputs
 from harness.repro.stage_code import stage_lines
@@ -79,15 +79,22 @@ TABLE = '''\
 def print_stage_table(model, example, x, out, dtype_problem):
     """Each program stage next to the path's intermediate that computes it (normdiff's attribution)."""
     found, output, rerun = intermediates(model, example, x)
-    keep = [i for i, item in enumerate(found) if canonical(item[1]) is not None or i == output]
+    flat = lambda a: a if isinstance(a, tuple) else (a,)  # a case of several outputs: each of them
+    bits = lambda a, b: a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+    # each output's intermediate: the one the reader names for the first, the last with its bits for the others
+    returned = [output] if not isinstance(rerun, tuple) else [
+        output if k == 0 and output is not None else
+        next((i for i in range(len(found) - 1, -1, -1) if bits(found[i][3], o)), None) for k, o in enumerate(rerun)]
+    keep = [i for i, item in enumerate(found) if canonical(item[1]) is not None or i in returned]
     candidates = [(canonical(found[i][1]) or "layout", found[i][3]) for i in keep]
     stages = program_stages()
-    pairs = align([(op, value) for _, op, _, value, _ in stages], candidates,
-                  keep.index(output) if output in keep else None)
+    anchors = {k: keep.index(returned[s[5]]) for k, s in enumerate(stages)  # several outputs: each its stage
+               if s[5] is not None and s[5] < len(returned) and returned[s[5]] is not None} or None
+    pairs = align([(s[1], s[3]) for s in stages], candidates, keep.index(output) if output in keep else None, anchors)
     print("stage table: each program stage, the dtype the path computed it in, its error in units of its bound")
     print(f"  {'stage':34s} {'op':10s} {'computed':9s} {'program':9s} {'err/bound':>10s}  intermediate")
     first = None
-    for k, (label, op, program_dtype, value, part) in enumerate(stages):
+    for k, (label, op, program_dtype, value, part, _) in enumerate(stages):
         if k not in pairs:
             if not part:
                 print(f"  {label:34s} {op:10s} {'-':9s} {program_dtype:9s} {'-':>10s}  (not computed as such)")
@@ -100,9 +107,8 @@ def print_stage_table(model, example, x, out, dtype_problem):
             first = (label, dtype, program_dtype, ratio)
         mark = "  <- over its bound" if over else ""
         print(f"  {label:34s} {op:10s} {dtype:9s} {program_dtype:9s} {ratio:10.3g}  {name} = {inter_op}{mark}")
-    flat = lambda a: a if isinstance(a, tuple) else (a,)  # a case of several outputs: each of them
     same = rerun is not None and len(flat(rerun)) == len(flat(out)) and all(
-        r.dtype == o.dtype and r.shape == o.shape and r.tobytes() == o.tobytes() for r, o in zip(flat(rerun), flat(out)))
+        bits(r, o) for r, o in zip(flat(rerun), flat(out)))
     if not same:
         print("  (approximate: the run with its intermediates exposed does not give the path's output bit for bit)")
     if first is None:
@@ -115,23 +121,39 @@ def print_stage_table(model, example, x, out, dtype_problem):
 '''
 
 
+def _gradient_program(spec: CaseSpec):
+    """(program, case, stages, script names) of a gradient case: its lifted backward's (docs/attribution.md "The
+    backward"), reading the script's inputs and cotangents by their names and the parameters off its model."""
+    from harness.repro import gradient_script as G
+
+    made = G.setup(spec)
+    lifted = made.backward
+    stages = program_stages(spec, made.inputs, backward=BackwardCase(lifted, made.build))
+    names = {**{n: n for n in lifted.inputs},
+             **{p: f"to_numpy(STATE[{s!r}].detach())" for s, p in lifted.params.items()}}  # reference_code's STATE
+    return lifted.program, lifted.case, stages, names
+
+
 def stage_section(spec: CaseSpec) -> str | None:
     """The script section defining print_stage_table for `spec`; None when the case has no program."""
-    try:
-        program, info = case_program(spec)
-    except Unavailable:
-        return None
-    inputs = make_inputs(spec)
-    stages = program_stages(spec, inputs)
-    names = {"w": "weight", "b": "bias"} if spec.program is None else {n: n for n, _ in spec.param_shapes}
+    if spec.grad:
+        program, info, stages, names = _gradient_program(spec)
+    else:
+        try:
+            program, info = case_program(spec)
+        except Unavailable:
+            return None
+        stages = program_stages(spec, make_inputs(spec))
+        names = {"w": "weight", "b": "bias"} if spec.program is None else {n: n for n, _ in spec.param_shapes}
     lines, emitted = stage_lines(program, info, names)
     if [(s, op) for s, op, _, _ in emitted] != [tuple(p.label.split("#")[0].split(":", 1)) for p in stages]:
         return None  # pragma: no cover - the two walks disagree: no table rather than a wrong one
     body = ["def program_stages():",
-            '    """(label, op, program dtype, FP64 value, a norm\'s part) of every stage, in program order."""']
+            '    """(label, op, program dtype, FP64 value, a norm\'s part, the output it gives or None) of every stage,'
+            ' in program order."""']
     body += [f"    {line}" for line in lines]
     body.append("    return [")
-    body += [f"        ({p.label!r}, {p.op!r}, {p.dtype!r}, {var}, {p.part!r}),"
+    body += [f"        ({p.label!r}, {p.op!r}, {p.dtype!r}, {var}, {p.part!r}, {p.returns!r}),"
              for p, (_, _, _, var) in zip(stages, emitted)]
     body.append("    ]")
     tolerance = ["STAGE_TOLERANCE = {  # label: (RTOL, ATOL), at least normdiff's bound of the stage"]

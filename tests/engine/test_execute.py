@@ -132,3 +132,69 @@ def test_a_symbolic_module_case_runs_every_size_from_one_compile_scored_against_
     assert executor.misses == 2  # eager's and tvm's one compile each
     assert len({r.structure_key for r in records}) == 1 and all(r["facts"]["compiles"] == 1 for r in records)
     assert [r["worst_row"] < 2 * n for r, n in zip(records, (13, 7, 1))] == [True] * 3  # rows of its own size
+
+
+# -- a gradient case's attribution: the stages of its lifted backward (docs/attribution.md "The backward") ---------
+LN16_GRAD = {"pattern": "layer_norm", "dtype": "float16", "shape": [64, 64], "grad": True}
+
+
+def _stage(record, label) -> dict:
+    return next(e for e in record["attribution"] if e["stage"] == label)
+
+
+@pytest.fixture(scope="module")
+def grad_cache(tmp_path_factory):
+    """An artifact cache of this module's own (attributions kept in it are this code's), and an executor over it:
+    the gradient tests below share the case's setup (its lift) and each path's artifact."""
+    from harness.engine.cache import ArtifactCache
+    from harness.engine.execute import Executor
+
+    cache = ArtifactCache(tmp_path_factory.mktemp("grad-cache"))
+    return cache, Executor(cache)
+
+
+def test_a_failing_gradient_on_eager_names_the_statistics_torch_saves_in_float16(grad_cache):
+    """nn.LayerNorm in float16, 64 rows of 64: torch's CPU native_layer_norm saves mean and rstd in float16 for
+    native_layer_norm_backward, where the lifted backward keeps them in float32; the mean comes first."""
+    from harness.attribution.annotate import CAPTURES
+    from harness.engine.execute import Executor
+
+    cache, executor = grad_cache
+    record = executor.execute(LN16_GRAD, "eager")
+    assert record.verdict == Verdict.INACCURATE and record["facts"]["attribution"] == "read"
+    assert record["first_stage_over"] == "var_mean_mean:mean"
+    for label, kernel_item in (("var_mean_mean:mean", "#mean"), ("rsqrt:rsqrt", "#rsqrt")):
+        entry = _stage(record, label)
+        assert entry["dtype"] == "float16" and entry["program_dtype"] == "float32" and entry["over"]
+        assert entry["node"].endswith("aten.native_layer_norm.default" + kernel_item)
+    # each gradient's stage is the value the graph returns for it: native_layer_norm_backward's outputs
+    for k, label in enumerate(("_to_copy_6:cast", "_to_copy_7:cast", "_to_copy_8:cast")):
+        assert _stage(record, label)["node"].startswith(f"native_layer_norm_backward[{k}] = ")
+    assert not any(e["approximate"] for e in record["attribution"])
+    assert "bit-identical" in record["attribution_note"]
+    assert round_trips(record)
+    # the attribution cache keeps a gradient record's too: a new executor reads it back without a re-run
+    runs = CAPTURES["count"]
+    again = Executor(cache).execute(LN16_GRAD, "eager")
+    assert again["attribution"] == record["attribution"] and CAPTURES["count"] == runs
+
+
+def test_a_passing_gradient_gets_no_attribution():
+    from harness.engine.execute import Executor
+
+    record = Executor().execute({**LN16_GRAD, "dtype": "float32", "shape": [4, 64]}, "eager")
+    assert record.verdict == Verdict.PASS
+    assert "attribution" not in record and "first_stage_over" not in record and "attribution" not in record["facts"]
+
+
+@pytest.mark.slow
+def test_a_failing_gradient_on_tvm_decompose_names_its_float16_variance(grad_cache):
+    """TVM's training flow (DecomposeOpsForTraining, then Gradient): every op float16, the variance first over
+    (the seed-class finding tvm-new-gradient-fp16), read from the differentiated main's bindings."""
+    pytest.importorskip("tvm")
+    record = grad_cache[1].execute(LN16_GRAD, "tvm-decompose")
+    assert record.verdict == Verdict.INACCURATE and record["facts"]["attribution"] == "read"
+    assert record["first_stage_over"] == "var_mean_var:var"
+    entry = _stage(record, "var_mean_var:var")
+    assert entry["node"] == "lv2 = relax.variance" and entry["dtype"] == "float16" and entry["max_err_over_tol"] > 100
+    assert not any(e["approximate"] for e in record["attribution"])

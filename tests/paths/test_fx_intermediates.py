@@ -25,3 +25,21 @@ def test_eager_reads_a_whole_norms_float32_statistics():
     assert "aten.native_layer_norm.default#mean" in ops and "aten.native_layer_norm.default#rsqrt" in ops
     assert capture.intermediates[capture.output].op == "aten.layer_norm.default"
     assert capture.method == fx.INTERPRETED.format("torch.export of the module")
+
+
+def test_eager_reads_the_float16_statistics_a_joint_graph_saves_for_its_backward():
+    """torch's joint graph: native_layer_norm's float16 mean and rstd feed native_layer_norm_backward, so they are
+    values the graph computes with (exposed, as saved); its forward output, which nothing reads, is not."""
+    from helpers import grad_case
+
+    from harness import paths
+
+    spec, build, example, x, _ = grad_case({"pattern": "layer_norm", "dtype": "float16", "shape": [8, 64]})
+    capture = paths.get("eager").intermediates(spec, build(), example)(x)
+    found = {i.name: (i.op, i.dtype) for i in capture.intermediates}
+    assert found["native_layer_norm[1]"] == ("aten.native_layer_norm.default#mean", "float16")
+    assert found["native_layer_norm[2]"] == ("aten.native_layer_norm.default#rsqrt", "float16")
+    assert "native_layer_norm[0]" not in found
+    assert [found[f"native_layer_norm_backward[{k}]"][1] for k in range(3)] == ["float16"] * 3
+    out = paths.get("eager").prepare(spec, build(), example).run(x)
+    assert all(a.tobytes() == b.tobytes() for a, b in zip(capture.rerun_output, out))  # the re-run is eager's

@@ -241,3 +241,13 @@ def test_a_gradient_case_converts_torchs_joint_graph_which_openvino_refuses_toda
     with pytest.raises(StageError, match="getitem") as info:
         paths.get("openvino").prepare(spec, build(), example)
     assert info.value.stage == "export"
+
+
+def test_a_gradient_cases_joint_graph_is_not_read_and_says_why():
+    from helpers import grad_case
+
+    from harness.paths.base import IntermediatesUnavailable
+
+    spec, build, example, _, _ = grad_case(LN_F32)
+    with pytest.raises(IntermediatesUnavailable, match="gradient case's joint graph is not read on OpenVINO"):
+        paths.get("openvino").intermediates(spec, build(), example)

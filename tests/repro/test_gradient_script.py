@@ -45,6 +45,8 @@ def test_a_gradient_cases_scripts_fail_on_eagers_float16_backward_and_pass_its_f
     for proc in done:
         assert proc.returncode == 1, proc.stdout + proc.stderr
         assert "the cotangents differ" not in proc.stderr and "Traceback" not in proc.stderr
+    # the full script's stage table names what the record's attribution names: the mean torch saves in float16
+    assert "first stage over its bound: var_mean_mean:mean (computed in float16" in done[0].stdout
     errors = [_errors(proc.stdout) for proc in done]
     assert errors[0] == errors[1] and set(errors[0]) == {"d_x", "d_weight", "d_bias"}
     # the scripts' eager gradients against their reference err what normdiff's scoring measures

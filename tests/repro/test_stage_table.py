@@ -40,8 +40,9 @@ def test_script_stages_are_normdiffs(raw):
     exec(compile(section, "<stage section>", "exec"), env)  # the generated NumPy, as the script runs it
     ours = env["program_stages"]()
     theirs = program_stages(spec, inputs)
-    assert [(s[0], s[1], s[2], s[4]) for s in ours] == [(p.label, p.op, p.dtype, p.part) for p in theirs]
-    for (label, _, _, value, _), p in zip(ours, theirs):
+    assert [(s[0], s[1], s[2], s[4], s[5]) for s in ours] == [(p.label, p.op, p.dtype, p.part, p.returns)
+                                                               for p in theirs]
+    for (label, _, _, value, _, _), p in zip(ours, theirs):
         assert np.shape(value) == np.shape(p.value), label
         np.testing.assert_allclose(value, p.value, rtol=1e-12, atol=1e-300, err_msg=label)
         rtol, atol = env["STAGE_TOLERANCE"][label]
@@ -68,3 +69,27 @@ def test_only_paths_that_expose_intermediates_get_the_table():
         assert "def print_stage_table(" not in repro_script.render(spec, path), path
     batch = CaseSpec.from_dict({"pattern": "batch_norm", "dtype": "float16", "shape": [2, 4, 3, 3]})
     assert "def print_stage_table(" not in repro_script.render(batch, "tvm")  # no program: no stages
+
+
+def test_a_gradient_scripts_stages_are_its_lifted_backwards():
+    """A gradient case's table: the lifted backward's stages (docs/attribution.md "The backward"), on the script's
+    inputs and cotangents and the parameters read off its model (STATE), each gradient's stage marked."""
+    from harness.attribution.stages import BackwardCase
+    from harness.core.tensors import to_numpy
+    from harness.repro import gradient_script as G
+
+    spec = CaseSpec.from_dict({"pattern": "layer_norm", "dtype": "float16", "shape": [8, 64], "grad": True,
+                               "params": {"kind": "normal"}})
+    made = G.setup(spec)
+    module = made.build()[0]
+    env = {"np": np, "torch": torch, "to_numpy": to_numpy, "x": made.inputs.x, "dy": made.inputs.cotangents[0],
+           "STATE": dict(module.forward_module.named_parameters())}
+    exec(compile(stage_section(spec), "<stage section>", "exec"), env)
+    ours = env["program_stages"]()
+    theirs = program_stages(spec, made.inputs, backward=BackwardCase(made.backward, made.build))
+    assert [(s[0], s[5]) for s in ours] == [(p.label, p.returns) for p in theirs]
+    assert [s[0] for s in ours if s[5] is not None] == ["_to_copy_6:cast", "_to_copy_7:cast", "_to_copy_8:cast"]
+    for (label, _, _, value, _, _), p in zip(ours, theirs):
+        np.testing.assert_allclose(value, p.value, rtol=1e-12, atol=1e-300, err_msg=label)
+        rtol, atol = env["STAGE_TOLERANCE"][label]
+        assert np.all(atol + rtol * np.abs(p.value) >= p.err), label
