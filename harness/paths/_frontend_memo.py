@@ -30,16 +30,28 @@ operators are registered (docs/measurements.md has the figures):
   the installed torchlib; each call gets its own copy of the first one built
   for that opset (its own dict and lists, so `register_op` on one registry
   changes no other), holding the same, never-mutated function entries.
+* Every node an FX interpreter pass makes (each of `run_decompositions`'s
+  retraces, each ExecuTorch and XNNPACK pass) records where it came from:
+  `NodeSource(node)` deep-copies the old node's whole `from_node` history
+  into the new one, so a history is copied again at every pass, a tree that
+  grows by a level each time (≈ 7 % of an `executorch-xnnpack` compile). A
+  NodeSource is never changed once made (torch, ExecuTorch and torchao only
+  read its fields; its cached `to_dict` is made from them), so inside
+  `shared_provenance()` a deep copy of one hands out the object itself: each
+  history is the same tree, equal node for node, made without copying the
+  parts it shares with the one before. Only the ExecuTorch paths' compiles
+  run inside it (their .pte and saved edge programs are the same bytes).
 
 Each gives each compile exactly what it would have built itself (tests/paths/
 test_frontend_memo.py compares the collected ops, the decomposed programs, the
-registries and the exported ONNX bytes with the memo on and off). NORMDIFF_FRONTEND_MEMO=0
-leaves torch as it is. Paths that compile through these frontends name
+registries, the exported ONNX bytes, the ExecuTorch paths' builds and the
+histories with the memo on and off). NORMDIFF_FRONTEND_MEMO=0 leaves torch as it is. Paths that compile through these frontends name
 the memo they use among their warm-ups (Path.warm_imports), so the
 forkserver installs it once for every worker it forks.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 
@@ -74,6 +86,28 @@ def install_decompositions() -> None:
 def install_onnx_registry() -> None:
     """The ONNX registry's memo (imports torch.onnx's exporter: only for the paths that export to ONNX)."""
     _once("onnx", _install_onnx_registry)
+
+
+@contextlib.contextmanager
+def shared_provenance():
+    """Within it, a deep copy of a torch.fx NodeSource (a node's provenance, never changed once made) is the object
+    itself (nothing when disabled, torch has no NodeSource, or it has its own __deepcopy__ already)."""
+    try:
+        from torch.fx.traceback import NodeSource
+    except ImportError:
+        NodeSource = None
+    if not enabled() or NodeSource is None or "__deepcopy__" in vars(NodeSource):
+        yield
+        return
+    NodeSource.__deepcopy__ = _itself
+    try:
+        yield
+    finally:
+        del NodeSource.__deepcopy__
+
+
+def _itself(self, memo):
+    return self
 
 
 def _once(name: str, installer) -> None:

@@ -22,6 +22,7 @@ from harness.paths._executorch_common import (
     quiet_imports,
 )
 from harness.paths._backward import joint_facts
+from harness.paths._frontend_memo import shared_provenance
 from harness.paths.base import Path, Prepared, export_program, is_backward, stage, symbolic_export, symbolic_shapes
 
 
@@ -61,7 +62,7 @@ def run_path(model, example, x):
     def prepare(self, spec, module, example, exported=None) -> Prepared:
         quiet_imports()
         ep = export(module, example, exported, spec)
-        with stage("compile"):
+        with stage("compile"), shared_provenance():
             edge = edge_program(decomposed_once(ep) if exported is not None else ep)
             ops = call_ops(edge.exported_program().graph)
             program = pte_program(edge)

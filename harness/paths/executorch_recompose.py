@@ -32,6 +32,7 @@ from __future__ import annotations
 import io
 
 from harness.paths._backward import joint_facts
+from harness.paths._frontend_memo import shared_provenance
 from harness.paths._executorch_common import (
     EXECUTORCH_WARM,
     call_ops,
@@ -120,7 +121,7 @@ class _Recompose(Path):
         """(graph module, facts, what `_save` keeps) of `module`, `spec`'s dynamic dims symbolic."""
         quiet_imports()
         ep = export(module, example, exported, spec)
-        with stage("compile"):
+        with stage("compile"), shared_provenance():
             graph_module, facts, built = self._rewrite(ep, shared=exported is not None)
         return graph_module, {**facts, **symbolic_facts(spec, ep)}, built
 

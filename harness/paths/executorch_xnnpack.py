@@ -27,6 +27,7 @@ from harness.paths._executorch_common import (
     quiet_imports,
 )
 from harness.paths._backward import joint_facts
+from harness.paths._frontend_memo import shared_provenance
 from harness.paths.base import Path, Prepared, export_program, is_backward, stage, symbolic_export, symbolic_shapes
 
 
@@ -92,7 +93,7 @@ def run_path(model, example, x):
     def prepare(self, spec, module, example, exported=None) -> Prepared:
         quiet_imports()
         ep = export(module, example, exported, spec)
-        with stage("compile"):
+        with stage("compile"), shared_provenance():
             edge = xnnpack_lowered(ep)
             facts = delegation_facts(edge)
             if spec.grad:

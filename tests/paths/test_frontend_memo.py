@@ -121,3 +121,97 @@ def test_compiling_paths_install_it_in_their_workers():
         assert (ONNX_REGISTRY_MEMO in paths.get(name).warm_imports) == name.startswith("onnxruntime"), name
     assert FRONTEND_MEMO in warm_modules(["tvm"], compiling=["tvm"])
     assert FRONTEND_MEMO not in warm_modules(["tvm"], compiling=[])  # a warm run compiles nothing
+
+
+# -- shared_provenance: the ExecuTorch compiles' NodeSource histories -----------------------------------------
+
+ET_COMPILING = ("executorch-xnnpack", "executorch", "executorch-recompose", "executorch-recompose-no-dim-order")
+
+
+def _histories(graph_module) -> list:
+    """Every node's provenance (its from_node NodeSources as dicts, graph ids, which are id()s of graphs, left
+    out), the delegates' graphs' nodes included."""
+    def plain(source: dict) -> dict:
+        return {k: [plain(s) for s in v] if k == "from_node" else v for k, v in source.items() if k != "graph_id"}
+
+    found = []
+    for node in graph_module.graph.nodes:
+        found.append((node.name, [plain(s.to_dict()) for s in node.meta.get("from_node", [])]))
+        if node.op == "get_attr" and hasattr(getattr(graph_module, node.target, None), "original_module"):
+            found.append(_histories(getattr(graph_module, node.target).original_module.graph_module))
+    return found
+
+
+def _saved(built):
+    """A .pte, or a saved edge program's members but for its nodes' graph ids."""
+    import io
+    import re
+    import zipfile
+
+    if isinstance(built, (bytes, bytearray)):
+        return bytes(built)
+    from executorch.exir.serde.serialize import save
+
+    buffer = io.BytesIO()
+    save(built, buffer)
+    members = zipfile.ZipFile(buffer)
+    return {n: re.sub(rb'graph_id[\\"]*: \d+', b"graph_id: 0", members.read(n)) for n in members.namelist()}
+
+
+@pytest.mark.parametrize("grad", [False, True], ids=["forward", "gradient"])
+def test_shared_provenance_builds_what_copied_histories_build(monkeypatch, grad):
+    """The ExecuTorch paths compile inside shared_provenance(): the same .pte, saved edge program and facts as
+    with every history deep-copied (the memo off), and XNNPACK's lowered program carries the same histories
+    node for node, its delegates' graphs included."""
+    pytest.importorskip("executorch")
+    from harness import paths
+    from harness.engine.cases import Cases
+    from harness.engine.exports import ExportMemo
+    from harness.paths._executorch_common import pte_program
+    from harness.paths._frontend_memo import ENV, shared_provenance
+    from harness.paths.executorch_xnnpack import xnnpack_lowered
+    from harness.spec import CaseSpec
+
+    spec = CaseSpec.from_dict({"pattern": "layer_norm", "dtype": "float16", "shape": [4, 64],
+                               "params": {"kind": "normal"}, **({"grad": True} if grad else {})})
+    module, example = Cases().setup(spec).build()
+    ep = ExportMemo().get(spec, module, example)
+    built = {}
+    for memo in ("0", "1"):
+        monkeypatch.setenv(ENV, memo)
+        for name in ET_COMPILING:
+            prepared = paths.get(name).prepare(spec, module, example, exported=ep)
+            built[memo, name] = (prepared.facts, _saved(prepared.built))
+        with shared_provenance():
+            edge = xnnpack_lowered(ep)
+            built[memo, "histories"] = _histories(edge.exported_program().graph_module)
+            built[memo, "pte"] = bytes(pte_program(edge).buffer)
+    for name in ET_COMPILING + ("histories", "pte"):
+        assert built["0", name] == built["1", name], name
+    assert sum(1 for entry in built["1", "histories"] if isinstance(entry, tuple) and entry[1]) > 3  # real histories
+
+
+def test_shared_provenance_hands_out_a_node_source_itself_only_inside(monkeypatch):
+    import copy
+
+    import torch
+    from torch.fx.traceback import NodeSource, NodeSourceAction
+
+    from harness.paths._frontend_memo import ENV, shared_provenance
+
+    graph = torch.fx.Graph()
+    node = graph.placeholder("x")
+    node.meta["from_node"] = [NodeSource(None, "export", NodeSourceAction.CREATE)]
+    made = NodeSource(node, "a_pass", NodeSourceAction.CREATE)
+    with shared_provenance():
+        with shared_provenance():  # nested: the inner one leaves it to the outer
+            assert copy.deepcopy(made) is made
+        assert copy.deepcopy(made) is made
+        again = NodeSource(node, "a_pass", NodeSourceAction.CREATE)
+        assert again == made and again.from_node[0] is node.meta["from_node"][0]
+    assert "__deepcopy__" not in vars(NodeSource)
+    copied = copy.deepcopy(made)
+    assert copied is not made and copied == made and copied.from_node[0] is not made.from_node[0]
+    monkeypatch.setenv(ENV, "0")
+    with shared_provenance():
+        assert copy.deepcopy(made) is not made
