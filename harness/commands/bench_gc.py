@@ -24,7 +24,7 @@ import tempfile
 import time
 
 SUITES = ("nightly", "context", "gradients", "zoo")
-STRUCTURES = (3, 2, 1, 2)  # per suite in SUITES: about two minutes of CPU a side on every path
+STRUCTURES = (3, 2, 1, 2)  # per suite in SUITES: ≈ 35 CPU-s a side on every path
 CASES = 2  # inputs run per structure (a group's first compiles, the next reuse it)
 PYTHON_THRESHOLDS = (700, 10, 10)  # CPython 3.11's own, what workers ran with before WORKER_GC_THRESHOLDS
 
