@@ -1,9 +1,13 @@
-"""A worker's set-up (harness/engine/worker.py): its crash stack reaches its log whatever its parent did to SIGABRT."""
+"""A worker's set-up (harness/engine/worker.py): its crash stack reaches its log whatever its parent did to SIGABRT;
+it collects garbage with the workers' thresholds."""
 import json
 import subprocess
 import sys
 
-from helpers import CRASHY_PATHS, ROOT, TRIGGER
+import gc
+
+from harness.engine.worker import WORKER_GC_THRESHOLDS
+from helpers import CRASHY_PATHS, ROOT, TRIGGER, small_layer_norm
 
 # A parent with faulthandler on (as pytest and a forkserver have it) whose SIGABRT handler a library then replaced
 # (here: reset to the default through libc, as a C++ library's own handler would): its forked worker must put its
@@ -40,3 +44,36 @@ def test_an_abort_leaves_its_stack_in_the_log_where_a_library_replaced_the_paren
     assert (kind, verdict) == ("failed", "crash")
     assert any(line.startswith("Fatal Python error: Aborted") for line in tail), tail
     assert any("misbehave" in line for line in tail), tail
+
+
+# eager, with the collector's thresholds of the process that compiled it as a fact: what a path's compile runs under.
+COLLECTOR_PATH = """
+import gc
+from harness.paths.eager import EagerPath
+
+class CollectorPath(EagerPath):
+    def prepare(self, spec, module, example):
+        prepared = super().prepare(spec, module, example)
+        prepared.facts = {**prepared.facts, "gc_threshold": list(gc.get_threshold())}
+        return prepared
+"""
+POOL = """
+import json, sys
+from harness import paths
+from harness.engine.pool import Pool
+paths.register("collector", "collector_path:CollectorPath")
+with Pool(["collector"], start_method=sys.argv[2]) as pool:
+    record = pool.submit(json.loads(sys.argv[1]), "collector")
+print(json.dumps([record["verdict"], record["facts"].get("gc_threshold")]))
+"""
+
+
+def test_a_workers_compiles_run_under_the_workers_collector_thresholds(tmp_path):
+    (tmp_path / "collector_path.py").write_text(COLLECTOR_PATH)
+    assert gc.get_threshold() != WORKER_GC_THRESHOLDS  # this process keeps Python's own
+    for method in ("fork", "forkserver"):
+        proc = subprocess.run([sys.executable, "-c", POOL, json.dumps(small_layer_norm()), method],
+                              capture_output=True, text=True, timeout=300, cwd=tmp_path,
+                              env={"PYTHONPATH": f"{ROOT}:{tmp_path}", "PATH": "/usr/bin:/bin", "TMPDIR": str(tmp_path)})
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert json.loads(proc.stdout.splitlines()[-1]) == ["pass", list(WORKER_GC_THRESHOLDS)], method
