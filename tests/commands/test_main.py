@@ -75,9 +75,9 @@ def test_a_command_is_read_by_its_own_parser_alone_as_by_the_whole_command_line(
     assert "harness.commands.run" in loaded and not loaded & {"harness.commands.fuzz", "harness.commands.bugs"}
 
 
-def test_run_smoke_on_eager_writes_results_and_summary(cli, cli_here, tmp_path):
-    out = tmp_path / "out"
-    r = cli("run", "--suite", "smoke", "--paths", "eager", "--out", str(out), "--jobs", "1")
+@pytest.mark.xdist_group("smoke_on_eager")  # the session's one run of smoke on eager (conftest.py)
+def test_run_smoke_on_eager_writes_results_and_summary(smoke_on_eager, cli_here):
+    out, r = smoke_on_eager
     assert r.returncode in (0, 1), r.stderr
     records = read_results(str(out / "results.jsonl"))
     cases = [json.loads(line) for line in cli_here("cases", "--suite", "smoke").stdout.splitlines()]
