@@ -94,6 +94,17 @@ def cli():
 
 
 @pytest.fixture(scope="session")
+def smoke_on_eager(tmp_path_factory):
+    """`normdiff run --suite smoke --paths eager --jobs 2` in a fresh interpreter, once: (its output folder, the
+    command's result), read and never written by the tests of that run (tests/commands/test_main.py: its
+    records and summary; tests/cases/test_suites.py: every verdict explained; tests/test_pytest_plugin.py:
+    the baseline the plugin must agree with). Each of the three made this run of its own; they share the
+    xdist group `smoke_on_eager`, so the run is made once in `make test`. Records do not depend on --jobs."""
+    out = tmp_path_factory.mktemp("smoke-on-eager") / "out"
+    return out, normdiff("run", "--suite", "smoke", "--paths", "eager", "--jobs", "2", "--out", str(out), "--quiet")
+
+
+@pytest.fixture(scope="session")
 def session_cache():
     """The session's artifact cache, the one its command-line runs use ($XDG_CACHE_HOME/normdiff under the
     session's cache home, shared by the xdist workers): for tests that need a path compiled, not a fresh

@@ -89,17 +89,18 @@ def test_bad_options_are_one_line_usage_errors(tmp_path, args, words):
 
 
 @pytest.mark.slow
-def test_runs_smoke_with_known_failures_as_xfail_under_xdist(cli, cli_here, tmp_path):
+@pytest.mark.xdist_group("smoke_on_eager")  # the session's one run of smoke on eager (conftest.py)
+def test_runs_smoke_with_known_failures_as_xfail_under_xdist(smoke_on_eager, cli_here, tmp_path):
     """The baseline comes from the runner's own eager run (gate --update) plus the TVM seed;
     then the plugin, on two xdist workers, must agree with it: every other test passes."""
-    run = cli("run", "--suite", "smoke", "--paths", "eager", "--out", str(tmp_path / "eager"), "--jobs", "1", "--quiet")
+    eager, run = smoke_on_eager
     assert run.returncode in (0, 1), run.stderr
     base = tmp_path / "baseline.json"
-    assert cli_here("gate", str(tmp_path / "eager"), "--baseline", str(base), "--update").returncode == 0
+    assert cli_here("gate", str(eager), "--baseline", str(base), "--update").returncode == 0
     doc = json.loads(base.read_text())
     doc["entries"].append(seed_entry("tvm-decompose", "inaccurate"))
     base.write_text(json.dumps(doc))
-    records = read_results(str(tmp_path / "eager" / "results.jsonl"))
+    records = read_results(str(eager / "results.jsonl"))
 
     junit = tmp_path / "junit.xml"
     r = pytest_run(tmp_path, "--normdiff-suite", "smoke", "--normdiff-paths", "eager,tvm-decompose",

@@ -7,22 +7,36 @@ lives in its own module under harness/commands/ with an `add_command`.
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 import warnings
 
-from harness.commands import bugs, fuzz, gate, history, lift, model, paths, reduce, repro, run, zoo
 from harness.commands.common import Parser
 from harness.core.errors import UsageError
 
-COMMANDS = (run, gate, fuzz, repro, reduce, bugs, paths, history, lift, zoo, model)
+# each command's module under harness/commands/, in --help's order, and the commands it adds
+COMMANDS = {"run": ("run", "cases", "merge"), "gate": ("gate",), "fuzz": ("fuzz",), "repro": ("repro",),
+            "reduce": ("reduce",), "bugs": ("bugs",), "paths": ("paths",), "history": ("history",),
+            "lift": ("lift",), "zoo": ("zoo",), "model": ("model",)}
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The command line's parser: of every command, or of `command` alone (the one being run: a command's
+    module is imported only when it is asked for, `normdiff run` without fuzz's hypothesis or the bugs
+    catalog, about 1 s of every start on a loaded machine). An unknown or missing command gets them all, for
+    argparse's list of choices."""
     parser = Parser(prog="normdiff", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", parser_class=Parser)
-    for module in COMMANDS:
-        module.add_command(sub)
+    for module, commands in COMMANDS.items():
+        if command is None or command in commands:
+            importlib.import_module(f"harness.commands.{module}").add_command(sub)
     return parser
+
+
+def _command_of(argv: list[str]) -> str | None:
+    """The command `argv` names, if it names a known one first (the top level has no option but -h)."""
+    known = {c for commands in COMMANDS.values() for c in commands}
+    return argv[0] if argv and argv[0] in known else None
 
 
 # torch's pytree deprecating its own LeafSpec check, raised where a command unpickles a tree spec a worker sent
@@ -31,7 +45,8 @@ warnings.filterwarnings("ignore", message=r"`isinstance\(treespec, LeafSpec\)` i
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    parser = build_parser(_command_of(argv))
     try:
         args = parser.parse_args(argv)
         if not getattr(args, "command", None):

@@ -24,7 +24,7 @@ def rows(records: list[dict]) -> list[tuple[str, int, dict]]:
     if by_class:
         from harness.zoo.catalog import members_index
 
-        members = members_index()
+        members = members_index(by_class)
     for cls in sorted(by_class, key=lambda c: c.rpartition(":")[2]):
         cells = {}
         for path, rs in by_class[cls].items():

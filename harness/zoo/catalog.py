@@ -159,10 +159,14 @@ def zoo_specs(dtypes=DTYPES, inputs_for=default_inputs, root: str | None = None,
     return load_zoo(root=root, package=package).specs(dtypes, inputs_for)
 
 
-def members_index() -> dict[str, tuple[str, ...]]:
+def members_index(classes=None) -> dict[str, tuple[str, ...]]:
     """{class: every class of the installed transformers sharing its implementation}, for each zoo class ({}:
     no transformers). Read from the sources once per call (load_zoo walks the library's folders to see
-    whether they changed): a report asks once for all its classes."""
+    whether they changed): a report asks once for all its classes. `classes`, if given, are those asked
+    about: when none lives in the package, {} at once, the same answer for them (a class outside the zoo
+    stands for itself) without reading the library's sources (2-4 s a report of a user's classes)."""
+    if classes is not None and not any(_package_of(c) == corpus_mod.DEFAULT_PACKAGE for c in classes):
+        return {}
     if not installed():
         return {}
     try:
@@ -174,3 +178,8 @@ def members_index() -> dict[str, tuple[str, ...]]:
         for cls in (e.representative, *e.members):
             index.setdefault(cls, e.members)
     return index
+
+
+def _package_of(target: str) -> str:
+    """The top-level package of a class target `module.path:Class`."""
+    return target.partition(":")[0].partition(".")[0]

@@ -196,9 +196,9 @@ def explains(rec: dict) -> bool:
     return v in ("unsupported", "crash", "timeout") and bool(m)
 
 
-def test_smoke_on_eager_has_every_verdict_explained_by_its_message(cli, tmp_path, smoke):
-    out = tmp_path / "out"
-    r = cli("run", "--suite", "smoke", "--paths", "eager", "--jobs", "2", "--out", str(out), "--quiet")
+@pytest.mark.xdist_group("smoke_on_eager")  # the session's one run of smoke on eager (conftest.py)
+def test_smoke_on_eager_has_every_verdict_explained_by_its_message(smoke_on_eager, smoke):
+    out, r = smoke_on_eager
     records = read_results(str(out / "results.jsonl"))
     assert r.returncode == (0 if all(rec["verdict"] == "pass" for rec in records) else 1), r.stderr
     assert sorted(rec["case_id"] for rec in records) == sorted(s.case_id for s in smoke)

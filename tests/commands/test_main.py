@@ -53,9 +53,31 @@ def test_bad_usage_from_a_fresh_interpreter_is_one_line_and_exit_2(cli):
     assert line.startswith("normdiff: error: --paths: unknown path 'nosuch'")
 
 
-def test_run_smoke_on_eager_writes_results_and_summary(cli, cli_here, tmp_path):
-    out = tmp_path / "out"
-    r = cli("run", "--suite", "smoke", "--paths", "eager", "--out", str(out), "--jobs", "1")
+def test_a_command_is_read_by_its_own_parser_alone_as_by_the_whole_command_line():
+    """main() builds the parser of the command it is given only, importing that command's module alone (a
+    start without fuzz's hypothesis or the bugs catalog); it reads the arguments as the whole parser does,
+    whose list holds every command."""
+    import ast
+    import subprocess
+    import sys
+
+    from harness.commands.main import COMMANDS, build_parser
+    from helpers import ROOT
+
+    argv = ["run", "--suite", "smoke", "--paths", "eager", "--jobs", "1", "--out", "o"]
+    assert vars(build_parser("run").parse_args(argv)) == vars(build_parser().parse_args(argv))
+    assert set(build_parser()._subparsers._group_actions[0].choices) == {c for cs in COMMANDS.values() for c in cs}
+    probe = ("import sys; from harness.commands.main import build_parser; build_parser('run'); "
+             "print(sorted(m for m in sys.modules if m.startswith('harness.commands.')))")
+    r = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    loaded = set(ast.literal_eval(r.stdout))
+    assert "harness.commands.run" in loaded and not loaded & {"harness.commands.fuzz", "harness.commands.bugs"}
+
+
+@pytest.mark.xdist_group("smoke_on_eager")  # the session's one run of smoke on eager (conftest.py)
+def test_run_smoke_on_eager_writes_results_and_summary(smoke_on_eager, cli_here):
+    out, r = smoke_on_eager
     assert r.returncode in (0, 1), r.stderr
     records = read_results(str(out / "results.jsonl"))
     cases = [json.loads(line) for line in cli_here("cases", "--suite", "smoke").stdout.splitlines()]

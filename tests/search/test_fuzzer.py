@@ -81,10 +81,25 @@ def test_eager_on_benign_float32_finds_nothing(cli, tmp_path):
 
 # -- a crash is a failure, and the search goes on ----------------------------------
 
-def test_a_crash_is_one_failure_shrunk_to_its_threshold_and_the_search_goes_on(cli, tmp_path):
-    result, out, summary = _fuzz(cli, tmp_path, "--paths", ABORT_PATH, "--patterns", "rms_norm",
-                                 "--styles", "module", "--dtypes", "float32", "--inputs", "benign",
-                                 "--max-examples", "40", env=ABORT_ENV)
+CRASH_ARGS = ("--paths", ABORT_PATH, "--patterns", "rms_norm", "--styles", "module", "--dtypes", "float32",
+              "--inputs", "benign")
+
+
+@pytest.fixture(scope="module")
+def crash_search(tmp_path_factory):
+    """One search of the abort path, its database kept: the crash found and shrunk, and what the next run
+    replays (the two tests below, kept on one worker; each search and shrink of a crash costs a worker's
+    restart per example)."""
+    from helpers import normdiff
+
+    folder = tmp_path_factory.mktemp("crash")
+    result, out, summary = _fuzz(normdiff, folder, *CRASH_ARGS, "--max-examples", "40", env=ABORT_ENV)
+    return folder, result, out, summary
+
+
+@pytest.mark.xdist_group("crash_search")  # its module fixture once, on one worker
+def test_a_crash_is_one_failure_shrunk_to_its_threshold_and_the_search_goes_on(crash_search):
+    _, result, out, summary = crash_search
     _no_traceback(result)
     assert result.returncode == 1, result.stderr
     assert [f["signature"] for f in summary["findings"]] == [f"{ABORT_PATH}.crash.rms_norm.module.float32"]
@@ -121,23 +136,27 @@ def test_programs_run_in_batches_and_a_crash_in_one_is_its_own_finding(cli, tmp_
     assert summary["structures"] < summary["search_examples"] + summary["shrink_examples"]
 
 
-def test_the_next_run_starts_from_what_was_found(cli, tmp_path):
-    """The database keeps each minimal failure: the next run re-checks it first, without search or shrink."""
-    args = ("--paths", ABORT_PATH, "--patterns", "rms_norm", "--styles", "module", "--dtypes", "float32",
-            "--inputs", "benign", "--max-examples", "12", "--max-failures", "1")
-    first, out, summary = _fuzz(cli, tmp_path, *args, env=ABORT_ENV)
+@pytest.mark.xdist_group("crash_search")  # its module fixture once, on one worker
+def test_the_next_run_starts_from_what_was_found(cli, crash_search, tmp_path):
+    """The database keeps each minimal failure: the next run re-checks it first, without search or shrink
+    (the first run is the search above, its database copied here: this test's run writes only into tmp_path)."""
+    import shutil
+
+    folder, first, out, _ = crash_search
     assert first.returncode == 1, first.stderr
     spec_file = out / "failures" / f"{ABORT_PATH}.crash.rms_norm.module.float32.json"
     shrunk = spec_file.read_text()
+    shutil.copytree(folder / "db", tmp_path / "db")
 
-    second, out, summary = _fuzz(cli, tmp_path, *args, env=ABORT_ENV)
+    second, out, summary = _fuzz(cli, tmp_path, *CRASH_ARGS, "--max-examples", "12", "--max-failures", "1",
+                                 env=ABORT_ENV)
     _no_traceback(second)
     assert second.returncode == 1, second.stderr
     assert "still fails (from the database)" in second.stderr
     f = _finding(summary, f"{ABORT_PATH}.crash.rms_norm.module.float32")
     assert f["replayed"] and f["found_after_examples"] == 0 and f["shrink_examples"] == 0
     assert summary["search_examples"] == 0 and summary["replay_examples"] == 1
-    assert spec_file.read_text() == shrunk  # the same bytes
+    assert (out / "failures" / spec_file.name).read_text() == shrunk  # the same bytes
 
 
 STORAGE_PATH = "float16-storage"  # every float32 output stored through float16: a finding on every style, no crash

@@ -45,3 +45,17 @@ def test_transformers_specs_are_deterministic_and_fast():
     classes = {s["class"] for s in specs}
     assert "transformers.models.llama.modeling_llama:LlamaRMSNorm" in classes
     assert all(s["class"].startswith("transformers.models.") for s in specs)
+
+
+def test_members_index_reads_the_library_only_when_a_class_asked_about_is_in_it():
+    """A report of a user's classes only (every module-case test's `normdiff run`) gets {} without reading
+    transformers, the answer the whole index gives for them (a class outside the zoo stands for itself); one
+    transformers class among them and the whole index is read."""
+    pytest.importorskip("transformers", reason="the zoo reads transformers: pip install 'normdiff[zoo]'")
+    from harness.zoo.catalog import members_index
+
+    full = members_index()
+    mine = ["user_norms:LlamaRMSNorm", "tinylib.models.alpha.modeling_alpha:AlphaRMSNorm", "transformers_fork:Norm"]
+    assert members_index(mine) == {} and not set(mine) & set(full)
+    llama = "transformers.models.llama.modeling_llama:LlamaRMSNorm"
+    assert members_index([*mine, llama]) == full and llama in full[llama] and len(full[llama]) > 1
