@@ -192,3 +192,20 @@ def grad_error(out, expected) -> tuple[float, ...]:
     assert len(out) == len(expected)
     return tuple(float(np.abs(np.asarray(o, np.float64) - e).max() / max(np.abs(e).max(), 1e-30))
                  for o, e in zip(out, expected))
+
+
+def saved_build(built):
+    """What an ExecuTorch path built, comparable across builds: a .pte's bytes, or a saved edge program's members
+    but for its nodes' graph ids (the id()s of graphs, which differ from build to build)."""
+    import io
+    import re
+    import zipfile
+
+    if isinstance(built, (bytes, bytearray)):
+        return bytes(built)
+    from executorch.exir.serde.serialize import save
+
+    buffer = io.BytesIO()
+    save(built, buffer)
+    members = zipfile.ZipFile(buffer)
+    return {n: re.sub(rb'graph_id[\\"]*: \d+', b"graph_id: 0", members.read(n)) for n in members.namelist()}

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from helpers import saved_build
 
 pytest.importorskip("executorch")
 
@@ -333,13 +334,7 @@ def test_the_paths_sharing_an_export_decompose_it_once_and_lower_what_their_own_
     core-ATen decomposition once (decomposed_once) and still build, byte for byte, what each builds from an
     export of its own: the same .pte, the same rewritten edge program (saved), the same facts; the shared export
     is left as it was."""
-    import io
-    import re
-    import zipfile
-
     import torch
-
-    from executorch.exir.serde.serialize import save
 
     from harness.paths import _executorch_common as common
     from harness.paths.base import dynamic_of, example_args, export_program, symbolic_range
@@ -351,14 +346,6 @@ def test_the_paths_sharing_an_export_decompose_it_once_and_lower_what_their_own_
     ep = export_program(build(), example_args(example), dynamic_of(spec))  # the runner's shared export
     code, state = ep.graph_module.code, {k: v.clone() for k, v in ep.state_dict.items()}
 
-    def saved(built):  # a .pte, or a saved edge program's members but for its nodes' graph ids (id()s of graphs)
-        if isinstance(built, (bytes, bytearray)):
-            return bytes(built)
-        buffer = io.BytesIO()
-        save(built, buffer)
-        members = zipfile.ZipFile(buffer)
-        return {n: re.sub(rb'graph_id[\\"]*: \d+', b"graph_id: 0", members.read(n)) for n in members.namelist()}
-
     made = []
     for name in ("executorch", "executorch-recompose", "executorch-recompose-no-dim-order"):
         shared = paths.get(name).prepare(spec, build(), example, exported=ep)
@@ -366,7 +353,7 @@ def test_the_paths_sharing_an_export_decompose_it_once_and_lower_what_their_own_
         made.append(common._DECOMPOSED[2])
         own = paths.get(name).prepare(spec, build(), example)
         assert shared.facts == own.facts, name
-        assert saved(shared.built) == saved(own.built), name
+        assert saved_build(shared.built) == saved_build(own.built), name
     assert made[0] is made[1] is made[2]  # one decomposition for the three
     assert "run_decompositions" not in vars(ep) and ep.graph_module.code == code
     assert all(torch.equal(state[k], v) for k, v in ep.state_dict.items())

@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 import pytest
+from helpers import saved_build
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("onnxruntime")]
 
@@ -142,22 +143,6 @@ def _histories(graph_module) -> list:
     return found
 
 
-def _saved(built):
-    """A .pte, or a saved edge program's members but for its nodes' graph ids."""
-    import io
-    import re
-    import zipfile
-
-    if isinstance(built, (bytes, bytearray)):
-        return bytes(built)
-    from executorch.exir.serde.serialize import save
-
-    buffer = io.BytesIO()
-    save(built, buffer)
-    members = zipfile.ZipFile(buffer)
-    return {n: re.sub(rb'graph_id[\\"]*: \d+', b"graph_id: 0", members.read(n)) for n in members.namelist()}
-
-
 @pytest.mark.parametrize("grad", [False, True], ids=["forward", "gradient"])
 def test_shared_provenance_builds_what_copied_histories_build(monkeypatch, grad):
     """The ExecuTorch paths compile inside shared_provenance(): the same .pte, saved edge program and facts as
@@ -181,7 +166,7 @@ def test_shared_provenance_builds_what_copied_histories_build(monkeypatch, grad)
         monkeypatch.setenv(ENV, memo)
         for name in ET_COMPILING:
             prepared = paths.get(name).prepare(spec, module, example, exported=ep)
-            built[memo, name] = (prepared.facts, _saved(prepared.built))
+            built[memo, name] = (prepared.facts, saved_build(prepared.built))
         with shared_provenance():
             edge = xnnpack_lowered(ep)
             built[memo, "histories"] = _histories(edge.exported_program().graph_module)
