@@ -3,6 +3,7 @@ it collects garbage with the workers' thresholds."""
 import json
 import subprocess
 import sys
+import tempfile
 
 import gc
 
@@ -72,8 +73,11 @@ def test_a_workers_compiles_run_under_the_workers_collector_thresholds(tmp_path)
     (tmp_path / "collector_path.py").write_text(COLLECTOR_PATH)
     assert gc.get_threshold() != WORKER_GC_THRESHOLDS  # this process keeps Python's own
     for method in ("fork", "forkserver"):
+        # TMPDIR: the session's, as every run the tests start has it; the forkserver's socket lives there, and an
+        # AF_UNIX path (108 bytes at most) under tmp_path is too long where TMPDIR is itself a deep folder.
         proc = subprocess.run([sys.executable, "-c", POOL, json.dumps(small_layer_norm()), method],
                               capture_output=True, text=True, timeout=300, cwd=tmp_path,
-                              env={"PYTHONPATH": f"{ROOT}:{tmp_path}", "PATH": "/usr/bin:/bin", "TMPDIR": str(tmp_path)})
+                              env={"PYTHONPATH": f"{ROOT}:{tmp_path}", "PATH": "/usr/bin:/bin",
+                                   "TMPDIR": tempfile.gettempdir()})
         assert proc.returncode == 0, proc.stderr[-2000:]
         assert json.loads(proc.stdout.splitlines()[-1]) == ["pass", list(WORKER_GC_THRESHOLDS)], method
