@@ -40,7 +40,7 @@ def _runner(path, spec, inputs, module_case=None, backward=None):
         _BUILT.move_to_end(key)
         return _BUILT[key]
     if backward is not None:  # a gradient case: the Backward module, its example the inputs then the cotangents
-        module, example = backward.build()
+        module, example = backward.built
     elif module_case is not None:  # a module case: the user's class, built as every path gets it
         module, example = module_case.build(), module_case.example(inputs, spec.layout)
     else:

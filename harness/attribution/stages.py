@@ -18,6 +18,7 @@ held to (docs/attribution.md "The backward").
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Callable, NamedTuple
 
 from harness.attribution.match import canonical
@@ -50,6 +51,11 @@ class BackwardCase:
     case's Backward module, its example: the inputs then the cotangents, as tensors), as every path gets them."""
     lifted: object
     build: Callable[[], tuple]
+
+    @cached_property
+    def built(self) -> tuple:
+        """build()'s (module, example), made once: the stages read its parameters, the path's hook compiles it."""
+        return self.build()
 
 
 def case_program(spec: CaseSpec) -> tuple[Program, ProgramCase]:
@@ -105,7 +111,7 @@ def program_stages(spec: CaseSpec, inputs, module_case=None, backward: BackwardC
     lifted backward (`backward`), reading the inputs, the cotangents and the module's parameters."""
     if backward is not None:
         program, info = backward.lifted.program, backward.lifted.case
-        arrays = backward.lifted.arrays(inputs.run_arg, backward.build()[0].forward_module)
+        arrays = backward.lifted.arrays(inputs.run_arg, backward.built[0].forward_module)
     elif module_case is not None:
         program, info, arrays = module_case.program, module_case.case, module_case.reference_arrays(inputs)
     else:
