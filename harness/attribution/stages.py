@@ -18,7 +18,7 @@ held to (docs/attribution.md "The backward").
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from typing import Callable, NamedTuple
 
 from harness.attribution.match import canonical
@@ -100,8 +100,13 @@ def walker_of(spec: CaseSpec, n_cotangents: int) -> type:
         return ExpandingWalker
     from harness.modules.lift_backward import cotangent_names  # the lifter's modules: only for a gradient case
 
-    walk = cotangent_walk.walker(cotangent_names(n_cotangents))
-    return type("ExpandingCotangentWalker", (ExpandingWalker, walk), {})
+    return _expanding_cotangent_walker(cotangent_names(n_cotangents))
+
+
+@lru_cache(maxsize=None)
+def _expanding_cotangent_walker(cotangents: tuple[str, ...]) -> type:
+    """ExpandingWalker with the cotangent walk over `cotangents`: one class for each tuple of names."""
+    return type("ExpandingCotangentWalker", (ExpandingWalker, cotangent_walk.walker(cotangents)), {})
 
 
 def program_stages(spec: CaseSpec, inputs, module_case=None, backward: BackwardCase | None = None

@@ -29,6 +29,8 @@ changes its bound; a program without a cotangent walks as before.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from harness.program import ops
@@ -51,9 +53,11 @@ def symmetric(cotangent: dict) -> bool:
     return False
 
 
+@functools.lru_cache(maxsize=None)
 def walker(cotangents: tuple[str, ...]) -> type:
     """The walker class for harness.program.evaluate(walker_class=...) whose inputs `cotangents` are
-    symmetric cotangents (the others, and the parameters, are free of them)."""
+    symmetric cotangents (the others, and the parameters, are free of them); one class for each tuple of
+    names (a gradient case has one to four), not one for each evaluation."""
     return type("CotangentWalker", (CotangentWalker,), {"cotangents": frozenset(cotangents)})
 
 
