@@ -57,7 +57,9 @@ def test_a_command_is_read_by_its_own_parser_alone_as_by_the_whole_command_line(
     """main() builds the parser of the command it is given only, importing that command's module alone (a
     start without fuzz's hypothesis or the bugs catalog); it reads the arguments as the whole parser does,
     whose list holds every command."""
+    import argparse
     import ast
+    import importlib
     import subprocess
     import sys
 
@@ -67,6 +69,10 @@ def test_a_command_is_read_by_its_own_parser_alone_as_by_the_whole_command_line(
     argv = ["run", "--suite", "smoke", "--paths", "eager", "--jobs", "1", "--out", "o"]
     assert vars(build_parser("run").parse_args(argv)) == vars(build_parser().parse_args(argv))
     assert set(build_parser()._subparsers._group_actions[0].choices) == {c for cs in COMMANDS.values() for c in cs}
+    for module, commands in COMMANDS.items():  # each module adds exactly the commands COMMANDS names for it
+        parser = argparse.ArgumentParser()
+        importlib.import_module(f"harness.commands.{module}").add_command(parser.add_subparsers())
+        assert tuple(parser._subparsers._group_actions[0].choices) == commands, module
     probe = ("import sys; from harness.commands.main import build_parser; build_parser('run'); "
              "print(sorted(m for m in sys.modules if m.startswith('harness.commands.')))")
     r = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True, text=True, timeout=120)
