@@ -1,4 +1,5 @@
-"""`normdiff fuzz` through the real command line, with real TVM and ExecuTorch.
+"""`normdiff fuzz` through its command line (most searches in this process, their examples in workers; two tests in
+a fresh interpreter), with real TVM and ExecuTorch.
 
 The slow tests find the two seed bug families (apache/tvm#20909 on
 tvm-decompose, pytorch/executorch#24428 on executorch-recompose) with a fixed
