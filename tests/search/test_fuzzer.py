@@ -81,8 +81,9 @@ def test_bad_usage_through_the_real_command_line(cli, tmp_path):
 # -- eager: no false alarm -------------------------------------------------------
 
 def test_eager_on_benign_float32_finds_nothing(monkeypatch, tmp_path):
-    result, out, summary = _fuzz(_in_process(monkeypatch, tmp_path), tmp_path, "--paths", "eager", "--dtypes", "float32",
-                                 "--inputs", "benign", "--max-examples", "100")
+    here = _in_process(monkeypatch, tmp_path)
+    result, out, summary = _fuzz(here, tmp_path, "--paths", "eager", "--dtypes", "float32",
+                                  "--inputs", "benign", "--max-examples", "100")
     _no_traceback(result)
     assert result.returncode == 0, result.stderr
     assert "no failure found" in result.stderr
@@ -137,9 +138,10 @@ def test_programs_run_in_batches_and_a_crash_in_one_is_its_own_finding(monkeypat
     """--programs draws several inputs per structure: one map per batch, a crash mid-batch is one record
     (the lane's next worker runs the rest), and the finding shrinks to the canonical program at the
     threshold row, alone out of its batch."""
-    result, out, summary = _fuzz(_in_process(monkeypatch, tmp_path), tmp_path, "--programs", "--paths", ABORT_PATH, "--styles", "qwen",
-                                 "--dtypes", "float32", "--inputs", "benign", "--max-examples", "40",
-                                 "--searches", "1", env=ABORT_ENV)
+    here = _in_process(monkeypatch, tmp_path)
+    result, out, summary = _fuzz(here, tmp_path, "--programs", "--paths", ABORT_PATH, "--styles", "qwen",
+                                  "--dtypes", "float32", "--inputs", "benign", "--max-examples", "40",
+                                  "--searches", "1", env=ABORT_ENV)
     _no_traceback(result)
     assert result.returncode == 1, result.stderr
     (f,) = summary["findings"]
@@ -162,8 +164,9 @@ def test_the_next_run_starts_from_what_was_found(crash_search, monkeypatch, tmp_
     shrunk = spec_file.read_text()
     shutil.copytree(folder / "db", tmp_path / "db")
 
-    second, out, summary = _fuzz(_in_process(monkeypatch, tmp_path), tmp_path, *CRASH_ARGS, "--max-examples", "12", "--max-failures", "1",
-                                 env=ABORT_ENV)
+    here = _in_process(monkeypatch, tmp_path)
+    second, out, summary = _fuzz(here, tmp_path, *CRASH_ARGS, "--max-examples", "12", "--max-failures", "1",
+                                  env=ABORT_ENV)
     _no_traceback(second)
     assert second.returncode == 1, second.stderr
     assert "still fails (from the database)" in second.stderr
@@ -218,8 +221,9 @@ def test_tvm_decompose_float16_layer_norm_is_found_and_shrunk(cli, tmp_path):
 
 @pytest.mark.slow
 def test_executorch_recompose_dtype_mismatch_is_found(monkeypatch, tmp_path):
-    result, out, summary = _fuzz(_in_process(monkeypatch, tmp_path), tmp_path, "--paths", "executorch-recompose", "--patterns", "rms_norm",
-                                 "--max-examples", "10", "--max-failures", "1")
+    here = _in_process(monkeypatch, tmp_path)
+    result, out, summary = _fuzz(here, tmp_path, "--paths", "executorch-recompose", "--patterns", "rms_norm",
+                                  "--max-examples", "10", "--max-failures", "1")
     _no_traceback(result)
     assert result.returncode == 1, result.stderr
     (f,) = summary["findings"]
