@@ -1,6 +1,6 @@
 """`normdiff bugs --drafts DIR` (harness/commands/bugs.py): a report and its scripts per `new` catalog entry.
 
-Two entries here, through its command line (in this process; the cases, the scripts in workers and fresh
+Two entries here, through its command line in this process (the cases run in workers, the scripts in fresh
 interpreters): a compile error on TVM and
 an inaccurate rewrite on ExecuTorch; every entry is a manual run (`normdiff
 bugs --drafts DIR`, figures in docs/bugs-and-repro.md).
