@@ -17,12 +17,11 @@ NEIGHBOURS = {
 }
 
 
-def test_a_norm_with_its_neighbours_reduces_to_at_most_half_its_ops(cli_here, tmp_path):
+def test_a_norm_with_its_neighbours_reduces_to_at_most_half_its_ops(cli, tmp_path):
     target = tmp_path / "neighbours.json"
     target.write_text(json.dumps(NEIGHBOURS))
     out = tmp_path / "reduced.json"
-    # in this process (its steps run in workers); the command in a fresh interpreter: the not-installed test
-    r = cli_here("reduce", str(target), "--path", PATH, "-o", str(out))
+    r = cli("reduce", str(target), "--path", PATH, "-o", str(out))
     assert r.returncode == 0, r.stderr
     assert r.stdout == ""
     steps = [line for line in r.stderr.splitlines() if line.startswith("normdiff reduce: step ")]
