@@ -22,9 +22,9 @@ def _script(cli_here, tmp_path, *args):
 
 
 @pytest.mark.slow
-def test_tvm_seed_names_the_float16_variance(cli_here, tmp_path):
-    proc = cli_here("run", "--case", seed("tvm-20909.json"), "--paths", "tvm-decompose", "--quiet",
-                    "--out", str(tmp_path / "out"))
+def test_tvm_seed_names_the_float16_variance(cli, cli_here, tmp_path):
+    proc = cli("run", "--case", seed("tvm-20909.json"), "--paths", "tvm-decompose", "--quiet",
+               "--out", str(tmp_path / "out"))
     assert proc.returncode == 1, proc.stderr
     r = _records(tmp_path / "out")["tvm-decompose"]
     assert r["verdict"] == "inaccurate"
@@ -48,9 +48,9 @@ def test_tvm_seed_names_the_float16_variance(cli_here, tmp_path):
 
 
 @pytest.mark.slow
-def test_executorch_seed_names_the_first_stage_in_another_dtype(cli_here, tmp_path):
-    proc = cli_here("run", "--case", seed("executorch-24428-qwen-fp16.json"), "--paths", "executorch-recompose",
-                    "--quiet", "--out", str(tmp_path / "out"))
+def test_executorch_seed_names_the_first_stage_in_another_dtype(cli, cli_here, tmp_path):
+    proc = cli("run", "--case", seed("executorch-24428-qwen-fp16.json"), "--paths", "executorch-recompose",
+               "--quiet", "--out", str(tmp_path / "out"))
     assert proc.returncode == 1, proc.stderr
     r = _records(tmp_path / "out")["executorch-recompose"]
     assert r["verdict"] == "dtype_mismatch"
