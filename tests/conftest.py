@@ -92,11 +92,11 @@ def _worker_exit_quiet(config) -> None:
 
 
 def pytest_configure(config):
-    _groups_kept(config)
-    _worker_exit_quiet(config)
     """Tests write only into temporary folders: the runs they start keep their artifact cache (and
     Inductor's, under it; hypothesis' storage too) in one folder of this session, shared by its xdist workers (which inherit
     the controller's environment), not in ~/.cache. It is removed when the session ends."""
+    _groups_kept(config)
+    _worker_exit_quiet(config)
     if hasattr(config, "workerinput") or CACHE_HOME in os.environ:
         return
     home = tempfile.mkdtemp(prefix="normdiff-test-cache-")
