@@ -56,9 +56,7 @@ def normdiff_here(*args, cwd) -> subprocess.CompletedProcess:
     its exit code in the shape `normdiff` returns. For tests of a usage error, which ends while the
     arguments are read, before anything is written or run, and of a command told to do its work in this
     process (--jobs 0) where the test runs the same work here anyway: a fresh interpreter would only add
-    its start (torch's import). And for a test of what a command writes, not of its process, making runs
-    whose work goes to workers anyway: a run after the first reuses the forkserver it left warm (the same
-    workers, seconds sooner). `cwd` is the test's own folder: a check that stopped refusing writes there."""
+    its start (torch's import). `cwd` is the test's own folder: a check that stopped refusing writes there."""
     from harness.commands.main import main
 
     out, err = io.StringIO(), io.StringIO()

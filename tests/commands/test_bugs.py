@@ -94,10 +94,9 @@ SAMPLE = ("tvm-20909", "tvm-19592", "tvm-new-bf16-layer-norm", "executorch-24428
 
 
 @pytest.mark.slow
-def test_bugs_check_behaves_as_recorded_on_one_entry_of_each_kind(cli_here, tmp_path):
-    # in this process (the cases still run in workers); the next test checks in a fresh interpreter
-    proc = cli_here("bugs", "--check", "--no-scripts", "--jobs", "2", "--out", str(tmp_path),
-                    *[a for i in SAMPLE for a in ("--id", i)])
+def test_bugs_check_behaves_as_recorded_on_one_entry_of_each_kind(cli, tmp_path):
+    proc = cli("bugs", "--check", "--no-scripts", "--jobs", "2", "--out", str(tmp_path),
+               *[a for i in SAMPLE for a in ("--id", i)])
     assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
     from harness.commands.bugs import missing
 

@@ -1,7 +1,6 @@
 """`normdiff bugs --drafts DIR` (harness/commands/bugs.py): a report and its scripts per `new` catalog entry.
 
-Two entries here, through its command line in this process (the cases run in workers, the scripts in fresh
-interpreters): a compile error on TVM and
+Two entries here, through the real command line: a compile error on TVM and
 an inaccurate rewrite on ExecuTorch; every entry is a manual run (`normdiff
 bugs --drafts DIR`, figures in docs/bugs-and-repro.md).
 """
@@ -13,7 +12,7 @@ import pytest
 
 from cases import bugs
 from harness.commands.bugs import new_entries
-from helpers import normdiff_here
+from helpers import normdiff
 
 
 # a compile error on TVM and an inaccurate rewrite on ExecuTorch; then two findings only normdiff's own rule
@@ -26,10 +25,10 @@ MARGINAL = ["iree-new-fp16-mean", "openvino-new-batch-norm-fp16"]
 @pytest.fixture(scope="module")
 def drafts(tmp_path_factory):
     """One `bugs --drafts` run of the four entries (one start of the command and its workers for both tests
-    below, which xdist keeps on one worker), in this process: 2.5 s less than a fresh interpreter's."""
+    below, which xdist keeps on one worker)."""
     folder = tmp_path_factory.mktemp("drafts")
     ids = (a for i in WRONG + MARGINAL for a in ("--id", i))
-    done = normdiff_here("bugs", "--drafts", str(folder), *ids, "--jobs", "2", cwd=folder)
+    done = normdiff("bugs", "--drafts", str(folder), *ids, "--jobs", "2")
     assert done.returncode == 0, done.stderr
     assert "4 of 4 reports written whose short script exits 1" in done.stderr
     return folder

@@ -28,14 +28,11 @@ def model_json(out) -> dict:
 
 @pytest.fixture(scope="module")
 def mixer(tmp_path_factory):
-    """TinyMixer in float16 on two paths, without and with --outliers: (its folder, the command's result) each.
-    In this process (its capture and executions still run in workers): the second run reuses the warm forkserver
-    the first started; a fresh interpreter each cost 7 s more a run (the command in a fresh one: test_bad_input…,
-    test_captured_activations_over_max_memory…)."""
+    """TinyMixer in float16 on two paths, without and with --outliers: (its folder, the command's result) each."""
     runs = {}
     for name, extra in (("plain", []), ("outliers", ["--outliers"])):
-        out = tmp_path_factory.mktemp(name)
-        runs[name] = (str(out), normdiff_here("model", *MIXER, "--paths", PATHS, "--out", str(out), *extra, cwd=out))
+        out = str(tmp_path_factory.mktemp(name))
+        runs[name] = (out, normdiff("model", *MIXER, "--paths", PATHS, "--out", out, *extra, env=ENV))
     return runs
 
 
@@ -97,8 +94,7 @@ def test_planted_activations_flip_a_float16_reducing_path_from_pass_to_fail(tmp_
     runs = {}
     for name, extra in (("plain", []), ("outliers", ["--outliers", "--outlier-tokens", "0", "3"])):
         out = tmp_path / name
-        # in this process, as the mixer's runs: the second run's workers come from the first's warm forkserver
-        r = normdiff_here("model", *STACK, "--out", str(out), *extra, cwd=tmp_path)
+        r = normdiff("model", *STACK, "--out", str(out), *extra, env=ENV)
         about = model_json(out)
         lines = (out / "results.jsonl").read_text().splitlines()
         records = {(rec["case_id"], rec["path"]): rec for rec in map(json.loads, lines)}

@@ -85,10 +85,10 @@ def test_two_concurrent_runs_into_one_folder_keep_the_first_runs_records_whole(c
         assert con.execute("SELECT COUNT(*), SUM(executions) FROM runs").fetchone() == (1, len(wanted))
 
 
-def test_resume_refuses_records_of_other_library_versions(cli_here, tmp_path):
+def test_resume_refuses_records_of_other_library_versions(cli, cli_here, tmp_path):
     out = tmp_path / "out"
-    assert cli_here("run", "--case", SEED, "--paths", "eager", "--out", str(out), "--jobs", "0",
-                    "--no-history").returncode == 0
+    assert cli("run", "--case", SEED, "--paths", "eager", "--out", str(out), "--jobs", "0",
+               "--no-history").returncode == 0
     results = out / "results.jsonl"
     (rec,) = read_results(str(results))
     rec["versions"]["torch"] = "2.0.0"
@@ -146,12 +146,12 @@ def pass_rates(report) -> str:
     return report.read_text().split('<table id="pass-rates">', 1)[1].split("</table>", 1)[0]
 
 
-def test_a_run_from_any_folder_writes_nothing_there_and_its_history_into_its_output_folder(cli, cli_here, tmp_path):
+def test_a_run_from_any_folder_writes_nothing_there_and_its_history_into_its_output_folder(cli, tmp_path):
     here, out, cache = tmp_path / "here", tmp_path / "elsewhere" / "out", tmp_path / "cache"
     here.mkdir()
-    for n in (1, 2):  # in this process, from `here` (--jobs 0: its work is here); the history in a fresh one
-        r = cli_here("run", "--case", SEED, "--paths", "eager", "--jobs", "0", "--quiet", "--out", str(out),
-                     "--cache", str(cache), cwd=str(here))
+    for n in (1, 2):
+        r = cli("run", "--case", SEED, "--paths", "eager", "--jobs", "0", "--quiet", "--out", str(out),
+                "--cache", str(cache), cwd=str(here))
         assert r.returncode == 0, r.stderr[-2000:]
         assert os.listdir(here) == []  # no reports/, no history, nothing
         assert runs_in(out / "history.sqlite") == [("run", 1)] * n
@@ -166,7 +166,7 @@ def test_a_run_from_any_folder_writes_nothing_there_and_its_history_into_its_out
 
 def test_the_default_history_is_the_output_folders_and_history_file_overrides_it(cli, cli_here, tmp_path):
     common = ["--case", SEED, "--paths", "eager", "--jobs", "0", "--quiet", "--no-cache"]
-    r = cli_here("run", *common, cwd=str(tmp_path))  # --out default: reports/latest (the merges: fresh interpreters)
+    r = cli("run", *common, cwd=str(tmp_path))  # --out default: reports/latest
     assert r.returncode == 0, r.stderr[-2000:]
     latest = tmp_path / "reports" / "latest"
     assert sorted(os.listdir(tmp_path / "reports")) == ["latest"]  # not reports/history.sqlite

@@ -4,19 +4,9 @@ executions, not the run."""
 import json
 import os
 
-import pytest
-
-from helpers import ROOT, normdiff_here
+from helpers import ROOT
 
 ENV = {"PYTHONPATH": os.path.join(ROOT, "tests")}
-
-
-@pytest.fixture
-def here(tmp_path):
-    """`normdiff` in this process (the classes are built in workers, which find them on this process's path; the
-    first test keeps the fresh interpreter, ENV its path): a run after one on the same paths reuses the warm
-    forkserver, seconds a run."""
-    return lambda *args: normdiff_here(*args, cwd=tmp_path)
 
 
 def write(tmp_path, name, *specs):
@@ -41,15 +31,15 @@ def test_a_class_that_cannot_be_built_stops_the_run_before_anything_is_written(c
         assert (out / "results.jsonl").read_text() == '{"kept": true}\n'
 
 
-def test_one_case_outside_the_language_exits_2_and_inside_a_suite_it_is_unsupported(here, tmp_path):
+def test_one_case_outside_the_language_exits_2_and_inside_a_suite_it_is_unsupported(cli, tmp_path):
     cum = {"class": "user_norms:CumulativeNorm"}
-    r = here("run", "--case", write(tmp_path, "one.json", cum), "--paths", "eager", "--out", str(tmp_path / "a"),
-             "--no-history")
+    r = cli("run", "--case", write(tmp_path, "one.json", cum), "--paths", "eager", "--out", str(tmp_path / "a"),
+            "--no-history", env=ENV)
     assert r.returncode == 2 and "cumprod" in r.stderr and "user_norms:CumulativeNorm" in r.stderr
     llama = {"class": "user_norms:LlamaRMSNorm", "init": {"hidden_size": 16}}
     out = tmp_path / "b"
-    r = here("run", "--case", write(tmp_path, "suite.jsonl", cum, llama, {"class": "user_norms:CrashingNorm"}),
-             "--paths", "eager,tvm", "--out", str(out), "--no-history")
+    r = cli("run", "--case", write(tmp_path, "suite.jsonl", cum, llama, {"class": "user_norms:CrashingNorm"}),
+            "--paths", "eager,tvm", "--out", str(out), "--no-history", env=ENV)
     assert r.returncode == 1, r.stderr
     got = {(rec["case"]["class"], rec["path"]): rec for rec in records(out)}
     assert len(got) == 6
@@ -61,11 +51,11 @@ def test_one_case_outside_the_language_exits_2_and_inside_a_suite_it_is_unsuppor
         assert got[("user_norms:LlamaRMSNorm", path)]["verdict"] == "pass"
 
 
-def test_a_class_that_hangs_while_it_is_built_times_out_as_its_executions(here, tmp_path):
+def test_a_class_that_hangs_while_it_is_built_times_out_as_its_executions(cli, tmp_path):
     out = tmp_path / "out"
-    r = here("run", "--case", write(tmp_path, "s.jsonl", {"class": "user_norms:HangingNorm"},
-                                    {"class": "user_norms:LlamaRMSNorm", "init": {"hidden_size": 16}}),
-             "--paths", "eager", "--out", str(out), "--timeout", "12", "--no-history")
+    r = cli("run", "--case", write(tmp_path, "s.jsonl", {"class": "user_norms:HangingNorm"},
+                                   {"class": "user_norms:LlamaRMSNorm", "init": {"hidden_size": 16}}),
+            "--paths", "eager", "--out", str(out), "--timeout", "12", "--no-history", env=ENV)
     assert r.returncode == 1, r.stderr
     got = {rec["case"]["class"]: rec for rec in records(out)}
     assert got["user_norms:HangingNorm"]["verdict"] == "timeout" and got["user_norms:HangingNorm"]["stage"] == "lift"
@@ -73,9 +63,6 @@ def test_a_class_that_hangs_while_it_is_built_times_out_as_its_executions(here, 
 
 
 def test_a_class_that_outgrows_the_memory_limit_costs_its_executions_not_the_run(cli, tmp_path):
-    """A fresh interpreter: under --max-memory the run forks its workers from itself only while its own address
-    space is small (harness.engine.scheduler._forkable), so in a test's process its outcome would depend on
-    what that process ran before (a make test at ea9889b failed it in an xdist worker)."""
     out = tmp_path / "out"
     hungry = {"class": "user_norms:HungryNorm", "init": {"hidden_size": 16}}
     others = [{"class": "user_norms:LlamaRMSNorm", "init": {"hidden_size": 16}},

@@ -195,15 +195,13 @@ SHARD_SPECS = ([ln(seed=i) for i in range(3)]
                   for i in range(2)])
 
 
-def test_two_shards_merged_equal_the_unsharded_run(cli, cli_here, tmp_path):
+def test_two_shards_merged_equal_the_unsharded_run(cli, tmp_path):
     cases = write_cases(tmp_path, SHARD_SPECS)
     common = ["--case", cases, "--paths", "eager", "--jobs", "1", "--quiet"]
     outs = {name: tmp_path / name for name in ("all", "s1", "s2", "merged")}
-    # the runs in this process (their executions in workers): each after the first reuses the warm forkserver;
-    # the merge in a fresh interpreter
-    assert cli_here("run", *common, "--out", str(outs["all"])).returncode == 0
+    assert cli("run", *common, "--out", str(outs["all"])).returncode == 0
     for k in (1, 2):
-        r = cli_here("run", *common, "--shard", f"{k}/2", "--out", str(outs[f"s{k}"]))
+        r = cli("run", *common, "--shard", f"{k}/2", "--out", str(outs[f"s{k}"]))
         assert r.returncode == 0, r.stderr[-2000:]
     r = cli("merge", str(outs["s1"]), str(outs["s2"]), "--out", str(outs["merged"]))
     assert r.returncode == 0, r.stderr[-2000:]

@@ -13,7 +13,7 @@ import json
 import pytest
 
 from harness import paths
-from helpers import every_path, normdiff_here, selected_params
+from helpers import every_path, normdiff, selected_params
 
 LENGTHS = (7, 4099, 70000)
 SPECS = [{"pattern": "instance_norm", "dtype": "float16", "shape": [1, 4, n], "dynamic": [2]} for n in LENGTHS]
@@ -34,10 +34,9 @@ def records(request, tmp_path_factory) -> dict:
     folder = tmp_path_factory.mktemp("symbolic")
     case = folder / "lengths.jsonl"
     case.write_text("".join(json.dumps(s) + "\n" for s in SPECS))
-    with pytest.MonkeyPatch.context() as mp:  # the run in this process, its executions in workers
-        mp.setenv("NORMDIFF_EXTRA_PATHS", f"{PLUGIN}=tests.plugin_paths:Float16StoragePath")
-        run = normdiff_here("run", "--case", str(case), "--paths", ",".join(names + [PLUGIN]),
-                            "--out", str(folder / "out"), "--cache", str(folder / "cache"), cwd=folder)
+    run = normdiff("run", "--case", str(case), "--paths", ",".join(names + [PLUGIN]),
+                   "--out", str(folder / "out"), "--cache", str(folder / "cache"),
+                   env={"NORMDIFF_EXTRA_PATHS": f"{PLUGIN}=tests.plugin_paths:Float16StoragePath"})
     assert run.returncode in (0, 1), run.stderr[-2000:]
     out: dict = {}
     for line in (folder / "out" / "results.jsonl").read_text().splitlines():

@@ -133,12 +133,12 @@ def test_run_into_a_folder_named_as_history_is_refused(cli_here, tmp_path):
 
 
 @pytest.mark.slow
-def test_history_answers_for_the_seed_after_two_runs_and_the_report_shows_pass_rates(cli_here, tmp_path):
+def test_history_answers_for_the_seed_after_two_runs_and_the_report_shows_pass_rates(cli, cli_here, tmp_path):
     db = str(tmp_path / "history.sqlite")
     out = tmp_path / "out"
-    for _ in range(2):  # in this process (the executions in workers): the second run reuses the first's forkserver
-        r = cli_here("run", "--case", SEED, "--paths", "eager,tvm-decompose", "--out", str(out), "--jobs", "1",
-                     "--quiet", "--history", db)
+    for _ in range(2):
+        r = cli("run", "--case", SEED, "--paths", "eager,tvm-decompose", "--out", str(out), "--jobs", "1",
+                "--quiet", "--history", db)
         assert r.returncode == 1, r.stderr[-2000:]  # the seed fails on tvm-decompose
     seed_id = load_spec_file(SEED)[0].case_id
     r = cli_here("history", seed_id, "--history", db)
@@ -158,9 +158,8 @@ def test_history_answers_for_the_seed_after_two_runs_and_the_report_shows_pass_r
     assert '<tr data-path="eager"><td>eager</td><td>2</td><td>2</td><td>100.0%</td>' in rates
     assert '<tr data-path="tvm-decompose"><td>tvm-decompose</td><td>2</td><td>2</td><td>0.0%</td>' in rates
     # merge appends too (as a merge), and --no-history leaves the file alone
-    assert cli_here("merge", str(out), "--out", str(tmp_path / "merged"), "--history", db).returncode == 0
-    assert cli_here("merge", str(out), "--out", str(tmp_path / "merged2"), "--no-history", "--history",
-                    db).returncode == 0
+    assert cli("merge", str(out), "--out", str(tmp_path / "merged"), "--history", db).returncode == 0
+    assert cli("merge", str(out), "--out", str(tmp_path / "merged2"), "--no-history", "--history", db).returncode == 0
     with sqlite3.connect(db) as con:
         assert con.execute("SELECT kind, executions FROM runs ORDER BY run_id").fetchall() == [
             ("run", 2), ("run", 2), ("merge", 2)]

@@ -9,28 +9,20 @@ import sys
 
 import pytest
 
-from helpers import ROOT, normdiff_here
+from helpers import ROOT
 
 TESTS = os.path.join(ROOT, "tests")
 LLAMA = {"pattern": "rms_norm", "class": "user_norms:LlamaRMSNorm", "init": {"hidden_size": 64},
          "dtype": "float16", "shape": [2, 8, 64], "params": {"kind": "normal"}}
 
 
-def script(repro, tmp_path, spec, path, *flags):
+def script(cli, tmp_path, spec, path, *flags):
     case = tmp_path / "case.json"
     case.write_text(json.dumps(spec))
     out = tmp_path / f"repro_{path}{'_inline' if flags else ''}.py"
-    r = repro(str(case), "--path", path, "-o", str(out), *flags)
+    r = cli("repro", str(case), "--path", path, "-o", str(out), *flags, env={"PYTHONPATH": TESTS})
     assert r.returncode == 0, r.stderr
     return out
-
-
-@pytest.fixture
-def repro(tmp_path):
-    """`normdiff repro` in this process (the class lifted in a worker, which finds it on this process's path), the
-    scripts in fresh interpreters: a repro after one reuses the warm forkserver. tests/repro/test_report.py and
-    tests/commands/test_model.py keep the command's fresh interpreter."""
-    return lambda *args: normdiff_here("repro", *args, cwd=tmp_path)
 
 
 def run(path, with_class=True):
@@ -49,18 +41,18 @@ def imports(path) -> set[str]:
     return out
 
 
-def test_the_seed_bug_on_the_users_class_reproduces_and_eager_passes(repro, tmp_path):
-    bad = script(repro, tmp_path, LLAMA, "executorch-recompose")
+def test_the_seed_bug_on_the_users_class_reproduces_and_eager_passes(cli, tmp_path):
+    bad = script(cli, tmp_path, LLAMA, "executorch-recompose")
     assert "from user_norms import LlamaRMSNorm" in bad.read_text() and "import root:" in bad.read_text()
     assert "harness" not in imports(bad) and "normdiff" not in imports(bad) and "user_norms" in imports(bad)
     r = run(bad)
     assert r.returncode == 1 and "output dtype float32, expected float16" in r.stdout + r.stderr, r.stdout + r.stderr
-    r = run(script(repro, tmp_path, LLAMA, "eager"))
+    r = run(script(cli, tmp_path, LLAMA, "eager"))
     assert r.returncode == 0 and "OK: eager matches" in r.stdout, r.stdout + r.stderr
 
 
-def test_inline_pastes_the_lifted_program_and_needs_no_class(repro, tmp_path):
-    inline = script(repro, tmp_path, LLAMA, "executorch-recompose", "--inline")
+def test_inline_pastes_the_lifted_program_and_needs_no_class(cli, tmp_path):
+    inline = script(cli, tmp_path, LLAMA, "executorch-recompose", "--inline")
     assert "user_norms" not in imports(inline) and "to_1 = mul.to(torch.float16)" in inline.read_text()
     r = run(inline, with_class=False)
     assert r.returncode == 1 and "output dtype float32, expected float16" in r.stdout + r.stderr
@@ -72,6 +64,6 @@ def test_inline_pastes_the_lifted_program_and_needs_no_class(repro, tmp_path):
     {"class": "user_norms:AdaptiveLayerNorm", "init": {"dim": 32, "cond_dim": 8}, "dtype": "float32",
      "shape": [2, 4, 32], "inputs": {"cond": {"kind": "normal", "shape": [2, 8]}}},
 ])
-def test_inputs_parameters_and_a_constructors_draws_are_normdiffs(repro, tmp_path, spec):
-    r = run(script(repro, tmp_path, spec, "eager"))
+def test_inputs_parameters_and_a_constructors_draws_are_normdiffs(cli, tmp_path, spec):
+    r = run(script(cli, tmp_path, spec, "eager"))
     assert r.returncode == 0 and "OK: eager matches" in r.stdout, r.stdout + r.stderr

@@ -1,5 +1,4 @@
-"""`normdiff fuzz` through its command line (most searches in this process, their examples in workers; two tests in
-a fresh interpreter), with real TVM and ExecuTorch.
+"""`normdiff fuzz` through the real command line, with real TVM and ExecuTorch.
 
 The slow tests find the two seed bug families (apache/tvm#20909 on
 tvm-decompose, pytorch/executorch#24428 on executorch-recompose) with a fixed
@@ -24,19 +23,6 @@ def _fuzz(cli, tmp_path, *args, env=None):
     result = cli("fuzz", "--out", str(out), "--database", str(tmp_path / "db"), "--seed", "0", *args, env=env)
     summary = json.loads((out / "fuzz.json").read_text()) if (out / "fuzz.json").exists() else None
     return result, out, summary
-
-
-def _in_process(monkeypatch, tmp_path):
-    """`normdiff` in this process, from tmp_path, with `env` set for the call's test (the examples still run in
-    workers): a search after one on the same paths reuses the forkserver it left warm. The command in a fresh
-    interpreter: test_bad_usage_through_the_real_command_line, test_tvm_decompose_float16_layer_norm_…"""
-    from helpers import normdiff_here
-
-    def run(*args, env=None):
-        for key, value in (env or {}).items():
-            monkeypatch.setenv(key, value)
-        return normdiff_here(*args, cwd=tmp_path)
-    return run
 
 
 def _finding(summary, signature):
@@ -80,10 +66,9 @@ def test_bad_usage_through_the_real_command_line(cli, tmp_path):
 
 # -- eager: no false alarm -------------------------------------------------------
 
-def test_eager_on_benign_float32_finds_nothing(monkeypatch, tmp_path):
-    here = _in_process(monkeypatch, tmp_path)
-    result, out, summary = _fuzz(here, tmp_path, "--paths", "eager", "--dtypes", "float32",
-                                  "--inputs", "benign", "--max-examples", "100")
+def test_eager_on_benign_float32_finds_nothing(cli, tmp_path):
+    result, out, summary = _fuzz(cli, tmp_path, "--paths", "eager", "--dtypes", "float32",
+                                 "--inputs", "benign", "--max-examples", "100")
     _no_traceback(result)
     assert result.returncode == 0, result.stderr
     assert "no failure found" in result.stderr
@@ -105,10 +90,10 @@ def crash_search(tmp_path_factory):
     """One search of the abort path, its database kept: the crash found and shrunk, and what the next run
     replays (the two tests below, kept on one worker; each search and shrink of a crash costs a worker's
     restart per example)."""
+    from helpers import normdiff
+
     folder = tmp_path_factory.mktemp("crash")
-    with pytest.MonkeyPatch.context() as monkeypatch:
-        result, out, summary = _fuzz(_in_process(monkeypatch, folder), folder, *CRASH_ARGS, "--max-examples", "40",
-                                     env=ABORT_ENV)
+    result, out, summary = _fuzz(normdiff, folder, *CRASH_ARGS, "--max-examples", "40", env=ABORT_ENV)
     return folder, result, out, summary
 
 
@@ -134,14 +119,13 @@ def test_a_crash_is_one_failure_shrunk_to_its_threshold_and_the_search_goes_on(c
         in result.stderr
 
 
-def test_programs_run_in_batches_and_a_crash_in_one_is_its_own_finding(monkeypatch, tmp_path):
+def test_programs_run_in_batches_and_a_crash_in_one_is_its_own_finding(cli, tmp_path):
     """--programs draws several inputs per structure: one map per batch, a crash mid-batch is one record
     (the lane's next worker runs the rest), and the finding shrinks to the canonical program at the
     threshold row, alone out of its batch."""
-    here = _in_process(monkeypatch, tmp_path)
-    result, out, summary = _fuzz(here, tmp_path, "--programs", "--paths", ABORT_PATH, "--styles", "qwen",
-                                  "--dtypes", "float32", "--inputs", "benign", "--max-examples", "40",
-                                  "--searches", "1", env=ABORT_ENV)
+    result, out, summary = _fuzz(cli, tmp_path, "--programs", "--paths", ABORT_PATH, "--styles", "qwen",
+                                 "--dtypes", "float32", "--inputs", "benign", "--max-examples", "40",
+                                 "--searches", "1", env=ABORT_ENV)
     _no_traceback(result)
     assert result.returncode == 1, result.stderr
     (f,) = summary["findings"]
@@ -153,7 +137,7 @@ def test_programs_run_in_batches_and_a_crash_in_one_is_its_own_finding(monkeypat
 
 
 @pytest.mark.xdist_group("crash_search")  # its module fixture once, on one worker
-def test_the_next_run_starts_from_what_was_found(crash_search, monkeypatch, tmp_path):
+def test_the_next_run_starts_from_what_was_found(cli, crash_search, tmp_path):
     """The database keeps each minimal failure: the next run re-checks it first, without search or shrink
     (the first run is the search above, its database copied here: this test's run writes only into tmp_path)."""
     import shutil
@@ -164,9 +148,8 @@ def test_the_next_run_starts_from_what_was_found(crash_search, monkeypatch, tmp_
     shrunk = spec_file.read_text()
     shutil.copytree(folder / "db", tmp_path / "db")
 
-    here = _in_process(monkeypatch, tmp_path)
-    second, out, summary = _fuzz(here, tmp_path, *CRASH_ARGS, "--max-examples", "12", "--max-failures", "1",
-                                  env=ABORT_ENV)
+    second, out, summary = _fuzz(cli, tmp_path, *CRASH_ARGS, "--max-examples", "12", "--max-failures", "1",
+                                 env=ABORT_ENV)
     _no_traceback(second)
     assert second.returncode == 1, second.stderr
     assert "still fails (from the database)" in second.stderr
@@ -180,17 +163,16 @@ STORAGE_PATH = "float16-storage"  # every float32 output stored through float16:
 STORAGE_ENV = {"NORMDIFF_EXTRA_PATHS": f"{STORAGE_PATH}=tests.plugin_paths:Float16StoragePath"}
 
 
-def test_the_same_seed_gives_the_same_search(monkeypatch, tmp_path):
+def test_the_same_seed_gives_the_same_search(cli, tmp_path):
     """Two searches of one seed draw, find and shrink alike (seven findings, their shrinks included). On a path
     that errs without crashing: a crash costs a worker's restart per example (69 s of make test with the abort
     path; the crash's own search and shrink are the next test's)."""
     args = ("--paths", STORAGE_PATH, "--patterns", "layer_norm,rms_norm", "--dtypes", "float32",
             "--inputs", "benign", "--max-examples", "15", "--seed", "9", "--database", "none")
     runs = []
-    here = _in_process(monkeypatch, tmp_path)  # b reuses a's warm forkserver
     for name in ("a", "b"):
         out = tmp_path / name
-        result = here("fuzz", "--out", str(out), *args, env=STORAGE_ENV)
+        result = cli("fuzz", "--out", str(out), *args, env=STORAGE_ENV)
         assert result.returncode == 1, result.stderr
         summary = json.loads((out / "fuzz.json").read_text())
         files = {p.name: p.read_bytes() for p in sorted((out / "failures").glob("*.json"))}
@@ -220,10 +202,9 @@ def test_tvm_decompose_float16_layer_norm_is_found_and_shrunk(cli, tmp_path):
 
 
 @pytest.mark.slow
-def test_executorch_recompose_dtype_mismatch_is_found(monkeypatch, tmp_path):
-    here = _in_process(monkeypatch, tmp_path)
-    result, out, summary = _fuzz(here, tmp_path, "--paths", "executorch-recompose", "--patterns", "rms_norm",
-                                  "--max-examples", "10", "--max-failures", "1")
+def test_executorch_recompose_dtype_mismatch_is_found(cli, tmp_path):
+    result, out, summary = _fuzz(cli, tmp_path, "--paths", "executorch-recompose", "--patterns", "rms_norm",
+                                 "--max-examples", "10", "--max-failures", "1")
     _no_traceback(result)
     assert result.returncode == 1, result.stderr
     (f,) = summary["findings"]
